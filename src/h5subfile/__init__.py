@@ -1,0 +1,53 @@
+"""h5subfile: parallel HDF5 I/O for MPI applications, built on subfiling.
+
+Ranks are grouped; each group writes its part of every dataset into its own HDF5 subfile, and a
+small master file stitches the parts together with Virtual Datasets, so that every HDF5 tool sees
+one plain dataset.
+"""
+
+from ._version import __version__
+from .errors import (
+    BlockError,
+    CollectiveMismatchError,
+    CorruptFileError,
+    DataShapeError,
+    FileModeError,
+    H5SubfileError,
+    IncompleteFileError,
+    MissingFileError,
+    ObjectExistsError,
+    ObjectNotFoundError,
+    PlanError,
+    SelectionError,
+    TruncatedFileError,
+    UnsafePathError,
+    UnsupportedDtypeError,
+)
+from .files import AttributeManager, Dataset, File, Group
+from .layout.blocks import Block
+from .plan import Plan
+
+__all__ = [
+    "AttributeManager",
+    "Block",
+    "BlockError",
+    "CollectiveMismatchError",
+    "CorruptFileError",
+    "DataShapeError",
+    "Dataset",
+    "File",
+    "FileModeError",
+    "Group",
+    "H5SubfileError",
+    "IncompleteFileError",
+    "MissingFileError",
+    "ObjectExistsError",
+    "ObjectNotFoundError",
+    "Plan",
+    "PlanError",
+    "SelectionError",
+    "TruncatedFileError",
+    "UnsafePathError",
+    "UnsupportedDtypeError",
+    "__version__",
+]

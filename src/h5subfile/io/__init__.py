@@ -1,0 +1,1 @@
+"""The only package that touches files: positioned I/O, subfiles, the master, readers."""

@@ -1,0 +1,79 @@
+"""Small helpers over h5py's low-level API shared by the subfile and master writers."""
+
+from __future__ import annotations
+
+import posixpath
+from typing import Any
+
+import h5py
+import numpy as np
+
+#: Library version bounds: 1.8-style object headers (large attributes) and nothing newer than
+#: 1.10, so that HDF5 1.10 tools (Debian's h5dump 1.10.8) read every file we write.
+LIBVER = ("v108", "v110")
+
+
+def require_parent(h5: h5py.File, path: str) -> h5py.Group:
+    parent = posixpath.dirname(path) or "/"
+    return h5.require_group(parent)
+
+
+def create_early_dataset(h5: h5py.File, path: str, shape: tuple[int, ...], dtype: np.dtype) -> int:
+    """Create a contiguous dataset whose storage is allocated now and never filled.
+
+    Returns the byte offset of its data in the file, where ranks then write directly.
+    """
+    dcpl = h5py.h5p.create(h5py.h5p.DATASET_CREATE)
+    dcpl.set_layout(h5py.h5d.CONTIGUOUS)
+    dcpl.set_alloc_time(h5py.h5d.ALLOC_TIME_EARLY)
+    dcpl.set_fill_time(h5py.h5d.FILL_TIME_NEVER)
+    space = h5py.h5s.create_simple(shape) if shape else h5py.h5s.create(h5py.h5s.SCALAR)
+    type_id = h5py.h5t.py_create(dtype, logical=True)
+    parent = require_parent(h5, path)
+    name = posixpath.basename(path).encode()
+    dataset = h5py.h5d.create(parent.id, name, type_id, space, dcpl=dcpl)
+    offset = dataset.get_offset()
+    if offset is None:
+        raise OSError(f"HDF5 allocated no storage for {path} (shape {shape})")
+    return int(offset)
+
+
+def direct_offset(dataset: h5py.Dataset) -> int | None:
+    """The byte offset of a dataset's data if its raw bytes can be read directly, else None.
+
+    Direct reading needs contiguous, allocated storage without filters or external files, and a
+    file type identical to the one h5py makes for the dataset's numpy dtype.
+    """
+    try:
+        dcpl = dataset.id.get_create_plist()
+        if dcpl.get_layout() != h5py.h5d.CONTIGUOUS:
+            return None
+        if dcpl.get_nfilters() or dcpl.get_external_count():
+            return None
+        offset = dataset.id.get_offset()
+        if offset is None:
+            return None
+        if not dataset.id.get_type().equal(h5py.h5t.py_create(dataset.dtype, logical=True)):
+            return None
+        return int(offset)
+    except (TypeError, ValueError):
+        return None
+
+
+def virtual_sources(dataset: h5py.Dataset) -> list[str]:
+    """The source file names of a virtual dataset ("." is the file itself)."""
+    dcpl = dataset.id.get_create_plist()
+    if dcpl.get_layout() != h5py.h5d.VIRTUAL:
+        return []
+    return [dcpl.get_virtual_filename(i) for i in range(dcpl.get_virtual_count())]
+
+
+def read_attrs(obj: h5py.HLObject) -> dict[str, Any]:
+    """All attributes of an object; an attribute h5py cannot read becomes a short note."""
+    values: dict[str, Any] = {}
+    for name in obj.attrs:
+        try:
+            values[name] = obj.attrs[name]
+        except (OSError, TypeError, ValueError) as exc:
+            values[name] = f"<unreadable attribute: {exc}>"
+    return values

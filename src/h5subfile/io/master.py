@@ -1,0 +1,369 @@
+"""The master file: rank 0 writes it (groups, attributes, VDS, layout records, atomic commit)
+and scans it for readers (the catalogue that is broadcast to every rank)."""
+
+from __future__ import annotations
+
+import datetime as _dt
+import os
+import posixpath
+import shutil
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+import h5py
+import numpy as np
+
+from ..errors import (
+    CorruptFileError,
+    FileExistsH5SubfileError,
+    IncompleteFileError,
+    MissingFileError,
+    TruncatedFileError,
+    UnsafePathError,
+)
+from ..layout.names import SUBFILE_NAME, partial_path, resolve_inside, subfile_folder
+from ..layout.record import (
+    LAYOUT_ATTR,
+    ROOT_ATTR,
+    DatasetLayout,
+    FileRecord,
+    Session,
+    StoredExtent,
+    is_reserved,
+)
+from .boxes import Problem
+from .h5 import LIBVER, create_early_dataset, direct_offset, read_attrs, require_parent, virtual_sources
+
+COPY_LIMIT_ENV = "H5SUBFILE_MASTER_COPY_LIMIT"
+#: A master up to this size is copied and replaced atomically when appended to; a larger one
+#: (it holds raw data) is changed in place under an open-session marker.
+DEFAULT_COPY_LIMIT = 64 * 2**20
+
+
+def now() -> str:
+    return _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
+
+
+@dataclass
+class NodeInfo:
+    """What every rank knows of one group or dataset."""
+
+    kind: str  # "group" or "dataset"
+    attrs: dict[str, Any] = field(default_factory=dict)
+    shape: tuple[int, ...] = ()
+    dtype: np.dtype | None = None
+    layout: DatasetLayout | None = None  # read straight from these extents
+    via_h5py: bool = False  # read through h5py instead
+    problem: Problem | None = None  # raised when read
+    storage: str = ""  # short description for `info`
+
+
+@dataclass
+class Catalog:
+    """Every group and dataset of a file, with attributes and layouts; identical on all ranks."""
+
+    nodes: dict[str, NodeInfo]
+    record: FileRecord
+    problems: list[str] = field(default_factory=list)
+
+    def children(self, path: str) -> list[str]:
+        prefix = path.rstrip("/") + "/"
+        names = {
+            p[len(prefix):].split("/", 1)[0] for p in self.nodes if p.startswith(prefix) and p != "/"
+        }
+        return sorted(names)
+
+
+def _user_attrs(obj: h5py.HLObject) -> dict[str, Any]:
+    return {k: v for k, v in read_attrs(obj).items() if not is_reserved(k)}
+
+
+class _SizeCheck:
+    """Checks the files that extents name, stat()ing each file once."""
+
+    def __init__(self, master_path: str, master_data_path: str):
+        self.master_path = master_path
+        self.master_data_path = master_data_path
+        self.sizes: dict[str, int | None] = {}
+
+    def problem(self, dataset: str, extents: Iterable[StoredExtent], itemsize: int) -> Problem | None:
+        for extent in extents:
+            try:
+                path = (
+                    self.master_data_path
+                    if extent.file in ("", ".")
+                    else resolve_inside(self.master_path, extent.file)
+                )
+            except UnsafePathError as exc:
+                return "UnsafePathError", f"dataset {dataset}: {exc}"
+            if path not in self.sizes:
+                self.sizes[path] = os.path.getsize(path) if os.path.isfile(path) else None
+            size = self.sizes[path]
+            if size is None:
+                return (
+                    "MissingFileError",
+                    f"subfile {extent.file} of dataset {dataset} is missing ({path}); the data "
+                    "it holds cannot be read (a VDS reader would silently return fill values)",
+                )
+            end = extent.offset + extent.nbytes(itemsize)
+            if size < end:
+                return (
+                    "TruncatedFileError",
+                    f"{extent.file or 'the master'} of dataset {dataset} is truncated: it has "
+                    f"{size} bytes, the data needs {end}",
+                )
+        return None
+
+
+def scan(h5: h5py.File, master_path: str, master_data_path: str) -> Catalog:
+    """Read every group, dataset, attribute and layout record of an open master (rank 0)."""
+    record = FileRecord()
+    if ROOT_ATTR in h5.attrs:
+        record = FileRecord.from_json(str(h5.attrs[ROOT_ATTR]), master_path)
+    open_sessions = {s.id for s in record.open_sessions}
+    check = _SizeCheck(master_path, master_data_path)
+    nodes: dict[str, NodeInfo] = {"/": NodeInfo("group", _user_attrs(h5))}
+    problems: list[str] = []
+
+    def visit(name: str, obj: h5py.HLObject) -> None:
+        path = "/" + name
+        if isinstance(obj, h5py.Group):
+            nodes[path] = NodeInfo("group", _user_attrs(obj))
+            return
+        if not isinstance(obj, h5py.Dataset):
+            return
+        info = NodeInfo("dataset", _user_attrs(obj), tuple(obj.shape), obj.dtype)
+        if LAYOUT_ATTR in obj.attrs:
+            layout = DatasetLayout.from_json(str(obj.attrs[LAYOUT_ATTR]), f"{master_path}:{path}")
+            info.layout = layout
+            files = sorted({e.file or "master" for e in layout.extents})
+            info.storage = f"{len(layout.extents)} extent(s) in {len(files)} file(s)"
+            if layout.session in open_sessions:
+                info.problem = (
+                    "IncompleteFileError",
+                    f"dataset {path} was created by write session {layout.session}, which did "
+                    "not finish (the job stopped before closing the file); its data is incomplete",
+                )
+            elif not layout.complete:
+                info.problem = (
+                    "IncompleteFileError",
+                    f"dataset {path} was not completely written: some ranks never wrote their "
+                    "blocks before the file was closed",
+                )
+            else:
+                info.problem = check.problem(path, layout.extents, obj.dtype.itemsize)
+        else:
+            offset = direct_offset(obj)
+            sources = virtual_sources(obj)
+            if offset is not None and obj.dtype.kind != "O":
+                extent = StoredExtent("", path, (0,) * obj.ndim, tuple(obj.shape), offset)
+                info.layout = DatasetLayout(-1, (extent,))
+                info.storage = "contiguous (plain HDF5)"
+                info.problem = check.problem(path, [extent], obj.dtype.itemsize)
+            else:
+                info.via_h5py = True
+                info.storage = "virtual (plain HDF5)" if sources else "read through h5py"
+                for source in sources:
+                    if source == ".":
+                        continue
+                    try:
+                        target = resolve_inside(master_path, source)
+                    except UnsafePathError as exc:
+                        info.problem = ("UnsafePathError", f"dataset {path}: {exc}")
+                        break
+                    if not os.path.isfile(target):
+                        info.problem = (
+                            "MissingFileError",
+                            f"source file {source} of virtual dataset {path} is missing",
+                        )
+                        break
+        if info.problem:
+            problems.append(info.problem[1])
+        nodes[path] = info
+
+    h5.visititems(visit)
+    for session in record.open_sessions:
+        problems.insert(
+            0,
+            f"write session {session.id} (started {session.started}, {session.ranks} rank(s)) "
+            "did not finish; datasets it created are incomplete",
+        )
+    return Catalog(nodes, record, problems)
+
+
+def open_for_reading(path: str) -> Catalog:
+    """Scan a master for reading (rank 0), with clear errors for missing or unfinished files."""
+    path = os.path.abspath(path)
+    partial = partial_path(path)
+    if not os.path.exists(path):
+        if os.path.exists(partial):
+            raise IncompleteFileError(
+                f"{path} was never completed: its writer did not close it ({partial} is the "
+                "unfinished master); rerun the writer"
+            )
+        raise MissingFileError(f"{path} does not exist")
+    try:
+        h5 = h5py.File(path, "r")
+    except OSError as exc:
+        raise CorruptFileError(f"{path} cannot be opened as HDF5: {exc}") from None
+    with h5:
+        catalog = scan(h5, path, path)
+    if os.path.exists(partial):
+        catalog.problems.append(
+            f"an unfinished write session left {partial}; its data is not part of the file"
+        )
+    return catalog
+
+
+def _remove_subfiles(folder: str, session: int | None = None) -> None:
+    """Delete h5subfile's subfiles in ``folder`` (all, or those of one session)."""
+    if not os.path.isdir(folder):
+        return
+    for name in os.listdir(folder):
+        match = SUBFILE_NAME.match(name)
+        if match and (session is None or int(match.group(1)) == session):
+            os.remove(os.path.join(folder, name))
+    if session is None:
+        try:
+            os.rmdir(folder)
+        except OSError:
+            pass  # not empty: files that are not ours stay
+
+
+class MasterWriter:
+    """Rank 0's handle on the master during a write session.
+
+    Commit strategies: ``replace`` (the master is written as ``NAME.h5.partial``, for an append
+    as a copy of the old master, and renamed over ``NAME.h5`` at close: a crash leaves the old
+    file untouched) and ``in-place`` (an append to a master larger than the copy limit: changes
+    go into it directly, and the session stays marked open until close, so a crash is reported
+    and the datasets of the unfinished session refuse to be read).
+    """
+
+    def __init__(self, path: str, mode: str, session_info: dict[str, Any]):
+        self.path = os.path.abspath(path)
+        self.partial = partial_path(self.path)
+        self.folder = subfile_folder(self.path)
+        exists = os.path.exists(self.path)
+        if mode in ("w-", "x") and exists:
+            raise FileExistsH5SubfileError(f"{self.path} exists (mode {mode!r} refuses to replace it)")
+        if mode == "r+" and not exists:
+            raise MissingFileError(f"{self.path} does not exist (mode 'r+' needs an existing file)")
+        if os.path.exists(self.partial):
+            os.remove(self.partial)  # left by a crashed session: never part of the file
+        if mode == "w" or not exists:
+            if exists:
+                os.remove(self.path)
+            _remove_subfiles(self.folder)
+            self.h5 = h5py.File(self.partial, "w", libver=LIBVER)
+            self.commit_mode = "replace"
+            self.data_path = self.partial
+            self.catalog = Catalog({"/": NodeInfo("group")}, FileRecord())
+        else:
+            if not h5py.is_hdf5(self.path):
+                raise CorruptFileError(f"{self.path} is not an HDF5 file; cannot append to it")
+            limit = int(os.environ.get(COPY_LIMIT_ENV, DEFAULT_COPY_LIMIT))
+            if os.path.getsize(self.path) <= limit:
+                shutil.copyfile(self.path, self.partial)
+                self.commit_mode, self.data_path = "replace", self.partial
+            else:
+                self.commit_mode, self.data_path = "in-place", self.path
+            self.h5 = h5py.File(self.data_path, "r+", libver=LIBVER)
+            self.catalog = scan(self.h5, self.path, self.data_path)
+        record = self.catalog.record
+        self.session = Session(
+            id=len(record.sessions),
+            mode=mode,
+            started=now(),
+            commit=self.commit_mode,
+            **session_info,
+        )
+        record.sessions.append(self.session)
+        _remove_subfiles(self.folder, self.session.id)  # orphans of a crashed session
+        if self.commit_mode == "in-place":
+            self._write_record()
+            self.h5.flush()
+
+    def _write_record(self) -> None:
+        self.h5.attrs[ROOT_ATTR] = self.catalog.record.to_json()
+
+    # structure -----------------------------------------------------------------------------
+    def create_group(self, path: str) -> None:
+        self.h5.require_group(path)
+
+    def set_attr(self, path: str, name: str, value: Any) -> Any:
+        obj = self.h5[path]
+        obj.attrs[name] = value
+        return obj.attrs[name]
+
+    def delete_attr(self, path: str, name: str) -> None:
+        del self.h5[path].attrs[name]
+
+    def replace_unfinished(self, path: str) -> None:
+        """Unlink a dataset left by an unfinished session so that its name can be reused."""
+        if path in self.h5:
+            del self.h5[path]
+
+    # datasets ------------------------------------------------------------------------------
+    def create_in_master(self, path: str, shape: tuple[int, ...], dtype: np.dtype) -> int:
+        """A conventional contiguous dataset in the master (single-group sessions)."""
+        return create_early_dataset(self.h5, path, shape, dtype)
+
+    def create_unwritten(self, path: str, shape: tuple[int, ...], dtype: np.dtype) -> None:
+        """A dataset no rank writes (zero-size, or all blocks empty): reads as fill values."""
+        require_parent(self.h5, path)
+        self.h5.create_dataset(path, shape=shape, dtype=dtype)
+
+    def create_virtual(
+        self, path: str, shape: tuple[int, ...], dtype: np.dtype, extents: list[StoredExtent]
+    ) -> None:
+        layout = h5py.VirtualLayout(shape=shape, dtype=dtype)
+        for extent in extents:
+            source = h5py.VirtualSource(extent.file, extent.dataset, shape=extent.shape, dtype=dtype)
+            layout[extent.block.slices] = source
+        require_parent(self.h5, path)
+        self.h5.create_virtual_dataset(path, layout)
+
+    def write_layout(self, path: str, layout: DatasetLayout) -> None:
+        self.h5[path].attrs[LAYOUT_ATTR] = layout.to_json()
+
+    def flush(self) -> None:
+        self.h5.flush()
+
+    # commit --------------------------------------------------------------------------------
+    def commit(self, subfiles: list[str], fsync: bool) -> None:
+        """Close the session and publish the master (atomically, for ``replace``)."""
+        self.session.subfiles = subfiles
+        self.session.closed = now()
+        self._write_record()
+        self.h5.close()
+        if fsync or self.commit_mode == "replace":
+            fd = os.open(self.data_path, os.O_RDONLY)
+            try:
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+        if self.commit_mode == "replace":
+            os.replace(self.partial, self.path)
+            dir_fd = os.open(os.path.dirname(self.path), os.O_RDONLY)
+            try:
+                os.fsync(dir_fd)
+            finally:
+                os.close(dir_fd)
+
+    def abandon(self) -> None:
+        """Close without publishing (after a failure on some rank): the old file stays as it was."""
+        try:
+            self.h5.close()
+        except Exception:  # noqa: BLE001 - best effort on an already failing path
+            pass
+
+
+def source_name(path: str, index: int) -> str:
+    """Name of a dataset's extent ``index`` inside its subfile (the dataset's own path first)."""
+    return path if index == 0 else f"{path}@{index}"
+
+
+def parent_of(path: str) -> str:
+    return posixpath.dirname(path) or "/"

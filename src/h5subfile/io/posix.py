@@ -1,0 +1,132 @@
+"""The one small layer through which every data byte passes: open, positioned write,
+positioned read, sync, close. Every call is counted in :class:`IOStats`, so it can be traced.
+
+Linux moves at most about 2 GiB per system call; each call here moves at most
+:data:`MAX_TRANSFER` bytes and loops, so a single read or write of any size works.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from dataclasses import dataclass, fields
+
+import numpy as np
+
+from ..errors import MissingFileError, TruncatedFileError
+
+#: The largest number of bytes passed to one pread/pwrite system call.
+MAX_TRANSFER = 1 << 30
+
+
+@dataclass
+class IOStats:
+    """Counters of the data I/O done through :class:`RawFile` (bytes, calls, seconds)."""
+
+    writes: int = 0
+    reads: int = 0
+    bytes_written: int = 0
+    bytes_read: int = 0
+    write_seconds: float = 0.0
+    read_seconds: float = 0.0
+    syncs: int = 0
+    sync_seconds: float = 0.0
+
+    def as_dict(self) -> dict[str, float]:
+        return {f.name: getattr(self, f.name) for f in fields(self)}
+
+
+def as_bytes(array: np.ndarray) -> memoryview:
+    """A flat byte view of a C-contiguous array (no copy)."""
+    if not array.flags.c_contiguous:
+        raise ValueError("as_bytes needs a C-contiguous array")
+    return memoryview(array.reshape(-1).view(np.uint8))
+
+
+class RawFile:
+    """An open file for positioned I/O.
+
+    Parameters
+    ----------
+    path
+        The file. It must exist (subfiles and masters are created by HDF5 first).
+    writable
+        Open for writing too.
+    stats
+        Where to count the I/O; a private one if None.
+    """
+
+    def __init__(self, path: str, writable: bool = False, stats: IOStats | None = None):
+        self.path = path
+        self.stats = stats if stats is not None else IOStats()
+        try:
+            self.fd: int | None = os.open(path, os.O_RDWR if writable else os.O_RDONLY)
+        except FileNotFoundError:
+            raise MissingFileError(f"{path} does not exist") from None
+
+    def pwrite(self, data: memoryview, offset: int) -> None:
+        """Write all of ``data`` at byte ``offset``."""
+        assert self.fd is not None
+        start = time.perf_counter()
+        done, total = 0, len(data)
+        while done < total:
+            written = os.pwrite(self.fd, data[done : done + MAX_TRANSFER], offset + done)
+            if written <= 0:
+                raise OSError(f"pwrite to {self.path} at offset {offset + done} wrote nothing")
+            done += written
+            self.stats.writes += 1
+        self.stats.bytes_written += total
+        self.stats.write_seconds += time.perf_counter() - start
+
+    def pread_into(self, buffer: memoryview, offset: int) -> None:
+        """Fill all of ``buffer`` from byte ``offset``; a short file raises TruncatedFileError."""
+        assert self.fd is not None
+        start = time.perf_counter()
+        done, total = 0, len(buffer)
+        while done < total:
+            got = os.preadv(self.fd, [buffer[done : done + MAX_TRANSFER]], offset + done)
+            if got <= 0:
+                raise TruncatedFileError(
+                    f"{self.path} ends at byte {offset + done} but data is expected up to byte "
+                    f"{offset + total}: the file is truncated"
+                )
+            done += got
+            self.stats.reads += 1
+        self.stats.bytes_read += total
+        self.stats.read_seconds += time.perf_counter() - start
+
+    def sync(self) -> None:
+        assert self.fd is not None
+        start = time.perf_counter()
+        os.fsync(self.fd)
+        self.stats.syncs += 1
+        self.stats.sync_seconds += time.perf_counter() - start
+
+    def close(self) -> None:
+        if self.fd is not None:
+            os.close(self.fd)
+            self.fd = None
+
+
+class FilePool:
+    """Open :class:`RawFile` objects by path, opened on first use and closed together."""
+
+    def __init__(self, writable: bool, stats: IOStats):
+        self.writable = writable
+        self.stats = stats
+        self._files: dict[str, RawFile] = {}
+
+    def get(self, path: str) -> RawFile:
+        handle = self._files.get(path)
+        if handle is None:
+            handle = self._files[path] = RawFile(path, self.writable, self.stats)
+        return handle
+
+    def sync_all(self) -> None:
+        for handle in self._files.values():
+            handle.sync()
+
+    def close_all(self) -> None:
+        files, self._files = self._files, {}
+        for handle in files.values():
+            handle.close()

@@ -1,0 +1,40 @@
+"""The group leader's side of a subfile: HDF5 creates the datasets, ranks write the bytes."""
+
+from __future__ import annotations
+
+import os
+
+import h5py
+import numpy as np
+
+from .h5 import LIBVER, create_early_dataset
+
+
+class SubfileWriter:
+    """A subfile of one write session, open on its group's leader.
+
+    The leader creates early-allocated, unfilled datasets and hands their byte offsets to the
+    group's ranks, which write their blocks there with positioned writes.
+    """
+
+    def __init__(self, path: str):
+        self.path = path
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        self.h5: h5py.File | None = h5py.File(path, "w", libver=LIBVER)
+
+    def create(self, name: str, shape: tuple[int, ...], dtype: np.dtype) -> int:
+        """Create source dataset ``name``; return its data's byte offset."""
+        assert self.h5 is not None
+        return create_early_dataset(self.h5, name, shape, dtype)
+
+    def close(self, fsync: bool = False) -> None:
+        if self.h5 is None:
+            return
+        self.h5.close()
+        self.h5 = None
+        if fsync:
+            fd = os.open(self.path, os.O_RDONLY)
+            try:
+                os.fsync(fd)
+            finally:
+                os.close(fd)

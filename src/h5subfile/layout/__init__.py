@@ -1,0 +1,1 @@
+"""Pure decomposition logic: no MPI, no I/O. Most unit tests live here."""

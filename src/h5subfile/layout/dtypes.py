@@ -1,0 +1,52 @@
+"""Which numpy dtypes h5subfile stores, with a clear error for the others."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from ..errors import UnsupportedDtypeError
+
+_ADVICE = {
+    "U": "numpy unicode strings have no fixed-length HDF5 equivalent; store bytes: "
+    "array.astype('S<n>') (UTF-8 encoded)",
+    "O": "object arrays (variable-length data) cannot be written in parallel at fixed offsets",
+    "M": "datetime64 is not an HDF5 type; store it as int64 (array.view('int64'))",
+    "m": "timedelta64 is not an HDF5 type; store it as int64 (array.view('int64'))",
+}
+
+
+def check_dtype(dtype: Any) -> np.dtype:
+    """Return ``np.dtype(dtype)`` if h5subfile can store it, else raise UnsupportedDtypeError.
+
+    Supported: bool, every integer, float and complex type, fixed-length byte strings (``S``),
+    and structured (compound) types and sub-arrays made of these.
+    """
+    try:
+        dt = np.dtype(dtype)
+    except TypeError as exc:
+        raise UnsupportedDtypeError(f"{dtype!r} is not a numpy dtype: {exc}") from None
+    _check(dt, dt)
+    return dt
+
+
+def _check(dt: np.dtype, top: np.dtype) -> None:
+    if dt.subdtype is not None:
+        _check(dt.subdtype[0], top)
+        return
+    if dt.fields is not None:
+        if not dt.fields:
+            raise UnsupportedDtypeError(f"dtype {top} is a structured type with no fields")
+        for name, value in dt.fields.items():
+            _check(value[0], top)
+        return
+    kind = dt.kind
+    if kind in "biufc":
+        return
+    if kind == "S":
+        if dt.itemsize == 0:
+            raise UnsupportedDtypeError("fixed-length strings need a length, e.g. 'S16'")
+        return
+    advice = _ADVICE.get(kind, "supported: bool, integers, floats, complex, 'S<n>', compound")
+    raise UnsupportedDtypeError(f"dtype {top} cannot be stored: {advice}")

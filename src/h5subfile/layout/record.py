@@ -1,0 +1,130 @@
+"""The layout record stored in the master (described in docs/FORMAT.md).
+
+Root attribute ``h5subfile`` (JSON): format number and the list of write sessions (ranks, plan,
+grouping, subfiles, version, start and close times). Dataset attribute ``h5subfile.layout`` (JSON):
+the session that wrote it, whether it was completed, and its extents: which box of the dataset is
+stored in which file (relative to the master; ``""`` is the master itself), under which dataset
+name, at which byte offset.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from ..errors import CorruptFileError
+from .blocks import Block
+
+FORMAT_VERSION = 1
+ROOT_ATTR = "h5subfile"
+LAYOUT_ATTR = "h5subfile.layout"
+RESERVED_PREFIX = "h5subfile"
+
+
+@dataclass(frozen=True)
+class StoredExtent:
+    """A box of a dataset stored contiguously (C order) at ``offset`` in ``file``/``dataset``."""
+
+    file: str
+    dataset: str
+    start: tuple[int, ...]
+    shape: tuple[int, ...]
+    offset: int
+    ranks: tuple[int, ...] = ()
+
+    @property
+    def block(self) -> Block:
+        return Block(self.start, self.shape)
+
+    def nbytes(self, itemsize: int) -> int:
+        return math.prod(self.shape) * itemsize
+
+
+@dataclass(frozen=True)
+class DatasetLayout:
+    """The layout record of one dataset."""
+
+    session: int
+    extents: tuple[StoredExtent, ...]
+    complete: bool = True
+
+    def to_json(self) -> str:
+        data = asdict(self)
+        return json.dumps(data, separators=(",", ":"))
+
+    @classmethod
+    def from_json(cls, text: str, where: str) -> DatasetLayout:
+        try:
+            data = json.loads(text)
+            extents = tuple(
+                StoredExtent(
+                    str(e["file"]),
+                    str(e["dataset"]),
+                    tuple(int(v) for v in e["start"]),
+                    tuple(int(v) for v in e["shape"]),
+                    int(e["offset"]),
+                    tuple(int(v) for v in e.get("ranks", ())),
+                )
+                for e in data["extents"]
+            )
+            return cls(int(data["session"]), extents, bool(data.get("complete", True)))
+        except (ValueError, KeyError, TypeError) as exc:
+            raise CorruptFileError(f"damaged layout record of {where}: {exc}") from None
+
+
+@dataclass
+class Session:
+    """One write session: from an open for writing to its close."""
+
+    id: int
+    mode: str
+    ranks: int
+    plan: dict[str, Any]
+    grouping: str
+    subfiles: list[str]
+    version: str
+    started: str
+    closed: str | None = None
+    commit: str = "replace"
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class FileRecord:
+    """The root record: format version and every write session."""
+
+    sessions: list[Session] = field(default_factory=list)
+    format: int = FORMAT_VERSION
+
+    def to_json(self) -> str:
+        return json.dumps(asdict(self), separators=(",", ":"))
+
+    @classmethod
+    def from_json(cls, text: str, where: str) -> FileRecord:
+        try:
+            data = json.loads(text)
+            if int(data.get("format", 0)) > FORMAT_VERSION:
+                raise CorruptFileError(
+                    f"{where} was written with layout format {data['format']}; this h5subfile "
+                    f"reads format {FORMAT_VERSION} or older: upgrade h5subfile"
+                )
+            sessions = [Session(**s) for s in data.get("sessions", [])]
+            return cls(sessions, int(data.get("format", FORMAT_VERSION)))
+        except (ValueError, KeyError, TypeError) as exc:
+            raise CorruptFileError(f"damaged h5subfile record in {where}: {exc}") from None
+
+    @property
+    def open_sessions(self) -> list[Session]:
+        return [s for s in self.sessions if s.closed is None]
+
+
+def is_reserved(name: str) -> bool:
+    """Attribute names h5subfile keeps for itself (hidden from ``.attrs``)."""
+    return name.startswith(RESERVED_PREFIX)
+
+
+def extents_files(extents: Sequence[StoredExtent]) -> list[str]:
+    return sorted({e.file for e in extents})

@@ -1,0 +1,177 @@
+"""Read selections: h5py/numpy-style indices turned into boxes to read and an in-memory index.
+
+Supported, as in h5py: integers, slices with positive steps, ``...``, and one axis indexed with a
+list/array of integers or a boolean mask of that axis. Integer lists may be in any order and repeat.
+Along axis 0, a strided slice or an integer list is split into several boxes where the gaps are
+large, so that a sparse selection does not read the whole range.
+"""
+
+from __future__ import annotations
+
+import math
+import operator
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from ..errors import SelectionError
+from .blocks import Block, Shape
+
+#: A gap along axis 0 smaller than this (in bytes) is read and discarded rather than skipped.
+GAP_BYTES = 256 * 1024
+
+
+@dataclass(frozen=True)
+class ReadPiece:
+    """Read the box, then index the box's array with ``index`` (slices and at most one array)."""
+
+    box: Block
+    index: tuple[Any, ...]
+
+
+@dataclass(frozen=True)
+class ReadPlan:
+    """How to assemble a selection: pieces concatenated along ``concat_axis`` of the indexed result,
+    then ``reorder`` taken along that axis, then reshaped to ``out_shape`` (drops integer axes)."""
+
+    pieces: tuple[ReadPiece, ...]
+    concat_axis: int
+    reorder: np.ndarray | None
+    out_shape: Shape
+
+
+@dataclass(frozen=True)
+class _Axis:
+    lo: int  # box start
+    count: int  # box length
+    index: Any  # slice or int array, relative to lo
+    scalar: bool  # an integer index: the axis is dropped
+    points: np.ndarray | None  # sorted unique absolute indices when axis 0 may be split
+    reorder: np.ndarray | None
+
+
+def _expand(selection: Any, ndim: int) -> tuple[Any, ...]:
+    if not isinstance(selection, tuple):
+        selection = (selection,)
+    if any(item is None for item in selection):
+        raise SelectionError("np.newaxis is not supported in a dataset selection")
+    ellipses = sum(1 for item in selection if item is Ellipsis)
+    if ellipses > 1:
+        raise SelectionError("a selection may contain only one Ellipsis (...)")
+    if ellipses:
+        at = next(i for i, item in enumerate(selection) if item is Ellipsis)
+        fill = ndim - (len(selection) - 1)
+        if fill < 0:
+            raise SelectionError(f"too many indices for a dataset with {ndim} dimensions")
+        selection = selection[:at] + (slice(None),) * fill + selection[at + 1 :]
+    if len(selection) > ndim:
+        raise SelectionError(
+            f"{len(selection)} indices for a dataset with {ndim} dimension(s)"
+        )
+    return selection + (slice(None),) * (ndim - len(selection))
+
+
+def _axis(item: Any, n: int, axis: int) -> _Axis:
+    if isinstance(item, slice):
+        start, stop, step = item.indices(n)
+        if step < 1:
+            raise SelectionError(f"axis {axis}: steps must be positive (got {item.step}), as in h5py")
+        length = len(range(start, stop, step))
+        if length == 0:
+            return _Axis(0, 0, slice(0, 0), False, None, None)
+        last = start + (length - 1) * step
+        points = np.arange(start, last + 1, step, dtype=np.int64) if step > 1 else None
+        return _Axis(start, last + 1 - start, slice(0, None, step), False, points, None)
+    if isinstance(item, (int, np.integer)) and not isinstance(item, (bool, np.bool_)):
+        index = operator.index(item)
+        if not -n <= index < n:
+            raise SelectionError(f"index {index} is out of range for axis {axis} with size {n}")
+        index %= n
+        return _Axis(index, 1, slice(0, 1), True, None, None)
+    array = np.asarray(item)
+    if array.dtype == bool:
+        if array.shape != (n,):
+            raise SelectionError(
+                f"axis {axis}: a boolean mask must have the axis length {n}, got shape {array.shape}"
+            )
+        array = np.flatnonzero(array)
+    if array.ndim != 1 or not (array.size == 0 or np.issubdtype(array.dtype, np.integer)):
+        raise SelectionError(f"axis {axis}: cannot index with {item!r}")
+    array = array.astype(np.int64)
+    if array.size and (array.min() < -n or array.max() >= n):
+        raise SelectionError(f"axis {axis}: an index in the list is out of range for size {n}")
+    array = np.where(array < 0, array + n, array)
+    unique, inverse = np.unique(array, return_inverse=True)
+    reorder = None if np.array_equal(unique, array) else inverse.astype(np.int64)
+    if unique.size == 0:
+        return _Axis(0, 0, np.zeros(0, dtype=np.int64), False, unique, reorder)
+    lo = int(unique[0])
+    return _Axis(lo, int(unique[-1]) + 1 - lo, unique - lo, False, unique, reorder)
+
+
+def _segments(points: np.ndarray, max_gap: int) -> list[np.ndarray]:
+    if points.size == 0:
+        return [points]
+    cuts = np.flatnonzero(np.diff(points) > max_gap) + 1
+    return np.split(points, cuts)
+
+
+def plan_read(shape: Shape, itemsize: int, selection: Any = ()) -> ReadPlan:
+    """Plan the read of ``selection`` from a dataset of ``shape`` with ``itemsize``-byte elements."""
+    ndim = len(shape)
+    items = _expand(selection, ndim)
+    axes = [_axis(item, n, a) for a, (item, n) in enumerate(zip(items, shape))]
+    arrays = [a for a, ax in enumerate(axes) if isinstance(ax.index, np.ndarray)]
+    if len(arrays) > 1:
+        raise SelectionError("only one axis can be indexed with a list or mask, as in h5py")
+    out_shape = tuple(
+        len(ax.index) if isinstance(ax.index, np.ndarray) and ax.reorder is None
+        else (len(ax.reorder) if ax.reorder is not None else len(range(ax.count)[ax.index]))
+        for ax in axes
+        if not ax.scalar
+    )
+    reorder = next((ax.reorder for ax in axes if ax.reorder is not None), None)
+    # Index arrays stay in their own position (one advanced index), integer axes drop in reshape.
+    concat_axis = 0
+    pieces: list[ReadPiece] = []
+    first = axes[0] if axes else None
+    if first is not None and first.points is not None and first.count > 0:
+        row_bytes = itemsize * math.prod(shape[1:])
+        max_gap = max(1, GAP_BYTES // max(row_bytes, 1))
+        for segment in _segments(first.points, max_gap):
+            lo = int(segment[0])
+            box = Block(
+                (lo,) + tuple(ax.lo for ax in axes[1:]),
+                (int(segment[-1]) + 1 - lo,) + tuple(ax.count for ax in axes[1:]),
+            )
+            index = (segment - lo,) + tuple(ax.index for ax in axes[1:])
+            if isinstance(first.index, slice):  # a strided slice: keep it a slice in memory
+                step = first.index.step or 1
+                index = (slice(0, None, step),) + index[1:]
+            pieces.append(ReadPiece(box, index))
+    else:
+        box = Block(tuple(ax.lo for ax in axes), tuple(ax.count for ax in axes))
+        pieces.append(ReadPiece(box, tuple(ax.index for ax in axes)))
+    if reorder is not None:
+        concat_axis = arrays[0]
+    return ReadPlan(tuple(pieces), concat_axis, reorder, out_shape)
+
+
+def assemble(plan: ReadPlan, arrays: Sequence[np.ndarray]) -> np.ndarray:
+    """Combine the boxes read for ``plan.pieces`` into the selection's array."""
+    parts = [array[piece.index] for piece, array in zip(plan.pieces, arrays)]
+    result = parts[0] if len(parts) == 1 else np.concatenate(parts, axis=0)
+    if plan.reorder is not None:
+        result = np.take(result, plan.reorder, axis=plan.concat_axis)
+    return result.reshape(plan.out_shape)
+
+
+def partition(n: int, size: int, rank: int) -> tuple[int, int]:
+    """BD-CATS partition of n items: rank p gets ``[p*(n//size), (p+1)*(n//size))``, the last
+    rank also the remainder. Returns (start, stop)."""
+    share = n // size
+    start = rank * share
+    stop = n if rank == size - 1 else start + share
+    return start, stop
