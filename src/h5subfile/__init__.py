@@ -23,7 +23,6 @@ from .errors import (
     UnsafePathError,
     UnsupportedDtypeError,
 )
-from .files import AttributeManager, Dataset, File, Group
 from .layout.blocks import Block
 from .plan import Plan
 
@@ -51,3 +50,14 @@ __all__ = [
     "UnsupportedDtypeError",
     "__version__",
 ]
+
+
+_MPI_OBJECTS = ("AttributeManager", "Dataset", "File", "Group")
+
+
+def __getattr__(name: str):  # PEP 562: importing h5subfile does not initialise MPI by itself
+    if name in _MPI_OBJECTS:
+        from . import files
+
+        return getattr(files, name)
+    raise AttributeError(f"module 'h5subfile' has no attribute {name!r}")

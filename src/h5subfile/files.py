@@ -661,6 +661,22 @@ class Dataset(_Object):
         return self.size * self.dtype.itemsize
 
     @property
+    def layout(self) -> DatasetLayout | None:
+        """Where the data is stored (extents: file, dataset, box, byte offset), if read directly."""
+        return self._info().layout
+
+    @property
+    def storage(self) -> str:
+        """A short description of the storage (virtual over subfiles, contiguous, ...)."""
+        return self._info().storage
+
+    @property
+    def problem(self) -> str | None:
+        """Why reading this dataset would fail (missing subfile, unfinished session...), or None."""
+        problem = self._info().problem
+        return None if problem is None else problem[1]
+
+    @property
     def block(self) -> Block | None:
         """This rank's block, for a dataset created in the current write session."""
         target = self._state.targets.get(self._path)

@@ -159,13 +159,14 @@ def plan_read(shape: Shape, itemsize: int, selection: Any = ()) -> ReadPlan:
     return ReadPlan(tuple(pieces), concat_axis, reorder, out_shape)
 
 
-def assemble(plan: ReadPlan, arrays: Sequence[np.ndarray]) -> np.ndarray:
+def assemble(plan: ReadPlan, arrays: Sequence[np.ndarray]) -> Any:
     """Combine the boxes read for ``plan.pieces`` into the selection's array."""
     parts = [array[piece.index] for piece, array in zip(plan.pieces, arrays)]
     result = parts[0] if len(parts) == 1 else np.concatenate(parts, axis=0)
     if plan.reorder is not None:
         result = np.take(result, plan.reorder, axis=plan.concat_axis)
-    return result.reshape(plan.out_shape)
+    result = result.reshape(plan.out_shape)
+    return result[()] if plan.out_shape == () else result  # a scalar, as h5py and numpy give
 
 
 def partition(n: int, size: int, rank: int) -> tuple[int, int]:

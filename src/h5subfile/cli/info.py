@@ -1,0 +1,123 @@
+"""``h5subfile info FILE``: datasets, subfiles, blocks, plans, sizes and problems of a file."""
+
+from __future__ import annotations
+
+import argparse
+import os
+from collections import defaultdict
+from typing import Any
+
+from ..units import format_bytes
+from .common import print_json
+
+
+def add_parser(verbs: Any) -> None:
+    parser = verbs.add_parser(
+        "info", help="describe a file (h5subfile or plain HDF5)",
+        description="Datasets with shape and dtype, subfiles and the blocks they hold, the plan of "
+        "each write session, sizes, and anything wrong (missing subfiles, unfinished sessions).",
+    )
+    parser.add_argument("file")
+    parser.add_argument("--json", action="store_true", help="print a JSON description")
+    parser.set_defaults(run=run)
+
+
+def describe(path: str) -> dict[str, Any]:
+    """Describe the file (run on one rank)."""
+    from mpi4py import MPI
+
+    from ..files import File
+
+    with File(path, "r", comm=MPI.COMM_SELF) as f:
+        datasets = []
+        files: dict[str, dict[str, Any]] = defaultdict(lambda: {"blocks": 0, "ranks": set()})
+
+        def visit(name: str) -> None:
+            obj = f[name]
+            if not hasattr(obj, "dtype"):
+                return
+            entry = {
+                "name": obj.name, "shape": list(obj.shape), "dtype": str(obj.dtype),
+                "nbytes": obj.nbytes, "storage": obj.storage, "problem": obj.problem,
+            }
+            datasets.append(entry)
+            if obj.layout is not None:
+                for extent in obj.layout.extents:
+                    stats = files[extent.file or os.path.basename(f.filename)]
+                    stats["blocks"] += 1
+                    stats["ranks"].update(extent.ranks)
+
+        f.visit(visit)
+        master_dir = os.path.dirname(f.filename)
+        subfiles = []
+        for name, stats in sorted(files.items()):
+            full = os.path.join(master_dir, name)
+            subfiles.append({
+                "file": name,
+                "bytes": os.path.getsize(full) if os.path.isfile(full) else None,
+                "blocks": stats["blocks"],
+                "ranks": sorted(stats["ranks"]),
+            })
+        return {
+            "file": f.filename,
+            "master_bytes": os.path.getsize(f.filename),
+            "sessions": f.sessions,
+            "datasets": datasets,
+            "files": subfiles,
+            "data_bytes": sum(d["nbytes"] for d in datasets),
+            "problems": f.problems,
+        }
+
+
+def _ranks(ranks: list[int]) -> str:
+    if not ranks:
+        return "-"
+    if ranks == list(range(ranks[0], ranks[-1] + 1)) and len(ranks) > 2:
+        return f"{ranks[0]}-{ranks[-1]}"
+    return ",".join(map(str, ranks[:8])) + (",..." if len(ranks) > 8 else "")
+
+
+def render(info: dict[str, Any]) -> str:
+    lines = [f"{info['file']}: master {format_bytes(info['master_bytes'])}, "
+             f"{len(info['datasets'])} dataset(s), {format_bytes(info['data_bytes'])} of data"]
+    if not info["sessions"]:
+        lines.append("plain HDF5 file (not written by h5subfile)")
+    for s in info["sessions"]:
+        state = f"closed {s['closed']}" if s["closed"] else "NOT FINISHED"
+        lines.append(
+            f"session {s['id']}: mode {s['mode']!r}, {s['ranks']} rank(s), {s['grouping']}, "
+            f"plan {s['plan']}, h5subfile {s['version']}, started {s['started']}, {state}"
+        )
+    lines.append("datasets:")
+    width = max((len(d["name"]) for d in info["datasets"]), default=4)
+    for d in info["datasets"]:
+        shape = "(" + ", ".join(map(str, d["shape"])) + ("," if len(d["shape"]) == 1 else "") + ")"
+        lines.append(f"  {d['name']:<{width}}  {shape:<16} {d['dtype']:<10} "
+                     f"{format_bytes(d['nbytes']):>12}  {d['storage']}")
+    if info["files"]:
+        lines.append("files holding data:")
+        for s in info["files"]:
+            size = "MISSING" if s["bytes"] is None else format_bytes(s["bytes"])
+            lines.append(f"  {s['file']}  {size}, {s['blocks']} block(s) from rank(s) "
+                         f"{_ranks(s['ranks'])}")
+    if info["problems"]:
+        lines.append("problems:")
+        lines.extend(f"  - {p}" for p in info["problems"])
+    return "\n".join(lines)
+
+
+def run(args: argparse.Namespace) -> int:
+    import warnings
+
+    from mpi4py import MPI
+
+    if MPI.COMM_WORLD.rank != 0:
+        return 0
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # problems are listed in the output
+        info = describe(args.file)
+    if args.json:
+        print_json(info)
+    else:
+        print(render(info))
+    return 1 if info["problems"] else 0

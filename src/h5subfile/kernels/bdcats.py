@@ -1,0 +1,130 @@
+"""BD-CATS-IO: the paper's read kernel, with h5bench's PARTIAL and STRIDED patterns.
+
+Every dataset of every ``Timestep_<s>`` group is split over the readers as in the paper: rank p
+of P reads ``[p*N/P, (p+1)*N/P)``, the last rank also the remainder. Patterns:
+
+- ``full``: the whole share;
+- ``partial``: the first ``count`` particles of the share;
+- ``strided``: inside the share, ``blocks`` blocks of ``block`` particles every ``stride``
+  particles, from ``start`` (h5bench's STRIDED);
+- ``random``: ``fraction`` (10%) of the share at random positions (the paper's random read).
+
+Works on any file with that layout, including files written by h5bench (plain HDF5).
+"""
+
+from __future__ import annotations
+
+import re
+import sys
+import time
+from dataclasses import dataclass
+
+import numpy as np
+from mpi4py import MPI
+
+from ..errors import CorruptFileError, H5SubfileError
+from ..files import File
+from ..layout.selection import partition
+from ..mpi.collective import agree
+from .metrics import Metrics, reduce_metrics
+from .vpic import FIELDS, KERNEL_ATTR, KERNEL_NAME, particle_values
+
+PATTERNS = ("full", "partial", "strided", "random")
+_STEP = re.compile(r"^Timestep_(\d+)$")
+
+
+class VerificationError(H5SubfileError, ValueError):
+    """Data read back differs from what VPIC-IO wrote."""
+
+
+@dataclass(frozen=True)
+class Pattern:
+    kind: str = "full"
+    count: int = 0  # partial
+    start: int = 0  # strided
+    stride: int = 1
+    block: int = 1
+    blocks: int = 0  # 0: as many as fit
+    fraction: float = 0.1  # random
+    seed: int = 1
+
+
+def select(pattern: Pattern, n: int, size: int, rank: int) -> slice | np.ndarray:
+    """The particles (global indices) rank ``rank`` of ``size`` reads from a dataset of ``n``."""
+    lo, hi = partition(n, size, rank)
+    share = hi - lo
+    if pattern.kind == "full":
+        return slice(lo, hi)
+    if pattern.kind == "partial":
+        return slice(lo, lo + min(pattern.count, share))
+    if pattern.kind == "strided":
+        firsts = np.arange(lo + pattern.start, hi, pattern.stride, dtype=np.int64)
+        if pattern.blocks:
+            firsts = firsts[: pattern.blocks]
+        if firsts.size == 0:
+            return np.zeros(0, dtype=np.int64)
+        index = (firsts[:, None] + np.arange(pattern.block, dtype=np.int64)[None, :]).ravel()
+        return index[index < hi]
+    if pattern.kind == "random":
+        rng = np.random.default_rng(pattern.seed * 1_000_003 + rank)
+        k = min(share, max(1, int(round(pattern.fraction * share)))) if share else 0
+        return np.sort(rng.choice(share, size=k, replace=False, shuffle=False)) + lo
+    raise ValueError(f"unknown pattern {pattern.kind!r}; choose from {', '.join(PATTERNS)}")
+
+
+def _indices(selection: slice | np.ndarray) -> np.ndarray:
+    if isinstance(selection, slice):
+        return np.arange(selection.start, selection.stop, dtype=np.uint64)
+    return selection.astype(np.uint64)
+
+
+def run_bdcats(
+    path: str,
+    pattern: Pattern,
+    comm: MPI.Comm | None = None,
+    verify: bool = False,
+    progress: bool = False,
+) -> Metrics:
+    """Collective: read ``path`` with the BD-CATS-IO pattern; optionally verify VPIC-IO values."""
+    comm = MPI.COMM_WORLD if comm is None else comm
+    excluded = 0.0
+    nbytes = 0
+    bad: list[str] = []
+    comm.Barrier()
+    started = time.perf_counter()
+    with File(path, "r", comm=comm) as f:
+        steps = sorted(
+            (int(m.group(1)), name) for name in f.keys() if (m := _STEP.match(name))
+        )
+        error = None
+        if not steps:
+            error = CorruptFileError(f"{path} has no Timestep_<n> groups: not a VPIC-IO file")
+        elif verify and f.attrs.get(KERNEL_ATTR) != KERNEL_NAME:
+            error = CorruptFileError(
+                f"--verify needs a file written by 'h5subfile vpic'; {path} was not"
+            )
+        agree(comm, error)
+        for number, (step, name) in enumerate(steps):
+            group = f[name]
+            fields = [n for n, _ in FIELDS if n in group] or sorted(group.keys())
+            for field in fields:
+                dataset = group[field]
+                t = time.perf_counter()
+                selection = select(pattern, dataset.shape[0], comm.size, comm.rank)
+                excluded += time.perf_counter() - t
+                data = dataset[selection]
+                nbytes += data.nbytes
+                if verify:
+                    t = time.perf_counter()
+                    expected = particle_values(field, step, _indices(selection))
+                    if not np.array_equal(data.view(np.uint8), expected.view(np.uint8)):
+                        wrong = int(np.count_nonzero(data != expected))
+                        bad.append(f"{name}/{field}: {wrong} of {data.size} values differ")
+                    excluded += time.perf_counter() - t
+            if progress and comm.rank == 0:
+                print(f"bdcats: step {number + 1}/{len(steps)} read", file=sys.stderr, flush=True)
+        raw = f.stats.read_seconds
+    observed = time.perf_counter() - started - excluded
+    error = VerificationError("; ".join(bad[:5])) if bad else None
+    agree(comm, error)
+    return reduce_metrics(comm, "read", nbytes, raw, observed)
