@@ -1,0 +1,119 @@
+"""A job killed mid-append never damages what earlier closes completed; unfinished, missing,
+truncated or escaping pieces give clear errors naming them, identically on every rank."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import h5py
+import pytest
+from conftest import run_mpi
+
+PARTICLES = 500
+STEP_SUM = None  # computed from the first probe
+
+
+def write_base(path: Path) -> None:
+    result = subprocess.run(
+        [str(Path(sys.executable).parent / "mpiexec"), "-n", "2", sys.executable, "-m",
+         "h5subfile", "vpic", str(path), "--particles", str(PARTICLES), "--steps", "2",
+         "--subfiles", "2", "--quiet"],
+        capture_output=True, text=True, timeout=120,
+    )
+    assert result.returncode == 0, result.stderr
+
+
+def probe(path: Path, *names: str, ranks: int = 2) -> dict:
+    per_rank = json.loads(run_mpi(ranks, "probe.py", path, *names).stdout.strip().splitlines()[-1])
+    assert all(r == per_rank[0] for r in per_rank), per_rank  # identical on every rank
+    return per_rank[0]
+
+
+def verify_steps(path: Path) -> None:
+    result = subprocess.run(
+        [str(Path(sys.executable).parent / "mpiexec"), "-n", "3", sys.executable, "-m",
+         "h5subfile", "bdcats", str(path), "--verify", "--quiet"],
+        capture_output=True, text=True, timeout=120,
+    )
+    assert result.returncode == 0, result.stderr
+    assert "every value read matches" in result.stdout
+
+
+@pytest.mark.parametrize("commit", ["replace", "in-place"])
+def test_killed_append_keeps_earlier_steps(tmp_path: Path, commit: str,
+                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    path = tmp_path / "run.h5"
+    write_base(path)
+    before = probe(path, "/Timestep_0/x", "/Timestep_1/id_1")
+    env = {"H5SUBFILE_MASTER_COPY_LIMIT": "0"} if commit == "in-place" else {}
+    killed = run_mpi(3, "crash.py", "a", path, 2, env=env, check=False)
+    assert killed.returncode != 0
+    after = probe(path, "/Timestep_0/x", "/Timestep_1/id_1", "/Timestep_2/x")
+    # earlier steps: intact, same values
+    assert after["/Timestep_0/x"] == before["/Timestep_0/x"]
+    assert after["/Timestep_1/id_1"] == before["/Timestep_1/id_1"]
+    # the unfinished step is reported, and never read as data
+    if commit == "replace":
+        assert after["/Timestep_2/x"][0] == "ObjectNotFoundError"
+        assert any("unfinished write session left" in p for p in after["problems"])
+    else:
+        kind, message = after["/Timestep_2/x"]
+        assert kind == "IncompleteFileError"
+        assert "write session 1, which did not finish" in message
+        assert any("session 1" in p and "did not finish" in p for p in after["problems"])
+    # a restarted job appends again (reusing the step name) and everything verifies
+    run_mpi(2, "append_step.py", path, 2, env=env)
+    final = probe(path, "/Timestep_0/x", "/Timestep_2/x")
+    assert final["/Timestep_2/x"] == ["ok", 1000.0]  # rank 0 wrote 0.0, rank 1 wrote 1.0
+    assert final["/Timestep_0/x"] == before["/Timestep_0/x"]
+    assert not any("left" in p for p in final["problems"])
+
+
+def test_killed_first_write_is_reported_as_never_completed(tmp_path: Path) -> None:
+    path = tmp_path / "new.h5"
+    killed = run_mpi(2, "crash.py", "w", path, 0, check=False)
+    assert killed.returncode != 0
+    kind, message = probe(path)["open"]
+    assert kind == "IncompleteFileError"
+    assert "was never completed" in message
+
+
+def test_missing_subfile_is_named(tmp_path: Path) -> None:
+    path = tmp_path / "run.h5"
+    write_base(path)
+    (tmp_path / "run.subfiles" / "s0-00001.h5").unlink()
+    report = probe(path, "/Timestep_0/x")
+    kind, message = report["/Timestep_0/x"]
+    assert kind == "MissingFileError"
+    assert "run.subfiles/s0-00001.h5" in message
+    assert any("s0-00001.h5" in p for p in report["problems"])
+    info = subprocess.run([sys.executable, "-m", "h5subfile", "info", str(path)],
+                          capture_output=True, text=True)
+    assert info.returncode == 1 and "MISSING" in info.stdout
+
+
+def test_truncated_subfile_is_named(tmp_path: Path) -> None:
+    path = tmp_path / "run.h5"
+    write_base(path)
+    subfile = tmp_path / "run.subfiles" / "s0-00000.h5"
+    with open(subfile, "r+b") as handle:
+        handle.truncate(subfile.stat().st_size // 2)
+    kind, message = probe(path, "/Timestep_1/px")["/Timestep_1/px"]
+    assert kind == "TruncatedFileError"
+    assert "s0-00000.h5" in message and "truncated" in message
+
+
+@pytest.mark.parametrize("evil", ["../outside.h5", "/etc/passwd", "run.subfiles/../../x.h5"])
+def test_escaping_source_path_is_refused(tmp_path: Path, evil: str) -> None:
+    path = tmp_path / "run.h5"
+    write_base(path)
+    with h5py.File(path, "r+") as f:
+        record = json.loads(f["Timestep_0/x"].attrs["h5subfile.layout"])
+        record["extents"][0]["file"] = evil
+        f["Timestep_0/x"].attrs["h5subfile.layout"] = json.dumps(record)
+    kind, message = probe(path, "/Timestep_0/x")["/Timestep_0/x"]
+    assert kind == "UnsafePathError"
+    assert evil in message
