@@ -7,6 +7,7 @@ import json
 from pathlib import Path
 
 import pytest
+
 from conftest import run_mpi
 
 EXPECTED = {

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import h5py
 import pytest
+
 from conftest import run_mpi
 
 PARTICLES = 500

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+
 from conftest import ROOT, SCRIPTS, run_mpi
 
 sys.path.insert(0, str(SCRIPTS))

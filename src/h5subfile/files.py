@@ -932,7 +932,7 @@ def _commit(state: _State, unwritten: list[list[str]]) -> str | None:
     for rank, paths in enumerate(unwritten):
         for path in paths:
             missing.setdefault(path, []).append(rank)
-    for path, ranks in missing.items():
+    for path in missing:
         info = state.catalog.nodes[path]
         assert info.layout is not None
         info.layout = DatasetLayout(info.layout.session, info.layout.extents, complete=False)

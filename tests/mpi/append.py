@@ -3,7 +3,6 @@ count): argv = grouping, then files."""
 
 import sys
 
-import numpy as np
 from common import expected, prefix_length
 from mpi4py import MPI
 

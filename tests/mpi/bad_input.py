@@ -5,7 +5,6 @@ written before the errors is still readable after the file is closed.
 """
 
 import json
-import os
 import sys
 
 import numpy as np

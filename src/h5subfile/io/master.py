@@ -19,7 +19,6 @@ from ..errors import (
     FileExistsH5SubfileError,
     IncompleteFileError,
     MissingFileError,
-    TruncatedFileError,
     UnsafePathError,
 )
 from ..layout.names import SUBFILE_NAME, partial_path, resolve_inside, subfile_folder
@@ -33,7 +32,14 @@ from ..layout.record import (
     is_reserved,
 )
 from .boxes import Problem
-from .h5 import LIBVER, create_early_dataset, direct_offset, read_attrs, require_parent, virtual_sources
+from .h5 import (
+    LIBVER,
+    create_early_dataset,
+    direct_offset,
+    read_attrs,
+    require_parent,
+    virtual_sources,
+)
 
 COPY_LIMIT_ENV = "H5SUBFILE_MASTER_COPY_LIMIT"
 #: A master up to this size is copied and replaced atomically when appended to; a larger one

@@ -38,7 +38,7 @@ def _check(dt: np.dtype, top: np.dtype) -> None:
     if dt.fields is not None:
         if not dt.fields:
             raise UnsupportedDtypeError(f"dtype {top} is a structured type with no fields")
-        for name, value in dt.fields.items():
+        for value in dt.fields.values():
             _check(value[0], top)
         return
     kind = dt.kind

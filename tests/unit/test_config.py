@@ -1,0 +1,88 @@
+"""Plan, units, names, layout record and dtype checks."""
+
+from __future__ import annotations
+
+import json
+import os
+
+import numpy as np
+import pytest
+
+from h5subfile.errors import CorruptFileError, PlanError, UnsafePathError, UnsupportedDtypeError
+from h5subfile.layout.dtypes import check_dtype
+from h5subfile.layout.names import resolve_inside, subfile_folder, subfile_relpath
+from h5subfile.layout.record import DatasetLayout, FileRecord, Session, StoredExtent
+from h5subfile.plan import PLAN_FIELDS, Plan
+from h5subfile.units import format_bytes, parse_count, parse_size
+
+
+def test_counts_and_sizes() -> None:
+    assert parse_count("8Mi") == 8 * 2**20
+    assert parse_count("4M") == 4_000_000
+    assert parse_count("1024") == 1024 and parse_count(7) == 7
+    assert parse_count("2k") == 2000 and parse_count("1.5Ki") == 1536
+    assert parse_size("1m") == 2**20 and parse_size("64k") == 65536 and parse_size("2g") == 2**31
+    assert parse_size("4MiB") == 4 * 2**20 and parse_size("100") == 100
+    for bad in ("x", "1.5", "-3", "3Q", "1.2.3"):
+        with pytest.raises(ValueError):
+            parse_count(bad)
+    assert format_bytes(3 * 2**20) == "3.000 MiB" and format_bytes(10) == "10 B"
+
+
+def test_plan_parse_and_environment() -> None:
+    assert Plan.parse(env={}).grouping == "node"
+    assert Plan.parse(subfiles="4", env={}).subfiles == 4
+    assert Plan.parse(subfiles="rank", env={}).grouping == "rank"
+    assert Plan.parse(env={"H5SUBFILE_SUBFILES": "3"}).subfiles == 3
+    assert Plan.parse(env={"H5SUBFILE_RANKS_PER_SUBFILE": "8"}).grouping == "k=8"
+    # an explicit grouping argument wins over any grouping variable
+    assert Plan.parse(ranks_per_subfile=2, env={"H5SUBFILE_SUBFILES": "3"}).ranks_per_subfile == 2
+    assert Plan.parse(env={"H5SUBFILE_FSYNC": "yes"}).fsync is True
+    for bad in (dict(subfiles="nodes"), dict(subfiles=0), dict(ranks_per_subfile="0"),
+                dict(fsync="maybe"), dict(subfiles=2, ranks_per_subfile=2), dict(bogus=1)):
+        with pytest.raises(PlanError):
+            Plan.parse(env={}, **bad)
+    plan = Plan(subfiles=2, fsync=True)
+    assert Plan.from_dict(json.loads(json.dumps(plan.to_dict()))) == plan
+    assert {f.name for f in PLAN_FIELDS} == set(Plan.__dataclass_fields__)
+
+
+def test_names(tmp_path) -> None:
+    master = str(tmp_path / "run.h5")
+    assert subfile_folder(master) == str(tmp_path / "run.subfiles")
+    assert subfile_relpath(master, 3, 12) == "run.subfiles/s3-00012.h5"
+    assert resolve_inside(master, "run.subfiles/s0-00000.h5").startswith(str(tmp_path))
+    assert resolve_inside(master, "") == master
+    for evil in ("../x.h5", "/etc/passwd", "run.subfiles/../../x.h5"):
+        with pytest.raises(UnsafePathError):
+            resolve_inside(master, evil)
+    os.symlink("/tmp", tmp_path / "link")
+    with pytest.raises(UnsafePathError):
+        resolve_inside(master, "link/x.h5")
+
+
+def test_records_round_trip() -> None:
+    layout = DatasetLayout(2, (StoredExtent("a/s0-00000.h5", "/x", (0, 0), (4, 5), 2048, (0, 1)),),
+                           complete=False)
+    assert DatasetLayout.from_json(layout.to_json(), "here") == layout
+    record = FileRecord([Session(0, "w", 4, {"subfiles": 2}, "2 subfiles", [], "0.1", "t0")])
+    back = FileRecord.from_json(record.to_json(), "here")
+    assert back.sessions[0].ranks == 4 and back.open_sessions == back.sessions
+    with pytest.raises(CorruptFileError, match="damaged"):
+        DatasetLayout.from_json('{"session": 1}', "here")
+    with pytest.raises(CorruptFileError, match="upgrade"):
+        FileRecord.from_json('{"format": 99}', "here")
+
+
+@pytest.mark.parametrize("good", ["i1", "u8", "f2", "f8", ">f4", "c16", "?", "S5", "g",
+                                  [("a", "i4"), ("b", "f8", (2,))]])
+def test_supported_dtypes(good) -> None:
+    assert check_dtype(good) == np.dtype(good)
+
+
+@pytest.mark.parametrize("bad, hint", [("U5", "astype"), ("O", "variable-length"),
+                                       ("M8[s]", "int64"), ("V8", "cannot be stored"),
+                                       ("S0", "length")])
+def test_unsupported_dtypes_say_why(bad, hint) -> None:
+    with pytest.raises(UnsupportedDtypeError, match=hint):
+        check_dtype(bad)
