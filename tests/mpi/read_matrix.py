@@ -28,6 +28,9 @@ for path in sorted(glob.glob(f"{sys.argv[1]}/*.h5")):
         writers = int(f.attrs["writers"])
         check(f.attrs["text"], "hello", f"{path} attrs text")
         check(f.attrs["vector"], np.arange(3.0), f"{path} attrs vector")
+        check(f.attrs["int16"], np.int16(-5), f"{path} attrs int16")
+        check(f.attrs["records"], np.zeros(2, DTYPES["compound"]), f"{path} attrs compound")
+        assert f.attrs["bytes"] == "raw" and "h5subfile" not in f.attrs  # as h5py reads it
         assert f["prefix/f8"].attrs["units"] == "m"
         assert [k for k in f.keys() if not k.startswith("append")] == ["empty", "five", "prefix", "rows", "tiles"], list(f.keys())
         for key, dt in DTYPES.items():

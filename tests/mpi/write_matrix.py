@@ -19,6 +19,9 @@ for label, kwargs in groupings_for(size).items():
         f.attrs["writers"] = size
         f.attrs["text"] = "hello"
         f.attrs["vector"] = np.arange(3.0)
+        f.attrs["int16"] = np.int16(-5)
+        f.attrs["bytes"] = b"raw"
+        f.attrs["records"] = np.zeros(2, DTYPES["compound"])
         total = sum(prefix_length(r) for r in range(size))
         first = sum(prefix_length(r) for r in range(rank))
         mine = slice(first, first + prefix_length(rank))
