@@ -33,7 +33,14 @@ from .errors import (
     SelectionError,
 )
 from .io.boxes import BoxReader, raise_problem, write_box
-from .io.master import Catalog, MasterWriter, NodeInfo, open_for_reading, source_name
+from .io.master import (
+    Catalog,
+    MasterWriter,
+    NodeInfo,
+    describe_storage,
+    open_for_reading,
+    source_name,
+)
 from .io.posix import FilePool, IOStats
 from .io.subfile import SubfileWriter
 from .layout.blocks import Block, check_blocks, corner_block, parse_block, prefix_blocks
@@ -565,15 +572,12 @@ def _publish(state: _State, gathered: list[dict[tuple[int, int], int]]) -> dict[
         master = state.master
         if not stored:
             master.create_unwritten(plan.path, plan.shape, plan.dtype)
-            storage = "unwritten (fill values)"
-        elif plan.in_master:
-            storage = "contiguous in the master"
-        else:
+        elif not plan.in_master:
             master.create_virtual(plan.path, plan.shape, plan.dtype, stored)
-            storage = f"virtual: {len(stored)} extent(s) in {len({e.file for e in stored})} subfile(s)"
         layout = DatasetLayout(state.session, tuple(stored), complete=True)
         master.write_layout(plan.path, layout)
-        nodes[plan.path] = NodeInfo("dataset", {}, plan.shape, plan.dtype, layout, storage=storage)
+        nodes[plan.path] = NodeInfo("dataset", {}, plan.shape, plan.dtype, layout,
+                                    storage=describe_storage(layout))
     if state.master.commit_mode == "in-place":
         state.master.flush()  # the new datasets are on disk before any rank writes data
     state.planned = []

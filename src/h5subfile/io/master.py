@@ -81,6 +81,16 @@ class Catalog:
         return sorted(names)
 
 
+def describe_storage(layout: DatasetLayout) -> str:
+    """How a dataset written by h5subfile is stored, in a few words (for ``info``)."""
+    if not layout.extents:
+        return "unwritten (fill values)"
+    if all(e.file == "" for e in layout.extents):
+        return "contiguous in the master"
+    files = {e.file for e in layout.extents}
+    return f"virtual: {len(layout.extents)} extent(s) in {len(files)} subfile(s)"
+
+
 def _user_attrs(obj: h5py.HLObject) -> dict[str, Any]:
     return {k: v for k, v in read_attrs(obj).items() if not is_reserved(k)}
 
@@ -143,8 +153,7 @@ def scan(h5: h5py.File, master_path: str, master_data_path: str) -> Catalog:
         if LAYOUT_ATTR in obj.attrs:
             layout = DatasetLayout.from_json(str(obj.attrs[LAYOUT_ATTR]), f"{master_path}:{path}")
             info.layout = layout
-            files = sorted({e.file or "master" for e in layout.extents})
-            info.storage = f"{len(layout.extents)} extent(s) in {len(files)} file(s)"
+            info.storage = describe_storage(layout)
             if layout.session in open_sessions:
                 info.problem = (
                     "IncompleteFileError",
