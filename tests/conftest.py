@@ -49,3 +49,9 @@ def run_python(code: str, *args: str, timeout: float = 120) -> subprocess.Comple
     """Run ``code`` in a separate plain Python process (no h5subfile import unless it asks)."""
     return subprocess.run([sys.executable, "-c", code, *map(str, args)], capture_output=True,
                           text=True, timeout=timeout)
+
+
+def run_cli(ranks: int, *args: str, timeout: float = 240) -> subprocess.CompletedProcess[str]:
+    """Run ``h5subfile ARGS`` under ``mpiexec -n ranks`` (not checked: tests look at the status)."""
+    return subprocess.run([str(MPIEXEC), "-n", str(ranks), sys.executable, "-m", "h5subfile",
+                           *map(str, args)], capture_output=True, text=True, timeout=timeout)

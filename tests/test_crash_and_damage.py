@@ -11,19 +11,14 @@ from pathlib import Path
 import h5py
 import pytest
 
-from conftest import run_mpi
+from conftest import run_cli, run_mpi
 
 PARTICLES = 500
-STEP_SUM = None  # computed from the first probe
 
 
 def write_base(path: Path) -> None:
-    result = subprocess.run(
-        [str(Path(sys.executable).parent / "mpiexec"), "-n", "2", sys.executable, "-m",
-         "h5subfile", "vpic", str(path), "--particles", str(PARTICLES), "--steps", "2",
-         "--subfiles", "2", "--quiet"],
-        capture_output=True, text=True, timeout=120,
-    )
+    result = run_cli(2, "vpic", path, "--particles", PARTICLES, "--steps", 2, "--subfiles", 2,
+                     "--quiet")
     assert result.returncode == 0, result.stderr
 
 
@@ -34,11 +29,7 @@ def probe(path: Path, *names: str, ranks: int = 2) -> dict:
 
 
 def verify_steps(path: Path) -> None:
-    result = subprocess.run(
-        [str(Path(sys.executable).parent / "mpiexec"), "-n", "3", sys.executable, "-m",
-         "h5subfile", "bdcats", str(path), "--verify", "--quiet"],
-        capture_output=True, text=True, timeout=120,
-    )
+    result = run_cli(3, "bdcats", path, "--verify", "--quiet")
     assert result.returncode == 0, result.stderr
     assert "every value read matches" in result.stdout
 

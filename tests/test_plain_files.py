@@ -9,7 +9,8 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import run_mpi, run_python
+
+from conftest import run_cli, run_mpi, run_python
 
 WRITE_PLAIN = """
 import h5py, numpy as np, sys
@@ -45,19 +46,14 @@ def test_plain_file_read_with_any_rank_count(plain: Path, readers: int) -> None:
 
 
 def test_bdcats_reads_plain_vpic_layout(plain: Path) -> None:
-    mpiexec = str(Path(sys.executable).parent / "mpiexec")
     for pattern in ("full", "partial", "strided", "random"):
-        result = subprocess.run([mpiexec, "-n", "2", sys.executable, "-m", "h5subfile", "bdcats",
-                                 str(plain), "--pattern", pattern, "--json", "--count", "100"],
-                                capture_output=True, text=True, timeout=120)
+        result = run_cli(2, "bdcats", plain, "--pattern", pattern, "--json", "--count", 100)
         assert result.returncode == 0, result.stderr
         assert '"total_bytes"' in result.stdout
 
 
 def test_bdcats_verify_refuses_foreign_files(plain: Path) -> None:
-    mpiexec = str(Path(sys.executable).parent / "mpiexec")
-    result = subprocess.run([mpiexec, "-n", "2", sys.executable, "-m", "h5subfile", "bdcats",
-                             str(plain), "--verify"], capture_output=True, text=True, timeout=120)
+    result = run_cli(2, "bdcats", plain, "--verify")
     assert result.returncode == 1
     assert result.stderr.count("--verify needs a file written by 'h5subfile vpic'") == 1
 
@@ -72,25 +68,19 @@ def test_info_describes_plain_files(plain: Path) -> None:
 
 @pytest.mark.skipif(shutil.which("h5ls") is None, reason="h5ls not installed (hdf5-tools)")
 def test_h5ls_lists_our_files(tmp_path: Path) -> None:
-    mpiexec = str(Path(sys.executable).parent / "mpiexec")
-    subprocess.run([mpiexec, "-n", "3", sys.executable, "-m", "h5subfile", "vpic",
-                    str(tmp_path / "v.h5"), "--particles", "100", "--subfiles", "rank", "--quiet"],
-                   check=True, capture_output=True, timeout=120)
+    written = run_cli(3, "vpic", tmp_path / "v.h5", "--particles", 100, "--subfiles", "rank",
+                      "--quiet")
+    assert written.returncode == 0, written.stderr
     out = subprocess.run(["h5ls", "-r", str(tmp_path / "v.h5")], capture_output=True, text=True,
                          check=True).stdout
     assert ["/Timestep_0/id_2", "Dataset", "{300}"] in [line.split() for line in out.splitlines()]
 
 
 def test_cli_errors_are_printed_once_and_end_the_job(tmp_path: Path) -> None:
-    mpiexec = str(Path(sys.executable).parent / "mpiexec")
-    missing = subprocess.run([mpiexec, "-n", "3", sys.executable, "-m", "h5subfile", "bdcats",
-                              str(tmp_path / "none.h5")], capture_output=True, text=True,
-                             timeout=120)
+    missing = run_cli(3, "bdcats", tmp_path / "none.h5")
     assert missing.returncode == 1
     assert missing.stderr.count("does not exist") == 1
-    bad_plan = subprocess.run([mpiexec, "-n", "2", sys.executable, "-m", "h5subfile", "vpic",
-                               str(tmp_path / "v.h5"), "--subfiles", "5", "--particles", "10"],
-                              capture_output=True, text=True, timeout=120)
+    bad_plan = run_cli(2, "vpic", tmp_path / "v.h5", "--subfiles", 5, "--particles", 10)
     assert bad_plan.returncode == 1
     assert bad_plan.stderr.count("subfiles=5 but the communicator has only 2 rank(s)") == 1
     assert not (tmp_path / "v.h5").exists()

@@ -7,7 +7,7 @@ import h5py
 import numpy as np
 
 sys.path.insert(0, sys.argv[2])
-from common import DTYPES, expected, same, tile_block  # noqa: E402
+from common import DTYPES, expected, expected_tiles, same  # noqa: E402
 
 count = 0
 for path in sorted(glob.glob(f"{sys.argv[1]}/*.h5")):
@@ -20,12 +20,7 @@ for path in sorted(glob.glob(f"{sys.argv[1]}/*.h5")):
                 count += 1
         for key in ("f4", "compound"):
             d = f[f"tiles/{key}"]
-            want = np.zeros(d.shape, d.dtype)
-            full = expected(d.name, d.shape, d.dtype)
-            for r in range(writers):
-                start, cnt = tile_block(r, writers)
-                box = tuple(slice(s, s + c) for s, c in zip(start, cnt))
-                want[box] = full[box]
+            want = expected_tiles(d.name, d.shape, d.dtype, writers)
             assert same(d[...], want), (path, d.name)
             count += 1
         d = f["five/i2"]

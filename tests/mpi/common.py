@@ -73,6 +73,17 @@ def tile_block(rank: int, size: int) -> tuple[tuple[int, ...], tuple[int, ...]]:
     return (0, 3 * (rank % 2), 2 * rank), (4, 3, 2)
 
 
+def expected_tiles(name: str, shape: tuple[int, ...], dtype: np.dtype, writers: int) -> np.ndarray:
+    """A tiles dataset: each writer's tile holds ``expected`` values, the rest is fill (zeros)."""
+    want = np.zeros(shape, dtype)
+    full = expected(name, shape, dtype)
+    for rank in range(writers):
+        start, count = tile_block(rank, writers)
+        box = tuple(slice(s, s + c) for s, c in zip(start, count))
+        want[box] = full[box]
+    return want
+
+
 def same(a: np.ndarray, b: np.ndarray) -> bool:
     """Bit-for-bit equality (also for NaN and -0.0)."""
     a, b = np.ascontiguousarray(a), np.ascontiguousarray(b)

@@ -5,7 +5,7 @@ import glob
 import sys
 
 import numpy as np
-from common import DTYPES, expected, same, tile_block
+from common import DTYPES, expected, expected_tiles, same
 from mpi4py import MPI
 
 import h5subfile as hs
@@ -52,12 +52,7 @@ for path in sorted(glob.glob(f"{sys.argv[1]}/*.h5")):
                     check(d[2, mask], full[2, mask], f"{path}:{d.name} mask")
         for key in ("f4", "compound"):
             d = f[f"tiles/{key}"]
-            want = np.zeros(d.shape, d.dtype)
-            full = expected(d.name, d.shape, d.dtype)
-            for r in range(writers):
-                start, count = tile_block(r, writers)
-                box = tuple(slice(s, s + c) for s, c in zip(start, count))
-                want[box] = full[box]
+            want = expected_tiles(d.name, d.shape, d.dtype, writers)
             check(d[...], want, f"{path}:{d.name}")
             check(d[1, :, ::2], want[1, :, ::2], f"{path}:{d.name} strided")
             check(d[..., 1:3], want[..., 1:3], f"{path}:{d.name} ellipsis")
