@@ -29,6 +29,8 @@ EXPECTED = {
     "zero_subfiles": ("PlanError", ["subfiles=0"]),
     "subfiles_and_factor": ("PlanError", ["not both"]),
     "mismatched_plan": ("CollectiveMismatchError", ["File"]),
+    "mismatched_grouping_kind": ("CollectiveMismatchError", ["'node'"]),
+    "mismatched_mode": ("CollectiveMismatchError", ["'r'", "'a'"]),
     "create_exclusive_existing": ("FileExistsH5SubfileError", ["excl.h5 exists"]),
     "missing_file": ("MissingFileError", ["nothing-here.h5 does not exist"]),
     "not_hdf5": ("CorruptFileError", ["cannot be opened as HDF5"]),

@@ -50,7 +50,7 @@ from .layout.grouping import Grouping, plan_groups
 from .layout.names import resolve_inside, subfile_relpath
 from .layout.record import DatasetLayout, StoredExtent, is_reserved
 from .layout.selection import assemble, partition, plan_read
-from .mpi.collective import agree, check_same, checked_collective, root_decides
+from .mpi.collective import agree, check_same, checked_collective, root_decides, root_only
 from .mpi.nodes import node_of_ranks
 from .plan import Plan
 
@@ -765,11 +765,11 @@ class File(Group):
         agree(comm, error)
         state = _State(path, mode, comm)
         super().__init__(state, "/")
+        # Every rank must open the same file the same way before any mode-specific collective.
+        signature = ("open", state.path, mode, None if plan is None else plan.to_dict())
+        checked_collective(comm, "File(path, mode, ...)", signature, lambda: None)
         if mode == "r":
-            state.catalog = checked_collective(
-                comm, "File(..., 'r')", ("open", state.path, mode),
-                lambda: open_for_reading(state.path),
-            )
+            state.catalog = root_only(comm, lambda: open_for_reading(state.path))
         else:
             assert plan is not None
             nodes = node_of_ranks(comm) if plan.grouping == "node" else None
@@ -793,10 +793,7 @@ class File(Group):
                 state.master = MasterWriter(state.path, mode, info)
                 return state.master.catalog, state.master.session.id, state.master.data_path
 
-            signature = ("open", state.path, mode, plan.to_dict())
-            state.catalog, state.session, state.data_path = checked_collective(
-                comm, f"File(..., {mode!r})", signature, begin
-            )
+            state.catalog, state.session, state.data_path = root_only(comm, begin)
         state.reader = BoxReader(state.path, state.data_path, state.stats)
         if state.master is not None:
             master = state.master

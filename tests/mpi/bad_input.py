@@ -121,6 +121,16 @@ def mismatched_plan():
 
 
 @scenario
+def mismatched_grouping_kind():
+    hs.File(f"{folder}/other.h5", "w", subfiles="node" if rank == 0 else 2)
+
+
+@scenario
+def mismatched_mode():
+    hs.File(f"{folder}/excl.h5", "r" if rank == 1 else "a")
+
+
+@scenario
 def create_exclusive_existing():
     g = hs.File(f"{folder}/excl.h5", "w")
     g.close()
