@@ -23,7 +23,6 @@ from mpi4py import MPI
 
 from ._version import __version__
 from .errors import (
-    CollectiveMismatchError,
     DataShapeError,
     FileModeError,
     H5SubfileError,
@@ -959,11 +958,4 @@ def _commit(state: _State, unwritten: list[list[str]]) -> str | None:
     )
 
 
-# Re-exported for the CLI and kernels.
-__all__ = [
-    "AttributeManager",
-    "CollectiveMismatchError",
-    "Dataset",
-    "File",
-    "Group",
-]
+__all__ = ["AttributeManager", "Dataset", "File", "Group"]
