@@ -5,7 +5,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test lint venv clean
+.PHONY: demo test lint venv clean phdf5
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -24,5 +24,31 @@ test: $(STAMP)
 lint: $(STAMP)
 	$(VENV)/bin/ruff check src tests
 
+# Optional baseline: parallel HDF5 (Debian's libhdf5-mpich-dev, HDF5 1.10.8) with mpi4py and h5py
+# compiled against Debian's MPICH, plus h5subfile itself, so that every API of `h5subfile bench`
+# runs in one environment. Not needed by `make demo` or `make test`.
+PHDF5_VENV := .venv-phdf5
+PHDF5_STAMP := $(PHDF5_VENV)/.installed
+HDF5_MPICH := /usr/lib/x86_64-linux-gnu/hdf5/mpich
+
+phdf5: $(PHDF5_STAMP)
+
+$(PHDF5_STAMP): pyproject.toml
+	@command -v mpicc.mpich >/dev/null && test -d $(HDF5_MPICH) || { \
+	  SUDO=$$( [ "$$(id -u)" -eq 0 ] || echo sudo ); \
+	  $$SUDO apt-get update -qq && \
+	  DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq libhdf5-mpich-dev mpich pkg-config; }
+	$(PYTHON) -m venv $(PHDF5_VENV)
+	$(PHDF5_VENV)/bin/pip install --quiet --upgrade pip
+	$(PHDF5_VENV)/bin/pip install --quiet numpy "setuptools>=77" wheel Cython pkgconfig
+	MPI4PY_BUILD_MPICC=mpicc.mpich $(PHDF5_VENV)/bin/pip install --quiet --no-binary=mpi4py "mpi4py>=4"
+	CC=mpicc.mpich HDF5_MPI=ON HDF5_DIR=$(HDF5_MPICH) HDF5_PKGCONFIG_NAME=hdf5-mpich \
+	  $(PHDF5_VENV)/bin/pip install --quiet --no-build-isolation --no-binary=h5py h5py
+	$(PHDF5_VENV)/bin/pip install --quiet --no-deps -e .
+	$(PHDF5_VENV)/bin/pip install --quiet pytest hypothesis matplotlib
+	ln -sf "$$(command -v mpiexec.mpich)" $(PHDF5_VENV)/bin/mpiexec
+	$(PHDF5_VENV)/bin/python -c "import h5py; assert h5py.get_config().mpi, 'h5py built without MPI'; print('parallel h5py', h5py.version.version, 'HDF5', h5py.version.hdf5_version)"
+	touch $(PHDF5_STAMP)
+
 clean:
-	rm -rf $(VENV) .pytest_cache .ruff_cache .hypothesis build src/*.egg-info
+	rm -rf $(VENV) $(PHDF5_VENV) .pytest_cache .ruff_cache .hypothesis build src/*.egg-info

@@ -32,6 +32,7 @@ from .errors import (
     SelectionError,
 )
 from .io.boxes import BoxReader, raise_problem, write_box
+from .io.h5 import open_shared_read
 from .io.master import (
     Catalog,
     MasterWriter,
@@ -144,6 +145,7 @@ class _State:
         self.reader: BoxReader
         self.targets: dict[str, _Target | None] = {}
         self.unwritten: set[str] = set()
+        self.partly_written: dict[str, int] = {}  # elements written by dset[...] = data
         self.planned: list[_PlannedDataset] = []  # rank 0, between plan and publish
         self.closed = False
 
@@ -349,21 +351,43 @@ class Group(_Object):
         with :meth:`Dataset.write`; a rank that writes nothing passes neither. Blocks must lie in
         ``shape`` and must not overlap (checked on all ranks together).
         """
+        spec = dict(shape=shape, dtype=dtype, block=block, start=start, count=count)
+        return self.create_datasets({name: spec})[0]
+
+    def create_datasets(self, specs: Mapping[str, Mapping[str, Any]]) -> list[Dataset]:
+        """Collective: create many datasets with one round of coordination.
+
+        ``specs`` maps names to the keyword arguments of :meth:`create_dataset` (``shape``,
+        ``dtype``, and this rank's ``block`` or ``start`` + ``count``).
+        """
         state = self._state
-        state.require_writable("create_dataset")
-        request, error = None, None
+        state.require_writable("create_datasets")
+        requests: list[_Request] = []
+        error = None
         try:
-            path = _join(self._path, name)
-            shape_t = (int(shape),) if np.isscalar(shape) else tuple(int(n) for n in shape)
-            if any(n < 0 for n in shape_t):
-                raise ValueError(f"shape {shape_t} has a negative dimension")
-            dt = check_dtype(dtype)
-            request = _Request(path, dt, "explicit", shape_t,
-                               parse_block(shape_t, block, start, count))
+            for name, spec in specs.items():
+                requests.append(self._request(name, **spec))
         except (H5SubfileError, ValueError, TypeError) as exc:
             error = exc
-        (path_out,) = _create(state, [request] if request else None, error)
-        return Dataset(state, path_out)
+        paths = _create(state, requests if error is None else None, error)
+        return [Dataset(state, p) for p in paths]
+
+    def _request(
+        self,
+        name: str,
+        shape: Sequence[int] | int,
+        dtype: Any = "f4",
+        block: Sequence[slice] | None = None,
+        start: Sequence[int] | None = None,
+        count: Sequence[int] | None = None,
+    ) -> _Request:
+        """Parse one rank's arguments for a dataset with an explicit shape."""
+        path = _join(self._path, name)
+        shape_t = (int(shape),) if np.isscalar(shape) else tuple(int(n) for n in shape)
+        if any(n < 0 for n in shape_t):
+            raise ValueError(f"shape {shape_t} has a negative dimension")
+        return _Request(path, check_dtype(dtype), "explicit", shape_t,
+                        parse_block(shape_t, block, start, count))
 
     def write_dataset(
         self, name: str, data: Any, start: Sequence[int] | None = None
@@ -697,8 +721,80 @@ class Dataset(_Object):
         """Collective: write this rank's block (ranks with an empty block pass None or nothing)."""
         _write(self._state, [(self._path, data)])
 
+    def __setitem__(self, selection: Any, data: Any) -> None:
+        """Write part of this rank's block: ``dset[lo:hi, ...] = data`` (independent).
+
+        Unlike :meth:`write` this is not collective: each rank writes pieces of its own block
+        when it likes (in any order, of any size), e.g. as a simulation produces them. The
+        selection must be a box (integers and step-1 slices) inside this rank's block.
+        """
+        state = self._state
+        state.require_writable("writing to a dataset")
+        target = state.targets.get(self._path)
+        if target is None:
+            raise FileModeError(
+                f"rank {state.comm.rank} has no block of {self._path} in this write session; "
+                "declare one with create_dataset(..., block=...) first"
+            )
+        info = self._info()
+        assert info.dtype is not None
+        plan = plan_read(info.shape, info.dtype.itemsize, selection)
+        piece = plan.pieces[0]
+        if len(plan.pieces) != 1 or not all(
+            isinstance(i, slice) and i.step in (None, 1) for i in piece.index
+        ):
+            raise SelectionError(f"{self._path}: writes take a box (integers and step-1 slices)")
+        box = piece.box
+        if box.size and target.block.intersect(box) != box:
+            raise SelectionError(
+                f"rank {state.comm.rank}: {box} is not inside its block {target.block} of "
+                f"{self._path}"
+            )
+        array = np.ascontiguousarray(data, dtype=info.dtype if np.isscalar(data) else None)
+        if array.dtype != info.dtype:
+            raise DataShapeError(f"data of dtype {array.dtype} for {self._path} of dtype "
+                                 f"{info.dtype}; convert it first")
+        if array.shape != plan.out_shape:
+            raise DataShapeError(f"data of shape {array.shape} for a selection of shape "
+                                 f"{plan.out_shape} of {self._path}")
+        if box.size == 0:
+            return
+        write_box(state.pool.get(target.file), target.offset, target.extent, box,
+                  array.reshape(box.count))
+        done = state.partly_written.get(self._path, 0) + box.size
+        state.partly_written[self._path] = done
+        if done >= target.block.size:
+            state.unwritten.discard(self._path)
+
     def __getitem__(self, selection: Any) -> np.ndarray:
         return self.read(selection)
+
+    def read_direct(self, dest: np.ndarray, source_sel: Any = ()) -> None:
+        """Read ``source_sel`` straight into the array ``dest`` (as h5py's ``read_direct``).
+
+        For a box selection into a C-contiguous ``dest`` of the dataset's dtype the bytes land in
+        ``dest`` without an intermediate array.
+        """
+        info = self._info()
+        assert info.dtype is not None
+        if info.problem is not None:
+            raise_problem(info.problem)
+        plan = plan_read(info.shape, info.dtype.itemsize, source_sel) if info.shape else None
+        if (
+            plan is not None
+            and len(plan.pieces) == 1
+            and plan.reorder is None
+            and all(isinstance(i, slice) and i.step in (None, 1) for i in plan.pieces[0].index)
+            and not info.via_h5py
+            and info.layout is not None
+            and dest.dtype == info.dtype
+            and dest.flags.c_contiguous
+            and dest.shape == plan.out_shape
+        ):
+            box = plan.pieces[0].box
+            self._state.reader.read_direct(info.layout, info.dtype, box, dest.reshape(box.count))
+            return
+        dest[...] = self.read(source_sel)
 
     def read(self, selection: Any = ()) -> np.ndarray:
         """Read a selection (numpy/h5py style) on this rank only; no communication."""
@@ -798,9 +894,7 @@ class File(Group):
             master = state.master
             state.reader.h5py_opener = lambda: master.h5
         else:
-            import h5py
-
-            state.reader.h5py_opener = lambda: h5py.File(state.data_path, "r", locking=False)
+            state.reader.h5py_opener = lambda: open_shared_read(state.data_path)
         if comm.rank == 0:
             for problem in state.catalog.problems:
                 warnings.warn(f"{state.path}: {problem}", RuntimeWarning, stacklevel=2)

@@ -7,9 +7,9 @@ import ast
 from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parents[2] / "src" / "h5subfile"
-# cli > kernels > files > io > mpi | layout > plan > errors | units (STYLE.md)
+# cli > kernels | bench > files > io > mpi | layout > plan > errors | units (STYLE.md)
 RANK = {"errors": 0, "units": 0, "_version": 0, "plan": 1, "layout": 2, "mpi": 2, "io": 3,
-        "files": 4, "kernels": 5, "cli": 6, "__init__": 7, "__main__": 7}
+        "files": 4, "kernels": 5, "bench": 5, "cli": 6, "__init__": 7, "__main__": 7}
 
 
 def layer(path: Path) -> str:

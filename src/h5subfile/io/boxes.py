@@ -80,17 +80,25 @@ class BoxReader:
             self._resolved[relpath] = path
         return self.pool.get(path)
 
-    def read_direct(self, layout: DatasetLayout, dtype: np.dtype, box: Block) -> np.ndarray:
-        """Read ``box`` from the extents of ``layout``; unmapped parts read as zeros (fill)."""
-        out = np.zeros(box.count, dtype=dtype)
+    def read_direct(
+        self, layout: DatasetLayout, dtype: np.dtype, box: Block, out: np.ndarray | None = None
+    ) -> np.ndarray:
+        """Read ``box`` from the extents of ``layout``; unmapped parts read as zeros (fill).
+
+        ``out`` (C-contiguous, shape ``box.count``, ``dtype``) receives the data without an
+        extra allocation.
+        """
+        commons = [(e, box.intersect(e.block)) for e in layout.extents]
+        commons = [(e, c) for e, c in commons if c is not None]
+        if out is None:
+            out = np.zeros(box.count, dtype=dtype)
+        elif sum(c.size for _, c in commons) < out.size:
+            out.fill(0)
         if out.size == 0:
             return out
         raw = as_bytes(out)
         itemsize = dtype.itemsize
-        for extent in layout.extents:
-            common = box.intersect(extent.block)
-            if common is None:
-                continue
+        for extent, common in commons:
             file_runs, out_runs, run = paired_runs(
                 common.count,
                 extent.shape,

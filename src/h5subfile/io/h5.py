@@ -13,6 +13,16 @@ import numpy as np
 LIBVER = ("v108", "v110")
 
 
+def open_shared_read(path: str) -> h5py.File:
+    """Open a file read-only while another process may hold it open for writing.
+
+    HDF5 >= 1.12.1 locks files; the lock is turned off here (the writer is one of our ranks).
+    """
+    if h5py.version.hdf5_version_tuple >= (1, 12, 1):
+        return h5py.File(path, "r", locking=False)
+    return h5py.File(path, "r")
+
+
 def require_parent(h5: h5py.File, path: str) -> h5py.Group:
     parent = posixpath.dirname(path) or "/"
     return h5.require_group(parent)

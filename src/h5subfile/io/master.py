@@ -40,6 +40,7 @@ from .h5 import (
     require_parent,
     virtual_sources,
 )
+from .posix import fsync_path
 
 COPY_LIMIT_ENV = "H5SUBFILE_MASTER_COPY_LIMIT"
 #: A master up to this size is copied and replaced atomically when appended to; a larger one
@@ -231,7 +232,7 @@ def open_for_reading(path: str) -> Catalog:
     return catalog
 
 
-def _remove_subfiles(folder: str, session: int | None = None) -> None:
+def remove_subfiles(folder: str, session: int | None = None) -> None:
     """Delete h5subfile's subfiles in ``folder`` (all, or those of one session)."""
     if not os.path.isdir(folder):
         return
@@ -270,7 +271,7 @@ class MasterWriter:
         if mode == "w" or not exists:
             if exists:
                 os.remove(self.path)
-            _remove_subfiles(self.folder)
+            remove_subfiles(self.folder)
             self.h5 = h5py.File(self.partial, "w", libver=LIBVER)
             self.commit_mode = "replace"
             self.data_path = self.partial
@@ -295,7 +296,7 @@ class MasterWriter:
             **session_info,
         )
         record.sessions.append(self.session)
-        _remove_subfiles(self.folder, self.session.id)  # orphans of a crashed session
+        remove_subfiles(self.folder, self.session.id)  # orphans of a crashed session
         if self.commit_mode == "in-place":
             self._write_record()
             self.h5.flush()
@@ -353,19 +354,14 @@ class MasterWriter:
         self.session.closed = now()
         self._write_record()
         self.h5.close()
-        if fsync or self.commit_mode == "replace":
-            fd = os.open(self.data_path, os.O_RDONLY)
-            try:
-                os.fsync(fd)
-            finally:
-                os.close(fd)
+        # A killed job cannot break the rename (the page cache survives it); fsync (the plan's
+        # option) adds durability against power loss: data before the rename, rename after.
+        if fsync:
+            fsync_path(self.data_path)
         if self.commit_mode == "replace":
             os.replace(self.partial, self.path)
-            dir_fd = os.open(os.path.dirname(self.path), os.O_RDONLY)
-            try:
-                os.fsync(dir_fd)
-            finally:
-                os.close(dir_fd)
+            if fsync:
+                fsync_path(os.path.dirname(self.path))
 
     def abandon(self) -> None:
         """Close without publishing (after a failure on some rank): the old file stays as it was."""

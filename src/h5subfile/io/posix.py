@@ -36,6 +36,15 @@ class IOStats:
         return {f.name: getattr(self, f.name) for f in fields(self)}
 
 
+def fsync_path(path: str) -> None:
+    """fsync a file or folder by name."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
 def as_bytes(array: np.ndarray) -> memoryview:
     """A flat byte view of a C-contiguous array (no copy)."""
     if not array.flags.c_contiguous:
@@ -52,15 +61,22 @@ class RawFile:
         The file. It must exist (subfiles and masters are created by HDF5 first).
     writable
         Open for writing too.
+    create
+        Create the file if it does not exist (benchmarks; h5subfile's own files are created by HDF5).
     stats
         Where to count the I/O; a private one if None.
     """
 
-    def __init__(self, path: str, writable: bool = False, stats: IOStats | None = None):
+    def __init__(
+        self, path: str, writable: bool = False, stats: IOStats | None = None, create: bool = False
+    ):
         self.path = path
         self.stats = stats if stats is not None else IOStats()
+        flags = os.O_RDWR if writable else os.O_RDONLY
+        if create:
+            flags |= os.O_CREAT
         try:
-            self.fd: int | None = os.open(path, os.O_RDWR if writable else os.O_RDONLY)
+            self.fd: int | None = os.open(path, flags, 0o644)
         except FileNotFoundError:
             raise MissingFileError(f"{path} does not exist") from None
 

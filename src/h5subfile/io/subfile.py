@@ -8,6 +8,7 @@ import h5py
 import numpy as np
 
 from .h5 import LIBVER, create_early_dataset
+from .posix import fsync_path
 
 
 class SubfileWriter:
@@ -33,8 +34,4 @@ class SubfileWriter:
         self.h5.close()
         self.h5 = None
         if fsync:
-            fd = os.open(self.path, os.O_RDONLY)
-            try:
-                os.fsync(fd)
-            finally:
-                os.close(fd)
+            fsync_path(self.path)

@@ -1,0 +1,337 @@
+"""One backend per API; each moves the same bytes to the same logical places.
+
+Logical layout (IOR's): rank r's transfer t of segment s covers bytes
+``[r*B + t*T, r*B + (t+1)*T)`` of segment s (B = block, T = transfer). In a shared file a segment
+starts at ``s*B*P``; with file per process (-F) each rank has its own file and segment s starts
+at ``s*B``. HDF5 APIs store each segment as a 1-D uint64 dataset ``segment_<s>``.
+"""
+
+from __future__ import annotations
+
+import os
+from abc import ABC, abstractmethod
+from typing import Any
+
+import numpy as np
+from mpi4py import MPI
+
+from .._version import __version__
+from ..io.posix import IOStats, RawFile, as_bytes
+from .options import BenchOptions
+
+
+class Unavailable(Exception):
+    """An API that cannot run here (e.g. phdf5 without an MPI-enabled h5py)."""
+
+
+class Backend(ABC):
+    """The I/O of one API for one phase (write or read) of one iteration."""
+
+    name = ""
+
+    def __init__(self, options: BenchOptions, comm: MPI.Comm):
+        self.options = options
+        self.comm = comm
+        self.rank = comm.rank
+        self.size = comm.size
+        self.file_comm = MPI.COMM_SELF if options.file_per_proc else comm
+
+    @classmethod
+    def unavailable(cls) -> str | None:
+        """Why this API cannot run here, with how to fix it; None when it can."""
+        return None
+
+    @staticmethod
+    def version() -> str:
+        return ""
+
+    def path(self, rank: int) -> str:
+        """The file holding ``rank``'s data."""
+        base = self.options.test_file
+        return f"{base}.{rank:08d}" if self.options.file_per_proc else base
+
+    def paths(self) -> list[str]:
+        """Every file this API creates for the whole job (for removal between iterations)."""
+        if self.options.file_per_proc:
+            return [self.path(r) for r in range(self.size)]
+        return [self.options.test_file]
+
+    def offset(self, rank: int, segment: int, within: int) -> int:
+        """Byte offset of ``within`` (bytes into ``rank``'s block of ``segment``) in its file."""
+        block = self.options.block
+        if self.options.file_per_proc:
+            return segment * block + within
+        return segment * block * self.size + rank * block + within
+
+    @abstractmethod
+    def open(self, writing: bool, source_rank: int) -> None:
+        """Open for the phase; ``source_rank`` is whose data this rank reads (-C)."""
+
+    @abstractmethod
+    def transfer(self, writing: bool, segment: int, within: int, words: np.ndarray) -> None:
+        """Write ``words`` at, or read into ``words`` from, this rank's (or the source's) block."""
+
+    def sync(self) -> None:  # noqa: B027 - optional
+        """Flush written data to storage (-e)."""
+
+    @abstractmethod
+    def close(self) -> None:
+        """Close the phase's files."""
+
+    def describe(self) -> dict[str, Any]:
+        """API-specific facts for the report (plan, driver settings...)."""
+        return {}
+
+
+class PosixBackend(Backend):
+    """Raw positioned reads and writes (the ceiling any library is measured against)."""
+
+    name = "posix"
+
+    def open(self, writing: bool, source_rank: int) -> None:
+        self.source = source_rank
+        self.stats = IOStats()
+        target = self.rank if writing else source_rank
+        self.file = RawFile(self.path(target), writable=writing, stats=self.stats, create=writing)
+
+    def transfer(self, writing: bool, segment: int, within: int, words: np.ndarray) -> None:
+        owner = self.rank if writing else self.source
+        offset = self.offset(owner, segment, within)
+        if writing:
+            self.file.pwrite(as_bytes(words), offset)
+        else:
+            self.file.pread_into(as_bytes(words), offset)
+
+    def sync(self) -> None:
+        self.file.sync()
+
+    def close(self) -> None:
+        self.file.close()
+
+
+class MPIIOBackend(Backend):
+    """MPI-IO through mpi4py: independent (``Write_at``) or collective (``Write_at_all``, -c)."""
+
+    name = "mpiio"
+
+    @staticmethod
+    def version() -> str:
+        return MPI.Get_library_version().splitlines()[0].strip()
+
+    def info(self) -> MPI.Info:
+        info = MPI.Info.Create()
+        for key, value in self.options.hints:
+            info.Set(key, value)
+        return info
+
+    def open(self, writing: bool, source_rank: int) -> None:
+        self.source = source_rank
+        target = self.rank if writing else source_rank
+        mode = (MPI.MODE_CREATE | MPI.MODE_WRONLY) if writing else MPI.MODE_RDONLY
+        info = self.info()
+        try:
+            self.fh = MPI.File.Open(self.file_comm, self.path(target), mode, info)
+        finally:
+            info.Free()
+
+    def transfer(self, writing: bool, segment: int, within: int, words: np.ndarray) -> None:
+        owner = self.rank if writing else self.source
+        offset = self.offset(owner, segment, within)
+        collective = self.options.collective
+        if writing:
+            (self.fh.Write_at_all if collective else self.fh.Write_at)(offset, words)
+        else:
+            (self.fh.Read_at_all if collective else self.fh.Read_at)(offset, words)
+
+    def sync(self) -> None:
+        self.fh.Sync()
+
+    def close(self) -> None:
+        self.fh.Close()
+
+    def effective_hints(self) -> dict[str, str]:
+        """The hints the MPI library reports for an open file (MPI_File_get_info)."""
+        info = self.fh.Get_info()
+        try:
+            return {key: info.Get(key) for key in info.keys()}
+        finally:
+            info.Free()
+
+
+class _HDF5Layout(Backend):
+    """Shared by the HDF5 APIs: one 1-D uint64 dataset per segment."""
+
+    def dataset_shape(self) -> int:
+        words = self.options.block // 8
+        return words if self.options.file_per_proc else words * self.size
+
+    def block_start(self, rank: int) -> int:
+        return 0 if self.options.file_per_proc else rank * (self.options.block // 8)
+
+    def names(self) -> list[str]:
+        return [f"segment_{s:04d}" for s in range(self.options.segments)]
+
+
+class H5SubfileBackend(_HDF5Layout):
+    """h5subfile: ``hdf5`` writes one conventional shared file, ``subfile`` uses subfiling.
+
+    Transfers are independent positioned writes (``dset[a:b] = words``) and direct reads
+    (``read_direct``); -c changes nothing (h5subfile never needs collective data transfers).
+    """
+
+    name = "subfile"
+
+    @staticmethod
+    def version() -> str:
+        import h5py
+
+        return f"h5subfile {__version__} (h5py {h5py.version.version}, HDF5 {h5py.version.hdf5_version})"
+
+    def plan(self) -> dict[str, Any]:
+        if self.options.api == "hdf5":
+            return {"subfiles": 1}
+        return {"subfiles": self.options.subfiles, "ranks_per_subfile": self.options.ranks_per_subfile}
+
+    def open(self, writing: bool, source_rank: int) -> None:
+        from ..files import File
+
+        self.source = source_rank
+        words = self.options.block // 8
+        if writing:
+            self.file = File(self.path(self.rank), "w", comm=self.file_comm,
+                             fsync=self.options.fsync, **self.plan())
+            start = self.block_start(self.rank)
+            specs = {
+                name: dict(shape=(self.dataset_shape(),), dtype="u8", start=(start,),
+                           count=(words,))
+                for name in self.names()
+            }
+            self.datasets = self.file.create_datasets(specs)
+        else:
+            self.file = File(self.path(source_rank), "r", comm=self.file_comm)
+            self.datasets = [self.file[name] for name in self.names()]
+
+    def transfer(self, writing: bool, segment: int, within: int, words: np.ndarray) -> None:
+        owner = self.rank if writing else self.source
+        first = self.block_start(owner) + within // 8
+        region = slice(first, first + words.size)
+        if writing:
+            self.datasets[segment][region] = words
+        else:
+            self.datasets[segment].read_direct(words, region)
+
+    def close(self) -> None:
+        self.file.close()
+
+    def describe(self) -> dict[str, Any]:
+        grouping = getattr(getattr(self, "file", None), "grouping", None)
+        return {"plan": self.plan(), "grouping": None if grouping is None else grouping.describe()}
+
+
+class PHDF5Backend(_HDF5Layout):
+    """Parallel HDF5 through h5py's mpio driver: collective (-c) or independent transfers, with
+    options for collective metadata, alignment and no fill."""
+
+    name = "phdf5"
+
+    @classmethod
+    def unavailable(cls) -> str | None:
+        import h5py
+
+        if not h5py.get_config().mpi:
+            return (
+                "phdf5: unavailable: this h5py is built without MPI (the PyPI wheel is serial); "
+                "run `make phdf5` and use .venv-phdf5/bin/h5subfile (or .venv-phdf5/bin/python -m "
+                "h5subfile) to include parallel HDF5"
+            )
+        return None
+
+    @staticmethod
+    def version() -> str:
+        import h5py
+
+        return f"h5py {h5py.version.version} (parallel HDF5 {h5py.version.hdf5_version})"
+
+    def open(self, writing: bool, source_rank: int) -> None:
+        import h5py
+        from h5py import h5d, h5f, h5fd, h5p, h5s, h5t
+
+        self.source = source_rank
+        options = self.options
+        fapl = h5p.create(h5p.FILE_ACCESS)
+        info = MPI.Info.Create()
+        for key, value in options.hints:
+            info.Set(key, value)
+        fapl.set_fapl_mpio(self.file_comm, info)
+        info.Free()
+        if options.alignment:
+            fapl.set_alignment(1, options.alignment)
+        if options.coll_metadata:
+            fapl.set_all_coll_metadata_ops(True)
+            fapl.set_coll_metadata_write(True)
+        target = self.rank if writing else source_rank
+        name = self.path(target).encode()
+        if writing:
+            self.fid = h5f.create(name, h5f.ACC_TRUNC, fapl=fapl)
+        else:
+            self.fid = h5f.open(name, h5f.ACC_RDONLY, fapl=fapl)
+        self.h5 = h5py.File(self.fid)
+        self.dxpl = h5p.create(h5p.DATASET_XFER)
+        self.dxpl.set_dxpl_mpio(h5fd.MPIO_COLLECTIVE if options.collective else h5fd.MPIO_INDEPENDENT)
+        self.datasets = []
+        for dataset in self.names():
+            if writing:
+                dcpl = h5p.create(h5p.DATASET_CREATE)
+                dcpl.set_alloc_time(h5d.ALLOC_TIME_EARLY)
+                if options.no_fill:
+                    dcpl.set_fill_time(h5d.FILL_TIME_NEVER)
+                space = h5s.create_simple((self.dataset_shape(),))
+                self.datasets.append(h5d.create(self.fid, dataset.encode(), h5t.STD_U64LE, space,
+                                                dcpl=dcpl))
+            else:
+                self.datasets.append(h5d.open(self.fid, dataset.encode()))
+
+    def transfer(self, writing: bool, segment: int, within: int, words: np.ndarray) -> None:
+        from h5py import h5s
+
+        owner = self.rank if writing else self.source
+        dataset = self.datasets[segment]
+        file_space = dataset.get_space()
+        file_space.select_hyperslab((self.block_start(owner) + within // 8,), (words.size,))
+        memory_space = h5s.create_simple((words.size,))
+        if writing:
+            dataset.write(memory_space, file_space, words, dxpl=self.dxpl)
+        else:
+            dataset.read(memory_space, file_space, words, dxpl=self.dxpl)
+
+    def sync(self) -> None:
+        self.h5.flush()
+
+    def close(self) -> None:
+        self.datasets = []
+        self.h5.close()
+
+    def describe(self) -> dict[str, Any]:
+        o = self.options
+        return {"coll_metadata": o.coll_metadata, "alignment": o.alignment, "no_fill": o.no_fill}
+
+
+BACKENDS: dict[str, type[Backend]] = {
+    "posix": PosixBackend,
+    "mpiio": MPIIOBackend,
+    "hdf5": H5SubfileBackend,
+    "subfile": H5SubfileBackend,
+    "phdf5": PHDF5Backend,
+}
+
+
+def remove_files(backend: Backend) -> None:
+    """Remove every test file of the API (and h5subfile's partial masters and subfiles)."""
+    from ..io.master import remove_subfiles
+    from ..layout.names import partial_path, subfile_folder
+
+    for path in backend.paths():
+        for victim in (path, partial_path(path)):
+            if os.path.exists(victim):
+                os.remove(victim)
+        remove_subfiles(subfile_folder(path))

@@ -1,0 +1,181 @@
+"""Running a benchmark: IOR's phases, timing and bandwidth definition.
+
+Each phase (write, read) of each iteration: barrier; every rank records when it starts opening,
+finishes opening, finishes its transfers and finishes closing (after fsync with -e). The table
+reports, over ranks, open = last open end - first open start, wr/rd = last transfer end - first
+transfer start, close = last close end - first close start, total = last close end - first open
+start, and bandwidth = aggregate bytes / total. Data checks (-W, -R) are separate, untimed passes.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+import statistics
+import sys
+from dataclasses import asdict, dataclass
+from typing import Any
+
+import numpy as np
+from mpi4py import MPI
+
+from ..mpi.collective import agree, root_only
+from ..mpi.nodes import node_of_ranks
+from . import pattern
+from .backends import BACKENDS, Backend, Unavailable, remove_files
+from .options import BenchOptions
+
+
+@dataclass
+class PhaseResult:
+    """One row of IOR's results table."""
+
+    access: str
+    iteration: int
+    bytes: int
+    ops: int
+    open_s: float
+    xfer_s: float
+    close_s: float
+    total_s: float
+    latency_s: float
+    bad_transfers: int | None = None
+
+    @property
+    def bw_mib(self) -> float:
+        return self.bytes / 2**20 / self.total_s if self.total_s > 0 else math.inf
+
+    @property
+    def iops(self) -> float:
+        return self.ops / self.xfer_s if self.xfer_s > 0 else math.inf
+
+    def as_dict(self) -> dict[str, Any]:
+        data = asdict(self)
+        data.update(bw_mib_s=self.bw_mib, iops=self.iops)
+        return data
+
+
+def read_shift(comm: MPI.Comm) -> int:
+    """Collective: how far -C moves each reader: one node over, as IOR does; when the job runs
+    on one node, one rank over (so that every rank still reads data another rank wrote)."""
+    nodes = node_of_ranks(comm)
+    per_node = nodes.count(nodes[comm.rank])
+    return per_node if len(set(nodes)) > 1 else 1
+
+
+def _phase(backend: Backend, writing: bool, source: int, words: np.ndarray) -> tuple[float, ...]:
+    options = backend.options
+    comm = backend.comm
+    comm.Barrier()
+    error = None
+    opened = MPI.Wtime()
+    try:
+        backend.open(writing, source)
+    except Exception as exc:  # noqa: BLE001 - agreed below, so no rank hangs on a bad open
+        error = exc
+    open_end = MPI.Wtime()
+    agree(comm, error)
+    start = MPI.Wtime()
+    per_block = options.transfers_per_block
+    for segment in range(options.segments):
+        for index in range(per_block):
+            if writing:
+                pattern.stamp(words, segment, index)
+            backend.transfer(writing, segment, index * options.transfer, words)
+    end = MPI.Wtime()
+    if writing and options.fsync:
+        backend.sync()
+    backend.close()
+    closed = MPI.Wtime()
+    return opened, open_end, start, end, closed
+
+
+def _check(backend: Backend, writing: bool, source: int) -> int:
+    """Untimed pass: read back ``source``'s data and count transfers that are wrong."""
+    options = backend.options
+    body = pattern.transfer_words(options.transfer, source, 0)
+    got = np.empty_like(body)
+    backend.open(False, source)
+    bad = 0
+    for segment in range(options.segments):
+        for index in range(options.transfers_per_block):
+            backend.transfer(False, segment, index * options.transfer, got)
+            bad += not pattern.check(got, body, segment, index)
+    backend.close()
+    return bad
+
+
+def _result(comm: MPI.Comm, access: str, iteration: int, options: BenchOptions,
+            times: tuple[float, ...], bad: int | None) -> PhaseResult:
+    gathered = comm.allgather(times)
+    opened, open_end, start, end, closed = (np.array(column) for column in zip(*gathered))
+    ops_per_rank = options.segments * options.transfers_per_block
+    total_bad = None if bad is None else comm.allreduce(bad)
+    return PhaseResult(
+        access=access,
+        iteration=iteration,
+        bytes=comm.size * options.segments * options.block,
+        ops=comm.size * ops_per_rank,
+        open_s=float(open_end.max() - opened.min()),
+        xfer_s=float(end.max() - start.min()),
+        close_s=float(closed.max() - end.min()),
+        total_s=float(closed.max() - opened.min()),
+        latency_s=float(((end - start) / ops_per_rank).max()),
+        bad_transfers=total_bad,
+    )
+
+
+def run(options: BenchOptions, comm: MPI.Comm, progress: bool = False) -> list[PhaseResult]:
+    """Collective: run every iteration; every rank returns the same results."""
+    cls = BACKENDS[options.api]
+    reason = cls.unavailable()
+    if reason:
+        raise Unavailable(reason)
+    shift = read_shift(comm) if options.reorder else 0
+    source = (comm.rank + shift) % comm.size
+    words = pattern.transfer_words(options.transfer, comm.rank, 0)
+    results: list[PhaseResult] = []
+    for iteration in range(options.iterations):
+        backend = cls(options, comm)
+        if options.write:
+            root_only(comm, functools.partial(remove_files, backend))
+            times = _phase(backend, True, comm.rank, words)
+            bad = _check(cls(options, comm), True, comm.rank) if options.check_write else None
+            results.append(_result(comm, "write", iteration, options, times, bad))
+            _progress(progress, comm, results[-1], options)
+        if options.read:
+            buffer = np.empty(options.transfer // 8, dtype=np.uint64)
+            times = _phase(backend, False, source, buffer)
+            bad = _check(cls(options, comm), False, source) if options.check_read else None
+            results.append(_result(comm, "read", iteration, options, times, bad))
+            _progress(progress, comm, results[-1], options)
+        if not options.keep:
+            comm.Barrier()
+            root_only(comm, functools.partial(remove_files, backend))
+    return results
+
+
+def _progress(enabled: bool, comm: MPI.Comm, result: PhaseResult, options: BenchOptions) -> None:
+    if enabled and comm.rank == 0:
+        print(f"bench: {options.api} iteration {result.iteration + 1}/{options.iterations} "
+              f"{result.access} {result.bw_mib:.1f} MiB/s", file=sys.stderr, flush=True)
+
+
+def summarize(results: list[PhaseResult]) -> dict[str, dict[str, float]]:
+    """IOR's 'Summary of all tests' numbers per access: bandwidth and OPs statistics."""
+    summary = {}
+    for access in ("write", "read"):
+        rows = [r for r in results if r.access == access]
+        if not rows:
+            continue
+        bws = [r.bw_mib for r in rows]
+        ops = [r.iops for r in rows]
+        summary[access] = {
+            "max_mib": max(bws), "min_mib": min(bws), "mean_mib": statistics.fmean(bws),
+            "stddev_mib": statistics.pstdev(bws),
+            "max_ops": max(ops), "min_ops": min(ops), "mean_ops": statistics.fmean(ops),
+            "stddev_ops": statistics.pstdev(ops),
+            "mean_s": statistics.fmean(r.total_s for r in rows),
+            "median_mib": statistics.median(bws),
+        }
+    return summary
