@@ -42,7 +42,7 @@ $(PHDF5_STAMP): pyproject.toml
 	$(PHDF5_VENV)/bin/pip install --quiet --upgrade pip
 	$(PHDF5_VENV)/bin/pip install --quiet numpy "setuptools>=77" wheel Cython pkgconfig
 	MPI4PY_BUILD_MPICC=mpicc.mpich $(PHDF5_VENV)/bin/pip install --quiet --no-binary=mpi4py "mpi4py>=4"
-	CC=mpicc.mpich HDF5_MPI=ON HDF5_DIR=$(HDF5_MPICH) HDF5_PKGCONFIG_NAME=hdf5-mpich \
+	CC=mpicc.mpich HDF5_MPI=ON HDF5_PKGCONFIG_NAME=hdf5-mpich \
 	  $(PHDF5_VENV)/bin/pip install --quiet --no-build-isolation --no-binary=h5py h5py
 	$(PHDF5_VENV)/bin/pip install --quiet --no-deps -e .
 	$(PHDF5_VENV)/bin/pip install --quiet pytest hypothesis matplotlib

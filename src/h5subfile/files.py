@@ -658,6 +658,23 @@ def _write(state: _State, items: list[tuple[str, Any]]) -> None:
     agree(state.comm, error)
 
 
+def _box_of(info: NodeInfo, selection: Any) -> tuple[Block, tuple[int, ...]] | None:
+    """The box a selection covers and the selection's shape, if it is a box (integers and
+    step-1 slices); None otherwise. A plain slice of a 1-D dataset takes a short cut."""
+    shape = info.shape
+    if len(shape) == 1 and isinstance(selection, slice) and selection.step in (None, 1):
+        start, stop, _ = selection.indices(shape[0])
+        count = max(stop - start, 0)
+        return Block((start if count else 0,), (count,)), (count,)
+    assert info.dtype is not None
+    plan = plan_read(shape, info.dtype.itemsize, selection)
+    if len(plan.pieces) != 1 or plan.reorder is not None or not all(
+        isinstance(i, slice) and i.step in (None, 1) for i in plan.pieces[0].index
+    ):
+        return None
+    return plan.pieces[0].box, plan.out_shape
+
+
 class Dataset(_Object):
     """A dataset, like ``h5py.Dataset``. Reading is independent; writing is collective."""
 
@@ -738,13 +755,10 @@ class Dataset(_Object):
             )
         info = self._info()
         assert info.dtype is not None
-        plan = plan_read(info.shape, info.dtype.itemsize, selection)
-        piece = plan.pieces[0]
-        if len(plan.pieces) != 1 or not all(
-            isinstance(i, slice) and i.step in (None, 1) for i in piece.index
-        ):
+        found = _box_of(info, selection)
+        if found is None:
             raise SelectionError(f"{self._path}: writes take a box (integers and step-1 slices)")
-        box = piece.box
+        box, out_shape = found
         if box.size and target.block.intersect(box) != box:
             raise SelectionError(
                 f"rank {state.comm.rank}: {box} is not inside its block {target.block} of "
@@ -754,9 +768,9 @@ class Dataset(_Object):
         if array.dtype != info.dtype:
             raise DataShapeError(f"data of dtype {array.dtype} for {self._path} of dtype "
                                  f"{info.dtype}; convert it first")
-        if array.shape != plan.out_shape:
+        if array.shape != out_shape:
             raise DataShapeError(f"data of shape {array.shape} for a selection of shape "
-                                 f"{plan.out_shape} of {self._path}")
+                                 f"{out_shape} of {self._path}")
         if box.size == 0:
             return
         write_box(state.pool.get(target.file), target.offset, target.extent, box,
@@ -779,19 +793,16 @@ class Dataset(_Object):
         assert info.dtype is not None
         if info.problem is not None:
             raise_problem(info.problem)
-        plan = plan_read(info.shape, info.dtype.itemsize, source_sel) if info.shape else None
+        found = _box_of(info, source_sel) if info.shape else None
         if (
-            plan is not None
-            and len(plan.pieces) == 1
-            and plan.reorder is None
-            and all(isinstance(i, slice) and i.step in (None, 1) for i in plan.pieces[0].index)
+            found is not None
             and not info.via_h5py
             and info.layout is not None
             and dest.dtype == info.dtype
             and dest.flags.c_contiguous
-            and dest.shape == plan.out_shape
+            and dest.shape == found[1]
         ):
-            box = plan.pieces[0].box
+            box = found[0]
             self._state.reader.read_direct(info.layout, info.dtype, box, dest.reshape(box.count))
             return
         dest[...] = self.read(source_sel)

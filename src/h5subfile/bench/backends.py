@@ -71,6 +71,9 @@ class Backend(ABC):
     def transfer(self, writing: bool, segment: int, within: int, words: np.ndarray) -> None:
         """Write ``words`` at, or read into ``words`` from, this rank's (or the source's) block."""
 
+    def prepare(self) -> None:  # noqa: B027 - optional
+        """Untimed set-up before the first phase (imports, as IOR never times its own loading)."""
+
     def sync(self) -> None:  # noqa: B027 - optional
         """Flush written data to storage (-e)."""
 
@@ -187,6 +190,9 @@ class H5SubfileBackend(_HDF5Layout):
 
         return f"h5subfile {__version__} (h5py {h5py.version.version}, HDF5 {h5py.version.hdf5_version})"
 
+    def prepare(self) -> None:
+        from .. import files  # noqa: F401 - imports h5py and the library outside the timing
+
     def plan(self) -> dict[str, Any]:
         if self.options.api == "hdf5":
             return {"subfiles": 1}
@@ -251,6 +257,9 @@ class PHDF5Backend(_HDF5Layout):
         import h5py
 
         return f"h5py {h5py.version.version} (parallel HDF5 {h5py.version.hdf5_version})"
+
+    def prepare(self) -> None:
+        import h5py  # noqa: F401 - outside the timing
 
     def open(self, writing: bool, source_rank: int) -> None:
         import h5py

@@ -134,6 +134,7 @@ def run(options: BenchOptions, comm: MPI.Comm, progress: bool = False) -> list[P
     shift = read_shift(comm) if options.reorder else 0
     source = (comm.rank + shift) % comm.size
     words = pattern.transfer_words(options.transfer, comm.rank, 0)
+    cls(options, comm).prepare()
     results: list[PhaseResult] = []
     for iteration in range(options.iterations):
         backend = cls(options, comm)

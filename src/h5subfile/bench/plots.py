@@ -8,6 +8,8 @@ from typing import Any
 
 from .sweep import medians
 
+_PREFIX = [""]  # file name prefix of the current draw_all call
+
 
 def _pyplot() -> Any:
     import matplotlib
@@ -24,15 +26,17 @@ def _stamp(result: dict[str, Any]) -> str:
 
 
 def _save(fig: Any, out: str, name: str, written: list[str]) -> None:
+    name = _PREFIX[0] + name
     fig.tight_layout()
     path = os.path.join(out, name)
     fig.savefig(path, dpi=110)
     written.append(name)
 
 
-def draw_all(result: dict[str, Any], out: str, title: str) -> list[str]:
-    """Draw every plot the data allows; return the file names written."""
+def draw_all(result: dict[str, Any], out: str, title: str, prefix: str = "") -> list[str]:
+    """Draw every plot the data allows; return the file names written (``prefix`` + name)."""
     plt = _pyplot()
+    _PREFIX[0] = prefix
     table = medians(result["runs"])
     written: list[str] = []
     if not table:

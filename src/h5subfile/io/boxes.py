@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 
 import h5py
@@ -33,6 +34,10 @@ def write_box(
     """
     itemsize = data.dtype.itemsize
     raw = as_bytes(data)
+    if block.count[1:] == extent.count[1:]:  # one contiguous run (always so in subfiles)
+        row = math.prod(block.count[1:]) if len(block.count) > 1 else 1
+        target.pwrite(raw, data_offset + (block.start[0] - extent.start[0]) * row * itemsize)
+        return
     file_runs, data_runs, run = paired_runs(
         block.count, extent.count, _relative(block.start, extent.start), block.count,
         (0,) * len(block.count),
@@ -99,6 +104,13 @@ class BoxReader:
         raw = as_bytes(out)
         itemsize = dtype.itemsize
         for extent, common in commons:
+            source = self._file(extent.file)
+            if common.count[1:] == extent.shape[1:] == box.count[1:]:  # one contiguous run
+                row = math.prod(box.count[1:]) * itemsize
+                at = (common.start[0] - box.start[0]) * row
+                source.pread_into(raw[at : at + common.count[0] * row],
+                                  extent.offset + (common.start[0] - extent.start[0]) * row)
+                continue
             file_runs, out_runs, run = paired_runs(
                 common.count,
                 extent.shape,
@@ -106,7 +118,6 @@ class BoxReader:
                 box.count,
                 _relative(common.start, box.start),
             )
-            source = self._file(extent.file)
             nbytes = run * itemsize
             for file_at, out_at in zip(file_runs.tolist(), out_runs.tolist()):
                 source.pread_into(

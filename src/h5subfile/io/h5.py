@@ -23,12 +23,27 @@ def open_shared_read(path: str) -> h5py.File:
     return h5py.File(path, "r")
 
 
-def require_parent(h5: h5py.File, path: str) -> h5py.Group:
-    parent = posixpath.dirname(path) or "/"
-    return h5.require_group(parent)
+class Groups:
+    """The groups of an open file by path, created on first use and remembered (so that creating
+    many datasets does not ask HDF5 about the same parent group again and again)."""
+
+    def __init__(self, h5: h5py.File):
+        self.h5 = h5
+        self._known: dict[str, h5py.Group] = {"/": h5["/"]}
+
+    def require(self, path: str) -> h5py.Group:
+        group = self._known.get(path)
+        if group is None:
+            group = self._known[path] = self.h5.require_group(path)
+        return group
+
+    def parent_of(self, path: str) -> h5py.Group:
+        return self.require(posixpath.dirname(path) or "/")
 
 
-def create_early_dataset(h5: h5py.File, path: str, shape: tuple[int, ...], dtype: np.dtype) -> int:
+def create_early_dataset(
+    groups: Groups, path: str, shape: tuple[int, ...], dtype: np.dtype
+) -> int:
     """Create a contiguous dataset whose storage is allocated now and never filled.
 
     Returns the byte offset of its data in the file, where ranks then write directly.
@@ -39,9 +54,8 @@ def create_early_dataset(h5: h5py.File, path: str, shape: tuple[int, ...], dtype
     dcpl.set_fill_time(h5py.h5d.FILL_TIME_NEVER)
     space = h5py.h5s.create_simple(shape) if shape else h5py.h5s.create(h5py.h5s.SCALAR)
     type_id = h5py.h5t.py_create(dtype, logical=True)
-    parent = require_parent(h5, path)
     name = posixpath.basename(path).encode()
-    dataset = h5py.h5d.create(parent.id, name, type_id, space, dcpl=dcpl)
+    dataset = h5py.h5d.create(groups.parent_of(path).id, name, type_id, space, dcpl=dcpl)
     offset = dataset.get_offset()
     if offset is None:
         raise OSError(f"HDF5 allocated no storage for {path} (shape {shape})")

@@ -34,10 +34,10 @@ from ..layout.record import (
 from .boxes import Problem
 from .h5 import (
     LIBVER,
+    Groups,
     create_early_dataset,
     direct_offset,
     read_attrs,
-    require_parent,
     virtual_sources,
 )
 from .posix import fsync_path
@@ -287,6 +287,7 @@ class MasterWriter:
                 self.commit_mode, self.data_path = "in-place", self.path
             self.h5 = h5py.File(self.data_path, "r+", libver=LIBVER)
             self.catalog = scan(self.h5, self.path, self.data_path)
+        self.groups = Groups(self.h5)
         record = self.catalog.record
         self.session = Session(
             id=len(record.sessions),
@@ -306,7 +307,7 @@ class MasterWriter:
 
     # structure -----------------------------------------------------------------------------
     def create_group(self, path: str) -> None:
-        self.h5.require_group(path)
+        self.groups.require(path)
 
     def set_attr(self, path: str, name: str, value: Any) -> Any:
         obj = self.h5[path]
@@ -324,12 +325,12 @@ class MasterWriter:
     # datasets ------------------------------------------------------------------------------
     def create_in_master(self, path: str, shape: tuple[int, ...], dtype: np.dtype) -> int:
         """A conventional contiguous dataset in the master (single-group sessions)."""
-        return create_early_dataset(self.h5, path, shape, dtype)
+        return create_early_dataset(self.groups, path, shape, dtype)
 
     def create_unwritten(self, path: str, shape: tuple[int, ...], dtype: np.dtype) -> None:
         """A dataset no rank writes (zero-size, or all blocks empty): reads as fill values."""
-        require_parent(self.h5, path)
-        self.h5.create_dataset(path, shape=shape, dtype=dtype)
+        self.groups.parent_of(path).create_dataset(posixpath.basename(path), shape=shape,
+                                                   dtype=dtype)
 
     def create_virtual(
         self, path: str, shape: tuple[int, ...], dtype: np.dtype, extents: list[StoredExtent]
@@ -338,8 +339,7 @@ class MasterWriter:
         for extent in extents:
             source = h5py.VirtualSource(extent.file, extent.dataset, shape=extent.shape, dtype=dtype)
             layout[extent.block.slices] = source
-        require_parent(self.h5, path)
-        self.h5.create_virtual_dataset(path, layout)
+        self.groups.parent_of(path).create_virtual_dataset(posixpath.basename(path), layout)
 
     def write_layout(self, path: str, layout: DatasetLayout) -> None:
         self.h5[path].attrs[LAYOUT_ATTR] = layout.to_json()

@@ -7,7 +7,7 @@ import os
 import h5py
 import numpy as np
 
-from .h5 import LIBVER, create_early_dataset
+from .h5 import LIBVER, Groups, create_early_dataset
 from .posix import fsync_path
 
 
@@ -22,11 +22,12 @@ class SubfileWriter:
         self.path = path
         os.makedirs(os.path.dirname(path), exist_ok=True)
         self.h5: h5py.File | None = h5py.File(path, "w", libver=LIBVER)
+        self.groups = Groups(self.h5)
 
     def create(self, name: str, shape: tuple[int, ...], dtype: np.dtype) -> int:
         """Create source dataset ``name``; return its data's byte offset."""
         assert self.h5 is not None
-        return create_early_dataset(self.h5, name, shape, dtype)
+        return create_early_dataset(self.groups, name, shape, dtype)
 
     def close(self, fsync: bool = False) -> None:
         if self.h5 is None:
