@@ -276,8 +276,7 @@ class PHDF5Backend(_HDF5Layout):
         if options.alignment:
             fapl.set_alignment(1, options.alignment)
         if options.coll_metadata:
-            fapl.set_all_coll_metadata_ops(True)
-            fapl.set_coll_metadata_write(True)
+            set_collective_metadata(fapl.id)
         target = self.rank if writing else source_rank
         name = self.path(target).encode()
         if writing:
@@ -323,6 +322,33 @@ class PHDF5Backend(_HDF5Layout):
     def describe(self) -> dict[str, Any]:
         o = self.options
         return {"coll_metadata": o.coll_metadata, "alignment": o.alignment, "no_fill": o.no_fill}
+
+
+def hdf5_c_function(name: str) -> Any:
+    """A function of the HDF5 C library h5py has loaded (for the few h5py does not wrap)."""
+    import ctypes
+
+    import h5py  # noqa: F401 - loads libhdf5
+
+    with open("/proc/self/maps") as maps:
+        paths = {line.split()[-1] for line in maps if "libhdf5" in line and ".so" in line
+                 and "hl" not in line.rsplit("/", 1)[-1]}
+    for path in sorted(paths):
+        function = getattr(ctypes.CDLL(path), name, None)
+        if function is not None:
+            return function
+    raise Unavailable(f"{name} not found in the HDF5 library h5py uses ({sorted(paths)})")
+
+
+def set_collective_metadata(fapl_id: int) -> None:
+    """H5Pset_all_coll_metadata_ops + H5Pset_coll_metadata_write (HDF5 >= 1.10; not in h5py)."""
+    import ctypes
+
+    for name in ("H5Pset_all_coll_metadata_ops", "H5Pset_coll_metadata_write"):
+        function = hdf5_c_function(name)
+        function.argtypes = [ctypes.c_int64, ctypes.c_bool]
+        if function(fapl_id, True) < 0:
+            raise RuntimeError(f"{name} failed")
 
 
 BACKENDS: dict[str, type[Backend]] = {
