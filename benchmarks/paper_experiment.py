@@ -27,6 +27,7 @@ from pathlib import Path
 
 from h5subfile.bench import plots
 from h5subfile.bench.backends import BACKENDS
+from h5subfile.bench.options import ROMIO9
 from h5subfile.bench.report import machine, versions
 from h5subfile.bench.sweep import Config, run_one
 from h5subfile.units import parse_count
@@ -78,6 +79,47 @@ def transfer_configs(ranks: int, phdf5: bool) -> list[tuple[str, Config]]:
         if phdf5:
             configs.append((f"parallel HDF5, shared, independent, {transfer // KIB} KiB",
                             replace(base, api="phdf5")))
+    return configs
+
+
+SIZES = ("256Ki", "2Mi", "8Mi")  # particles per rank; the paper used 8 Mi
+
+
+def size_configs(ranks: int, phdf5: bool) -> list[tuple[str, Config]]:
+    """The VPIC-IO pattern at growing data sizes: fixed per-file costs amortize."""
+    configs = []
+    for size in SIZES:
+        particles = parse_count(size)
+        block = 4 * particles
+        base = Config(api="posix", ranks=ranks, transfer=block, block=block, segments=8,
+                      reorder=True, file_per_proc=True)
+        mib = 32 * particles // MIB
+        configs += [
+            (f"raw POSIX, file per process, {mib} MiB/rank", base),
+            (f"h5subfile, subfiling factor 1, {mib} MiB/rank",
+             replace(base, api="subfile", file_per_proc=False, ranks_per_subfile=1)),
+            (f"h5subfile, subfiling factor {ranks // 2}, {mib} MiB/rank",
+             replace(base, api="subfile", file_per_proc=False, ranks_per_subfile=ranks // 2)),
+        ]
+        if phdf5:
+            configs.append((f"parallel HDF5, shared, independent, {mib} MiB/rank",
+                            replace(base, api="phdf5", file_per_proc=False)))
+    return configs
+
+
+def romio_configs(ranks: int, phdf5: bool) -> list[tuple[str, Config]]:
+    """The nine romio_cb / romio_ds hint configurations of the CURIE study, collective and
+    independent, for MPI-IO and parallel HDF5."""
+    base = Config(api="mpiio", ranks=ranks, transfer=MIB, block=16 * MIB, segments=2,
+                  reorder=True)
+    configs = []
+    for api in ("mpiio", "phdf5") if phdf5 else ("mpiio",):
+        for collective in (False, True):
+            for label, hints in ROMIO9:
+                name = f"{'MPI-IO' if api == 'mpiio' else 'parallel HDF5'}, " \
+                       f"{'collective' if collective else 'independent'}, {label}"
+                configs.append((name, replace(base, api=api, collective=collective,
+                                              hint_set=label, hints=hints)))
     return configs
 
 
@@ -191,6 +233,42 @@ def write_markdown(result: dict, args: argparse.Namespace, groups: dict, path: P
             rd = ratio(samples, group, best, fpp, "read")
             targets.append((group, "subfiling write >= 0.95 x raw POSIX file per process", w[0], 0.95))
             targets.append((group, "BD-CATS read >= 0.95 x raw pread", rd[0], 0.95))
+        elif group.startswith("Data size"):
+            lines += ["| ratio (same run) | write | read |", "|---|---|---|"]
+            for size in SIZES:
+                mib = 32 * parse_count(size) // MIB
+                raw = f"raw POSIX, file per process, {mib} MiB/rank"
+                for label, _ in configs:
+                    if label.endswith(f", {mib} MiB/rank") and label != raw:
+                        w = ratio(samples, group, label, raw, "write")
+                        r = ratio(samples, group, label, raw, "read")
+                        lines.append(f"| {label} / raw POSIX file per process | {fmt_ratio(w)} | "
+                                     f"{fmt_ratio(r)} |")
+                        if size == SIZES[-1] and "factor 1" in label:
+                            targets.append((group + f", {size} particles per rank",
+                                            "subfiling write >= 0.95 x raw POSIX file per process",
+                                            w[0], 0.95))
+                            targets.append((group + f", {size} particles per rank",
+                                            "BD-CATS read >= 0.95 x raw pread", r[0], 0.95))
+                subfile = f"h5subfile, subfiling factor 2, {mib} MiB/rank"
+                phdf5_label = f"parallel HDF5, shared, independent, {mib} MiB/rank"
+                if size == SIZES[-1] and phdf5_label in samples[group]:
+                    targets.append((group + f", {size} particles per rank",
+                                    "subfiling >= 1.5 x phdf5 shared file (write)",
+                                    ratio(samples, group, subfile, phdf5_label, "write")[0], 1.5))
+            lines.append("")
+        elif group.startswith("MPI-IO hints"):
+            for family in ("MPI-IO, independent", "MPI-IO, collective",
+                           "parallel HDF5, independent", "parallel HDF5, collective"):
+                members = [x for x, _ in configs if x.startswith(family)]
+                if not members:
+                    continue
+                ranked = sorted(members, key=lambda x: statistics.median(samples[group][x]["write"]))
+                lo, hi = ranked[0], ranked[-1]
+                spread = ratio(samples, group, hi, lo, "write")
+                lines.append(f"- {family}: best write {hi.split(', ')[-1]}, worst "
+                             f"{lo.split(', ')[-1]}; best / worst = {fmt_ratio(spread)}")
+            lines.append("")
         else:
             lines += ["| ratio (same run) | write | read |", "|---|---|---|"]
             for transfer in ("64", "1024", "16384"):
@@ -246,6 +324,9 @@ def main() -> int:
             groups[name] = vpic_configs(ranks, args.particles, fsync, phdf5)
     groups["Transfer sizes, 4 ranks (IOR-style, 16 MiB block, 2 segments)"] = transfer_configs(
         4, phdf5)
+    groups["Data size per rank, 4 ranks (VPIC-IO pattern, no fsync)"] = size_configs(4, phdf5)
+    groups["MPI-IO hints: the nine romio_cb / romio_ds configurations, 4 ranks, 1 MiB transfers"] = \
+        romio_configs(4, phdf5)
     with tempfile.TemporaryDirectory(prefix="h5subfile-bench-") as work:
         result = run_all(groups, args.reps, work)
     result.update(machine=machine(), versions=versions(""), phdf5_unavailable=reason,
@@ -254,7 +335,8 @@ def main() -> int:
     figures_dir.mkdir(parents=True, exist_ok=True)
     figures = []
     for prefix, wanted in (("vpic_", lambda g: g.startswith("VPIC") and "without" in g),
-                           ("transfer_", lambda g: g.startswith("Transfer"))):
+                           ("transfer_", lambda g: g.startswith("Transfer")),
+                           ("", lambda g: g.startswith("MPI-IO hints"))):
         subset = {"machine": result["machine"],
                   "runs": [r for r in result["runs"] if wanted(r["group"])]}
         figures += plots.draw_all(subset, str(figures_dir), "h5subfile bench", prefix)

@@ -183,7 +183,7 @@ def test_phdf5_says_why_it_is_unavailable(tmp_path: Path) -> None:
 @pytest.mark.skipif(not (PHDF5_PYTHON.parent.parent / ".installed").exists(),
                     reason="parallel HDF5 environment not built (run `make phdf5`)")
 @pytest.mark.parametrize("flags", [[], ["-c", "--coll-metadata", "--no-fill"],
-                                   ["--alignment", "64k"]])
+                                   ["--alignment", "64k"], ["-F"]])
 def test_phdf5_runs_in_its_environment(tmp_path: Path, flags: list) -> None:
     mpiexec = PHDF5_PYTHON.parent / "mpiexec"
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}

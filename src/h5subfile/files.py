@@ -871,11 +871,13 @@ class File(Group):
         agree(comm, error)
         state = _State(path, mode, comm)
         super().__init__(state, "/")
-        # Every rank must open the same file the same way before any mode-specific collective.
+        # Every rank must open the same file the same way before any mode-specific collective
+        # (for reading, the check and rank 0's scan of the master share one round).
         signature = ("open", state.path, mode, None if plan is None else plan.to_dict())
-        checked_collective(comm, "File(path, mode, ...)", signature, lambda: None)
+        scan = (lambda: open_for_reading(state.path)) if mode == "r" else (lambda: None)
+        catalog = checked_collective(comm, "File(path, mode, ...)", signature, scan)
         if mode == "r":
-            state.catalog = root_only(comm, lambda: open_for_reading(state.path))
+            state.catalog = catalog
         else:
             assert plan is not None
             nodes = node_of_ranks(comm) if plan.grouping == "node" else None

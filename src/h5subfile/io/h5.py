@@ -23,6 +23,57 @@ def open_shared_read(path: str) -> h5py.File:
     return h5py.File(path, "r")
 
 
+def create_file(path: str) -> h5py.File:
+    """Create (truncate) an HDF5 file with our version bounds, through the low-level API."""
+    fapl = h5py.h5p.create(h5py.h5p.FILE_ACCESS)
+    fapl.set_libver_bounds(h5py.h5f.LIBVER_V18, h5py.h5f.LIBVER_V110)
+    return h5py.File(h5py.h5f.create(path.encode(), h5py.h5f.ACC_TRUNC, fapl=fapl))
+
+
+def write_text_attr(obj: Any, name: str, text: str) -> None:
+    """Set attribute ``name`` to ``text`` as a fixed-length ASCII string (JSON records).
+
+    Several times cheaper than h5py's variable-length strings; large values go to dense
+    attribute storage (v1.8 object headers), which HDF5 1.10 tools read.
+    """
+    data = text.encode()
+    key = name.encode()
+    obj_id = obj.id if isinstance(obj, h5py.HLObject) else obj  # high- or low-level object
+    if h5py.h5a.exists(obj_id, key):
+        h5py.h5a.delete(obj_id, key)
+    type_id = h5py.h5t.C_S1.copy()
+    type_id.set_size(max(len(data), 1))
+    type_id.set_strpad(h5py.h5t.STR_NULLPAD)
+    attr = h5py.h5a.create(obj_id, key, type_id, h5py.h5s.create(h5py.h5s.SCALAR))
+    attr.write(np.array(data or b" ", dtype=f"S{max(len(data), 1)}"))
+
+
+def read_text_attr(obj: h5py.HLObject, name: str) -> str:
+    """The text of an attribute written by :func:`write_text_attr` (or as any h5py string)."""
+    value = obj.attrs[name]
+    return value.decode() if isinstance(value, bytes) else str(value)
+
+
+def create_virtual_dataset(
+    groups: Groups,
+    path: str,
+    shape: tuple[int, ...],
+    dtype: np.dtype,
+    sources: list[tuple[str, str, tuple[int, ...], tuple[int, ...]]],
+) -> None:
+    """Create a virtual dataset mapping each (file, dataset, start, count) source, whole, onto
+    the box ``[start, start + count)``, through the low-level API."""
+    dcpl = h5py.h5p.create(h5py.h5p.DATASET_CREATE)
+    for file, dataset, start, count in sources:
+        selection = h5py.h5s.create_simple(shape)
+        selection.select_hyperslab(start, count)
+        dcpl.set_virtual(selection, file.encode(), dataset.encode(), h5py.h5s.create_simple(count))
+    type_id = h5py.h5t.py_create(dtype, logical=True)
+    name = posixpath.basename(path).encode()
+    h5py.h5d.create(groups.parent_of(path).id, name, type_id, h5py.h5s.create_simple(shape),
+                    dcpl=dcpl)
+
+
 class Groups:
     """The groups of an open file by path, created on first use and remembered (so that creating
     many datasets does not ask HDF5 about the same parent group again and again)."""
@@ -92,10 +143,13 @@ def virtual_sources(dataset: h5py.Dataset) -> list[str]:
     return [dcpl.get_virtual_filename(i) for i in range(dcpl.get_virtual_count())]
 
 
-def read_attrs(obj: h5py.HLObject) -> dict[str, Any]:
-    """All attributes of an object; an attribute h5py cannot read becomes a short note."""
+def read_attrs(obj: h5py.HLObject, skip: Any = None) -> dict[str, Any]:
+    """The attributes of an object (but those whose name ``skip(name)`` rejects); an attribute
+    h5py cannot read becomes a short note."""
     values: dict[str, Any] = {}
     for name in obj.attrs:
+        if skip is not None and skip(name):
+            continue
         try:
             values[name] = obj.attrs[name]
         except (OSError, TypeError, ValueError) as exc:

@@ -36,9 +36,13 @@ from .h5 import (
     LIBVER,
     Groups,
     create_early_dataset,
+    create_file,
+    create_virtual_dataset,
     direct_offset,
     read_attrs,
+    read_text_attr,
     virtual_sources,
+    write_text_attr,
 )
 from .posix import fsync_path
 
@@ -93,7 +97,7 @@ def describe_storage(layout: DatasetLayout) -> str:
 
 
 def _user_attrs(obj: h5py.HLObject) -> dict[str, Any]:
-    return {k: v for k, v in read_attrs(obj).items() if not is_reserved(k)}
+    return read_attrs(obj, skip=is_reserved)
 
 
 class _SizeCheck:
@@ -103,15 +107,25 @@ class _SizeCheck:
         self.master_path = master_path
         self.master_data_path = master_data_path
         self.sizes: dict[str, int | None] = {}
+        self.resolved: dict[str, str | UnsafePathError] = {}
+
+    def _resolve(self, relpath: str) -> str:
+        found = self.resolved.get(relpath)
+        if found is None:
+            try:
+                found = (self.master_data_path if relpath in ("", ".")
+                         else resolve_inside(self.master_path, relpath))
+            except UnsafePathError as exc:
+                found = exc
+            self.resolved[relpath] = found
+        if isinstance(found, UnsafePathError):
+            raise found
+        return found
 
     def problem(self, dataset: str, extents: Iterable[StoredExtent], itemsize: int) -> Problem | None:
         for extent in extents:
             try:
-                path = (
-                    self.master_data_path
-                    if extent.file in ("", ".")
-                    else resolve_inside(self.master_path, extent.file)
-                )
+                path = self._resolve(extent.file)
             except UnsafePathError as exc:
                 return "UnsafePathError", f"dataset {dataset}: {exc}"
             if path not in self.sizes:
@@ -137,7 +151,7 @@ def scan(h5: h5py.File, master_path: str, master_data_path: str) -> Catalog:
     """Read every group, dataset, attribute and layout record of an open master (rank 0)."""
     record = FileRecord()
     if ROOT_ATTR in h5.attrs:
-        record = FileRecord.from_json(str(h5.attrs[ROOT_ATTR]), master_path)
+        record = FileRecord.from_json(read_text_attr(h5, ROOT_ATTR), master_path)
     open_sessions = {s.id for s in record.open_sessions}
     check = _SizeCheck(master_path, master_data_path)
     nodes: dict[str, NodeInfo] = {"/": NodeInfo("group", _user_attrs(h5))}
@@ -152,7 +166,8 @@ def scan(h5: h5py.File, master_path: str, master_data_path: str) -> Catalog:
             return
         info = NodeInfo("dataset", _user_attrs(obj), tuple(obj.shape), obj.dtype)
         if LAYOUT_ATTR in obj.attrs:
-            layout = DatasetLayout.from_json(str(obj.attrs[LAYOUT_ATTR]), f"{master_path}:{path}")
+            layout = DatasetLayout.from_json(read_text_attr(obj, LAYOUT_ATTR),
+                                             f"{master_path}:{path}")
             info.layout = layout
             info.storage = describe_storage(layout)
             if layout.session in open_sessions:
@@ -272,7 +287,7 @@ class MasterWriter:
             if exists:
                 os.remove(self.path)
             remove_subfiles(self.folder)
-            self.h5 = h5py.File(self.partial, "w", libver=LIBVER)
+            self.h5 = create_file(self.partial)
             self.commit_mode = "replace"
             self.data_path = self.partial
             self.catalog = Catalog({"/": NodeInfo("group")}, FileRecord())
@@ -303,7 +318,7 @@ class MasterWriter:
             self.h5.flush()
 
     def _write_record(self) -> None:
-        self.h5.attrs[ROOT_ATTR] = self.catalog.record.to_json()
+        write_text_attr(self.h5, ROOT_ATTR, self.catalog.record.to_json())
 
     # structure -----------------------------------------------------------------------------
     def create_group(self, path: str) -> None:
@@ -335,14 +350,11 @@ class MasterWriter:
     def create_virtual(
         self, path: str, shape: tuple[int, ...], dtype: np.dtype, extents: list[StoredExtent]
     ) -> None:
-        layout = h5py.VirtualLayout(shape=shape, dtype=dtype)
-        for extent in extents:
-            source = h5py.VirtualSource(extent.file, extent.dataset, shape=extent.shape, dtype=dtype)
-            layout[extent.block.slices] = source
-        self.groups.parent_of(path).create_virtual_dataset(posixpath.basename(path), layout)
+        sources = [(e.file, e.dataset, e.start, e.shape) for e in extents]
+        create_virtual_dataset(self.groups, path, shape, dtype, sources)
 
     def write_layout(self, path: str, layout: DatasetLayout) -> None:
-        self.h5[path].attrs[LAYOUT_ATTR] = layout.to_json()
+        write_text_attr(h5py.h5o.open(self.h5.id, path.encode()), LAYOUT_ATTR, layout.to_json())
 
     def flush(self) -> None:
         self.h5.flush()

@@ -7,7 +7,7 @@ import os
 import h5py
 import numpy as np
 
-from .h5 import LIBVER, Groups, create_early_dataset
+from .h5 import Groups, create_early_dataset, create_file
 from .posix import fsync_path
 
 
@@ -21,7 +21,7 @@ class SubfileWriter:
     def __init__(self, path: str):
         self.path = path
         os.makedirs(os.path.dirname(path), exist_ok=True)
-        self.h5: h5py.File | None = h5py.File(path, "w", libver=LIBVER)
+        self.h5: h5py.File | None = create_file(path)
         self.groups = Groups(self.h5)
 
     def create(self, name: str, shape: tuple[int, ...], dtype: np.dtype) -> int:
