@@ -3,7 +3,8 @@
 The matrix comes from a TOML file (see ``benchmarks/sweep.toml``)::
 
     title = "IOR-style sweep"
-    repetitions = 3            # every configuration once, then again ... (interleaved)
+    repetitions = 3            # every configuration once per repetition, shuffled (seed = 1,
+                               # shuffle = true), each run after an untimed sync
     ranks = [2, 4]
     apis = ["posix", "mpiio", "hdf5", "subfile", "phdf5"]
     block = "4m"
@@ -27,6 +28,7 @@ from __future__ import annotations
 import itertools
 import json
 import os
+import random
 import statistics
 import subprocess
 import sys
@@ -196,11 +198,16 @@ def run_sweep(path: str, out: str | None = None, quiet: bool = False) -> int:
     total = len(configs) * repetitions
     with tempfile.TemporaryDirectory(prefix="h5subfile-sweep-", dir=spec.get("workdir")) as work:
         done = 0
+        order = list(configs)
+        shuffle = random.Random(int(spec.get("seed", 1)))
         for repetition in range(repetitions):
-            for config in configs:
+            if spec.get("shuffle", True):
+                shuffle.shuffle(order)  # no configuration always follows the same one
+            for config in order:
                 done += 1
                 if config.api in unavailable:
                     continue
+                os.sync()  # untimed: no run pays for the previous run's dirty pages
                 record = run_one(config, work)
                 if record.get("unavailable"):
                     unavailable[config.api] = record["unavailable"]
