@@ -105,10 +105,34 @@ def draw_all(result: dict[str, Any], out: str, title: str, prefix: str = "") -> 
     # 4. the nine romio_cb / romio_ds hint configurations (CURIE), for mpiio and phdf5
     hinted = sorted(k[0] for k in table if k[1] == top_ranks and k[2] == transfer and "[cb_" in k[0])
     if hinted:
-        _bars(plt, table, hinted, top_ranks, transfer, out, written,
-              f"{title}: romio_cb / romio_ds hints — {top_ranks} ranks, transfer "
-              f"{transfer // 1024} KiB — {stamp}", "romio_hints.png")
+        _romio(plt, table, hinted, top_ranks, transfer, out, written,
+               f"{title}: the nine romio_cb / romio_ds hint configurations — {top_ranks} ranks, "
+               f"transfer {transfer // 1024} KiB — {stamp}")
     return written
+
+
+def _romio(plt: Any, table: dict, variants: list[str], ranks: int, transfer: int, out: str,
+           written: list[str], title: str) -> None:
+    """One panel per family (API and collective or not), one bar pair per hint configuration."""
+    import numpy as np
+
+    families: dict[str, list[str]] = {}
+    for variant in variants:
+        families.setdefault(variant.split(" [")[0], []).append(variant)
+    fig, axes = plt.subplots(1, len(families), figsize=(4.2 * len(families), 4.6), squeeze=False)
+    for ax, (family, members) in zip(axes[0], sorted(families.items())):
+        labels = [m.split("[")[1].rstrip("]").replace("_ds_", "\nds_") for m in members]
+        x = np.arange(len(members))
+        for offset, access in ((-0.2, "write"), (0.2, "read")):
+            ax.bar(x + offset, [table[(m, ranks, transfer)].get(access, 0) for m in members],
+                   width=0.4, label=access)
+        ax.set_xticks(x, labels, rotation=60, ha="right", fontsize=7)
+        ax.set_title(family, fontsize=9)
+        ax.set_ylabel("bandwidth (MiB/s), median")
+        ax.legend(fontsize=7)
+    fig.suptitle(title, fontsize=9)
+    _save(fig, out, "romio_hints.png", written)
+    plt.close(fig)
 
 
 def _bars(plt: Any, table: dict, variants: list[str], ranks: int, transfer: int, out: str,
