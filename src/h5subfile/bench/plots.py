@@ -12,7 +12,10 @@ _PREFIX = [""]  # file name prefix of the current draw_all call
 
 
 def _pyplot() -> Any:
-    import matplotlib
+    try:
+        import matplotlib
+    except ImportError:
+        raise ImportError("plots need matplotlib: pip install 'h5subfile[plots]'") from None
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
