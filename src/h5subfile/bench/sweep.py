@@ -37,6 +37,7 @@ from collections import defaultdict
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from ..mpi.launch import mpiexec
 from ..units import parse_size
 from .options import APIS, ROMIO9
 
@@ -141,17 +142,6 @@ def expand(spec: dict[str, Any]) -> list[Config]:
             configs.append(Config(**base, file_per_proc=bool(f), collective=bool(c),
                                   ranks_per_subfile=k, hint_set=label, hints=pairs))
     return configs
-
-
-def mpiexec() -> str:
-    """The mpiexec beside this Python (the mpich wheel's or .venv-phdf5's), else PATH's."""
-    import shutil
-
-    beside = os.path.join(os.path.dirname(sys.executable), "mpiexec")
-    found = beside if os.path.exists(beside) else shutil.which("mpiexec")
-    if not found:
-        raise RuntimeError("no mpiexec found beside this Python or on PATH")
-    return found
 
 
 def run_one(config: Config, workdir: str, timeout: float = 1800) -> dict[str, Any]:

@@ -10,12 +10,12 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import shutil
 import subprocess
 import sys
 import tempfile
 from typing import Any
 
+from ..mpi.launch import mpiexec
 from ..units import format_bytes, parse_count
 
 WAYS = (
@@ -37,15 +37,6 @@ def add_parser(verbs: Any) -> None:
     parser.add_argument("--writers", type=int, default=4)
     parser.add_argument("--readers", type=int, default=3)
     parser.set_defaults(run=run)
-
-
-def mpiexec() -> str:
-    """The mpiexec next to this Python (the mpich wheel's), else the one on PATH."""
-    beside = os.path.join(os.path.dirname(sys.executable), "mpiexec")
-    found = beside if os.path.exists(beside) else shutil.which("mpiexec")
-    if not found:
-        raise RuntimeError("no mpiexec found: install the 'mpich' wheel or an MPI")
-    return found
 
 
 def run_mpi(ranks: int, args: list[str]) -> dict[str, Any]:
