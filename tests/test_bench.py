@@ -213,3 +213,19 @@ def test_sweep_writes_results_and_plots(tmp_path: Path) -> None:
         data = (out / name).read_bytes()
         assert data[:8] == b"\x89PNG\r\n\x1a\n" and len(data) > 10_000, name
     assert not shutil.which("nonexistent-tool")  # the sweep needs no extra tools
+
+
+def test_independent_partial_writes_and_read_direct(tmp_path: Path) -> None:
+    """The API the benchmark relies on: dset[box] = data pieces, read_direct, create_datasets."""
+    reports = json.loads(run_mpi(3, "partial_writes.py", tmp_path).stdout.strip().splitlines()[-1])
+    for rank, report in enumerate(reports):
+        assert report["outside_block"][0] == "SelectionError"
+        assert f"rank {rank}" in report["outside_block"][1]
+        assert "is not inside its block" in report["outside_block"][1]
+        assert report["strided_write"][0] == "SelectionError"
+        assert report["wrong_shape"][0] == "DataShapeError"
+        # every rank wrote only 4 of its 10 line elements: close publishes, then says so
+        assert report["close"][0] == "IncompleteFileError"
+        assert "/line (ranks 0, 1, 2)" in report["close"][1] and "/grid" not in report["close"][1]
+        assert report["grid_ok"] and report["read_direct_ok"] and report["read_direct_column_ok"]
+        assert report["line"][0] == "IncompleteFileError"
