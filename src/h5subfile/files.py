@@ -10,6 +10,7 @@ any rank reads any selection at any time, without communication.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import os
 import posixpath
@@ -29,9 +30,12 @@ from .errors import (
     IncompleteFileError,
     ObjectExistsError,
     ObjectNotFoundError,
+    PlanError,
     SelectionError,
 )
-from .io.boxes import BoxReader, raise_problem, write_box
+from .exchange import read_two_phase, write_two_phase
+from .io.boxes import BoxReader, box_pieces, raise_problem
+from .io.filters import Compressors, FilterSpec, resolve_filters
 from .io.h5 import open_shared_read
 from .io.master import (
     Catalog,
@@ -41,18 +45,28 @@ from .io.master import (
     open_for_reading,
     source_name,
 )
-from .io.posix import FilePool, IOStats
+from .io.posix import FilePool, IOStats, Piece, as_bytes
 from .io.subfile import SubfileWriter
 from .layout.blocks import Block, check_blocks, corner_block, parse_block, prefix_blocks
+from .layout.chunking import (
+    ChunkChoice,
+    ChunkWork,
+    Member,
+    choose_chunks,
+    chunk_box,
+    chunk_work,
+    extent_chunks,
+)
 from .layout.dtypes import check_dtype
 from .layout.extents import plan_extents
-from .layout.grouping import Grouping, plan_groups
+from .layout.grouping import Grouping, aggregators_of, plan_groups
 from .layout.names import resolve_inside, subfile_relpath
 from .layout.record import DatasetLayout, StoredExtent, is_reserved
 from .layout.selection import assemble, partition, plan_read
+from .layout.twophase import Run, plan_two_phase
 from .mpi.collective import agree, check_same, checked_collective, root_decides, root_only
 from .mpi.nodes import node_of_ranks
-from .plan import Plan
+from .plan import READ_FIELDS, Plan
 
 MODES = ("r", "r+", "w", "w-", "x", "a")
 
@@ -77,13 +91,58 @@ def _value_signature(value: Any) -> Any:
 
 
 @dataclass
+class _Chunked:
+    """What this rank does for a chunked dataset: its chunk work, and where chunks go."""
+
+    work: ChunkWork
+    chunks: tuple[int, ...]  # the extent's chunk shape
+    extent_shape: tuple[int, ...]
+    filters: FilterSpec
+    leader: int  # the rank whose HDF5 handle writes the chunks (the group's leader)
+    sink: str  # the dataset's name in the leader's file
+
+
+@dataclass
 class _Target:
     """Where this rank writes its block of a dataset created in this session."""
 
     block: Block
     file: str  # absolute path
-    offset: int  # byte offset of the extent's data in the file
+    offset: int  # byte offset of the extent's data in the file (-1 if chunked)
     extent: Block  # the extent's box, in dataset coordinates
+    group: int = 0
+    chunked: _Chunked | None = None
+
+
+#: How a dataset is stored: (None | True | chunk shape, filters); None: contiguous.
+Storage = tuple[Any, FilterSpec]
+CONTIGUOUS: Storage = (None, FilterSpec())
+
+
+def _storage_request(
+    plan: Plan | None, ndim: int, chunks: Any = None, compression: Any = None,
+    compression_opts: Any = None, shuffle: bool | None = None, fletcher32: bool | None = None,
+) -> Storage:
+    """Resolve a dataset's chunks and filters (h5py's arguments), the plan giving the default
+    compression when ``compression`` is None."""
+    if compression is None and plan is not None and plan.compression is not None:
+        spec = resolve_filters(plan.compression, None,
+                               plan.shuffle if shuffle is None else shuffle, fletcher32)
+    else:
+        spec = resolve_filters(compression, compression_opts, shuffle, fletcher32)
+    if chunks is None or chunks is False:
+        if spec.is_empty:
+            return CONTIGUOUS
+        chunks = True
+    if ndim == 0:
+        raise PlanError("a scalar dataset cannot be chunked or compressed")
+    if chunks is not True:
+        try:
+            chunks = tuple(int(n) for n in chunks)
+        except (TypeError, ValueError):
+            raise PlanError(f"chunks={chunks!r}: expected True or a tuple of positive integers") \
+                from None
+    return chunks, spec
 
 
 @dataclass(frozen=True)
@@ -99,11 +158,12 @@ class _Request:
     kind: str
     shape: tuple[int, ...] | None
     block: Block
+    storage: Storage = CONTIGUOUS
 
     @property
     def signature(self) -> tuple[Any, ...]:
         common = (self.path, self.dtype.str if self.dtype.fields is None else self.dtype.descr,
-                  self.kind)
+                  self.kind, self.storage)
         if self.kind == "explicit":
             return common + (self.shape,)
         if self.kind == "prefix":
@@ -123,6 +183,9 @@ class _PlannedDataset:
     extent_groups: list[int]
     extent_ranks: list[tuple[int, ...]]
     offsets: dict[int, int] = field(default_factory=dict)
+    choice: ChunkChoice | None = None  # chunked datasets
+    filters: FilterSpec = FilterSpec()
+    extent_chunks: list[tuple[int, ...]] = field(default_factory=list)
 
 
 class _State:
@@ -147,7 +210,28 @@ class _State:
         self.unwritten: set[str] = set()
         self.partly_written: dict[str, int] = {}  # elements written by dset[...] = data
         self.planned: list[_PlannedDataset] = []  # rank 0, between plan and publish
+        self.chunk_sinks: dict[str, Any] = {}  # a leader's chunked datasets (h5py), by name
+        self.compressors = Compressors()
+        self._group_comm: MPI.Comm | None = None
+        self.collective_depth = 0
         self.closed = False
+
+    @property
+    def group_comm(self) -> MPI.Comm:
+        """The ranks of this rank's subfile (its leader is rank 0); made on first use (collective)."""
+        if self._group_comm is None:
+            assert self.grouping is not None
+            self._group_comm = self.comm.Split(self.grouping.group_of_rank[self.comm.rank],
+                                               self.comm.rank)
+        return self._group_comm
+
+    def release(self) -> None:
+        """Free the communicator and compressors of this session (local)."""
+        self.compressors.close()
+        self.chunk_sinks.clear()
+        if self._group_comm is not None:
+            self._group_comm.Free()
+            self._group_comm = None
 
     def node(self, path: str) -> NodeInfo:
         info = self.catalog.nodes.get(path)
@@ -344,14 +428,28 @@ class Group(_Object):
         block: Sequence[slice] | None = None,
         start: Sequence[int] | None = None,
         count: Sequence[int] | None = None,
+        chunks: bool | Sequence[int] | None = None,
+        compression: Any = None,
+        compression_opts: Any = None,
+        shuffle: bool | None = None,
+        fletcher32: bool | None = None,
     ) -> Dataset:
         """Collective: create a dataset of ``shape`` and ``dtype``; each rank declares its block.
 
         ``block`` (a tuple of slices) or ``start`` + ``count`` give the region this rank will write
         with :meth:`Dataset.write`; a rank that writes nothing passes neither. Blocks must lie in
         ``shape`` and must not overlap (checked on all ranks together).
+
+        Storage, as in h5py: ``chunks`` (True: the plan picks, aligned to the ranks' blocks when
+        it can; or a shape), ``compression`` ("gzip", "lzf", "zstd", "lz4", "blosc", "blosc2",
+        "bitshuffle", "name:level", an hdf5plugin filter object or a filter id),
+        ``compression_opts``, ``shuffle``, ``fletcher32``. Without them the plan's default
+        compression applies (none unless set). Chunks are compressed by the ranks that hold the
+        data and written whole (direct chunk writes).
         """
-        spec = dict(shape=shape, dtype=dtype, block=block, start=start, count=count)
+        spec = dict(shape=shape, dtype=dtype, block=block, start=start, count=count,
+                    chunks=chunks, compression=compression, compression_opts=compression_opts,
+                    shuffle=shuffle, fletcher32=fletcher32)
         return self.create_datasets({name: spec})[0]
 
     def create_datasets(self, specs: Mapping[str, Mapping[str, Any]]) -> list[Dataset]:
@@ -380,6 +478,7 @@ class Group(_Object):
         block: Sequence[slice] | None = None,
         start: Sequence[int] | None = None,
         count: Sequence[int] | None = None,
+        **storage: Any,
     ) -> _Request:
         """Parse one rank's arguments for a dataset with an explicit shape."""
         path = _join(self._path, name)
@@ -387,31 +486,45 @@ class Group(_Object):
         if any(n < 0 for n in shape_t):
             raise ValueError(f"shape {shape_t} has a negative dimension")
         return _Request(path, check_dtype(dtype), "explicit", shape_t,
-                        parse_block(shape_t, block, start, count))
+                        parse_block(shape_t, block, start, count),
+                        _storage_request(self._state.plan, len(shape_t), **storage))
 
     def write_dataset(
-        self, name: str, data: Any, start: Sequence[int] | None = None
+        self, name: str, data: Any, start: Sequence[int] | None = None, **storage: Any
     ) -> Dataset:
         """Collective: create a dataset from every rank's local array and write it.
 
         Without ``start``, rank r's array goes at the exclusive prefix sum of the ranks' lengths
         along axis 0 (the VPIC pattern; uneven and empty lengths allowed; the other axes must
         agree). With ``start``, the array is an N-D block with its corner at ``start``; the
-        dataset's shape is the end of the union of the blocks.
+        dataset's shape is the end of the union of the blocks. ``storage``: ``chunks``,
+        ``compression``, ``compression_opts``, ``shuffle``, ``fletcher32`` as in
+        :meth:`create_dataset`.
         """
-        return self.write_datasets({name: data}, start=None if start is None else {name: start})[0]
+        return self.write_datasets({name: data}, start=None if start is None else {name: start},
+                                   **storage)[0]
 
     def write_datasets(
         self,
         datasets: Mapping[str, Any],
         start: Mapping[str, Sequence[int]] | Sequence[int] | None = None,
+        chunks: bool | Sequence[int] | None = None,
+        compression: Any = None,
+        compression_opts: Any = None,
+        shuffle: bool | None = None,
+        fletcher32: bool | None = None,
     ) -> list[Dataset]:
         """Collective: create and write many datasets with one round of coordination.
 
         Like HDF5's H5Dwrite_multi: ``datasets`` maps names to this rank's local arrays (every
         rank passes the same names in the same order). ``start`` is None (prefix sum along axis
-        0), one corner for all datasets, or a mapping name -> corner.
+        0), one corner for all datasets, or a mapping name -> corner. The storage arguments
+        (as in :meth:`create_dataset`) apply to every dataset. A rank's pieces that are
+        neighbours on disk go out in one vectored write.
         """
+        storage_args = dict(chunks=chunks, compression=compression,
+                            compression_opts=compression_opts, shuffle=shuffle,
+                            fletcher32=fletcher32)
         state = self._state
         state.require_writable("write_datasets")
         requests: list[_Request] = []
@@ -425,13 +538,13 @@ class Group(_Object):
                     raise DataShapeError(f"{name}: data must have at least one dimension")
                 corner = start.get(name) if isinstance(start, Mapping) else start
                 path = _join(self._path, name)
+                storage = _storage_request(state.plan, array.ndim, **storage_args)
                 if corner is None:
                     block = Block((0,) * array.ndim, array.shape)
-                    requests.append(_Request(path, dt, "prefix", None, block))
+                    requests.append(_Request(path, dt, "prefix", None, block, storage))
                 else:
-                    requests.append(
-                        _Request(path, dt, "corner", None, corner_block(corner, array.shape))
-                    )
+                    requests.append(_Request(path, dt, "corner", None,
+                                             corner_block(corner, array.shape), storage))
                 arrays.append(array)
         except (H5SubfileError, ValueError, TypeError) as exc:
             error = exc
@@ -460,23 +573,14 @@ def _create(state: _State, requests: list[_Request] | None, error: BaseException
     answer = root_decides(
         state.comm, local, error, lambda gathered: _plan_creation(state, gathered)
     )
-    # answer: (paths, shapes, dtypes, this rank's blocks, extent index per dataset, leader tasks)
-    paths, blocks, placements, tasks = answer
+    # answer: (paths, this rank's blocks, extent index per dataset, chunk info, leader tasks)
+    paths, blocks, placements, chunk_infos, tasks = answer
     offsets: dict[tuple[int, int], int] = {}
     error = None
     try:
-        for dataset_index, extent_index, in_master, name, shape, dtype in tasks:
-            if in_master:
-                assert state.master is not None
-                offset = state.master.create_in_master(name, shape, dtype)
-            else:
-                if state.subfile is None:
-                    assert state.grouping is not None
-                    group = state.grouping.group_of_rank[state.comm.rank]
-                    relpath = subfile_relpath(state.path, state.session, group)
-                    state.subfile = SubfileWriter(resolve_inside(state.path, relpath))
-                offset = state.subfile.create(name, shape, dtype)
-            offsets[(dataset_index, extent_index)] = offset
+        for dataset_index, extent_index, in_master, name, shape, dtype, chunked in tasks:
+            offsets[(dataset_index, extent_index)] = _create_source(
+                state, in_master, name, shape, dtype, chunked)
     except Exception as exc:  # noqa: BLE001 - agreed on every rank by root_decides
         error = exc
     nodes = root_decides(
@@ -486,21 +590,57 @@ def _create(state: _State, requests: list[_Request] | None, error: BaseException
         for new_group in _missing_groups(state.catalog, path)[:-1]:
             state.catalog.nodes[new_group] = NodeInfo("group")
         state.catalog.nodes[path] = info
-    for path, block, placement in zip(paths, blocks, placements):
+    assert state.grouping is not None
+    group = state.grouping.group_of_rank[state.comm.rank]
+    for path, block, placement, chunk_info in zip(paths, blocks, placements, chunk_infos):
         info = state.catalog.nodes[path]
         if placement is None or info.layout is None:
             state.targets[path] = None
             continue
         extent = info.layout.extents[placement]
         file = state.data_path if extent.file == "" else resolve_inside(state.path, extent.file)
-        state.targets[path] = _Target(block, file, extent.offset, extent.block)
+        chunked = None
+        if chunk_info is not None:
+            members, leader, filters = chunk_info
+            chunked = _Chunked(chunk_work(members, extent.chunks, extent.shape, state.comm.rank),
+                               extent.chunks, extent.shape, filters, leader, extent.dataset)
+        state.targets[path] = _Target(block, file, extent.offset, extent.block, group, chunked)
         state.unwritten.add(path)
     return paths
 
 
+def _create_source(
+    state: _State, in_master: bool, name: str, shape: tuple[int, ...], dtype: np.dtype,
+    chunked: tuple[tuple[int, ...], FilterSpec] | None,
+) -> int:
+    """A leader creates one source dataset (in its subfile, or the master); returns its byte
+    offset, or -1 for a chunked dataset (kept open to receive whole chunks)."""
+    assert state.plan is not None
+    if in_master:
+        assert state.master is not None
+        writer: Any = state.master
+    else:
+        if state.subfile is None:
+            assert state.grouping is not None
+            group = state.grouping.group_of_rank[state.comm.rank]
+            relpath = subfile_relpath(state.path, state.session, group)
+            state.subfile = SubfileWriter(resolve_inside(state.path, relpath),
+                                          state.plan.alignment)
+            assert state.subfile.h5 is not None
+            state.reader.writer_files[state.subfile.path] = state.subfile.h5
+        writer = state.subfile
+    if chunked is None:
+        return writer.create(name, shape, dtype) if not in_master else \
+            writer.create_in_master(name, shape, dtype)
+    chunks, filters = chunked
+    state.chunk_sinks[name] = writer.create_chunked(name, shape, dtype, chunks,
+                                                    filters.h5py_kwargs())
+    return -1
+
+
 def _plan_creation(state: _State, gathered: list[list[_Request] | None]) -> list[Any]:
     """Rank 0: check the ranks' requests, place the blocks, plan extents and leader tasks."""
-    assert state.grouping is not None
+    assert state.grouping is not None and state.plan is not None
     grouping = state.grouping
     size = len(gathered)
     signatures = [[r.signature for r in requests or ()] for requests in gathered]
@@ -510,6 +650,7 @@ def _plan_creation(state: _State, gathered: list[list[_Request] | None]) -> list
     planned: list[_PlannedDataset] = []
     per_rank_blocks: list[list[Block]] = [[] for _ in range(size)]
     per_rank_placement: list[list[int | None]] = [[] for _ in range(size)]
+    per_rank_chunks: list[list[Any]] = [[] for _ in range(size)]
     tasks: list[list[Any]] = [[] for _ in range(size)]
     for index, first in enumerate(reference):
         path = first.path
@@ -536,9 +677,6 @@ def _plan_creation(state: _State, gathered: list[list[_Request] | None]) -> list
             assert first.shape is not None
             shape = first.shape
         check_blocks(path, shape, blocks)
-        if existing is not None:
-            assert state.master is not None
-            state.master.replace_unfinished(path)
         in_master = grouping.ngroups == 1
         if in_master:
             written = [r for r, b in enumerate(blocks) if not b.is_empty]
@@ -552,20 +690,44 @@ def _plan_creation(state: _State, gathered: list[list[_Request] | None]) -> list
             ranks = [e.ranks for e in extents]
             placements = [None if p is None else p.extent for p in placed]
         plan = _PlannedDataset(path, shape, first.dtype, in_master, boxes, groups, ranks)
+        requested, filters = first.storage
+        members: list[list[Member]] = []
+        if requested is not None and boxes:
+            members = [
+                [(r, Block(tuple(s - o for s, o in zip(blocks[r].start, box.start)),
+                           blocks[r].count)) for r in extent_ranks]
+                for box, extent_ranks in zip(boxes, ranks)
+            ]
+            plan.choice = choose_chunks(shape, first.dtype.itemsize, members, requested,
+                                        state.plan.chunk_bytes)
+            plan.filters = filters
+            plan.extent_chunks = [extent_chunks(plan.choice.chunks, box.count) for box in boxes]
+        if existing is not None:
+            assert state.master is not None
+            state.master.replace_unfinished(path)
         planned.append(plan)
         for rank in range(size):
             per_rank_blocks[rank].append(blocks[rank])
             per_rank_placement[rank].append(placements[rank])
+            extent = placements[rank]
+            chunk_info = None
+            if plan.choice is not None and extent is not None:
+                leader = grouping.leaders[groups[extent]]
+                chunk_info = (members[extent], leader, filters)
+            per_rank_chunks[rank].append(chunk_info)
         counters: dict[int, int] = {}
         for extent_index, (box, group) in enumerate(zip(boxes, groups)):
             within = counters.get(group, 0)
             counters[group] = within + 1
             name = path if in_master else source_name(path, within)
             leader = grouping.leaders[group]
-            tasks[leader].append((index, extent_index, in_master, name, box.count, first.dtype))
+            chunked = None if plan.choice is None else (plan.extent_chunks[extent_index], filters)
+            tasks[leader].append(
+                (index, extent_index, in_master, name, box.count, first.dtype, chunked))
     state.planned = planned
     paths = [p.path for p in planned]
-    return [(paths, per_rank_blocks[r], per_rank_placement[r], tasks[r]) for r in range(size)]
+    return [(paths, per_rank_blocks[r], per_rank_placement[r], per_rank_chunks[r], tasks[r])
+            for r in range(size)]
 
 
 def _unfinished(info: NodeInfo) -> bool:
@@ -589,15 +751,19 @@ def _publish(state: _State, gathered: list[dict[tuple[int, int], int]]) -> dict[
             within[group] = k + 1
             file = "" if plan.in_master else subfile_relpath(state.path, state.session, group)
             name = plan.path if plan.in_master else source_name(plan.path, k)
-            stored.append(
-                StoredExtent(file, name, box.start, box.count, offsets[(index, extent_index)], ranks)
-            )
+            chunks = plan.extent_chunks[extent_index] if plan.choice is not None else ()
+            stored.append(StoredExtent(file, name, box.start, box.count,
+                                       offsets[(index, extent_index)], ranks, chunks))
         master = state.master
         if not stored:
             master.create_unwritten(plan.path, plan.shape, plan.dtype)
         elif not plan.in_master:
             master.create_virtual(plan.path, plan.shape, plan.dtype, stored)
         layout = DatasetLayout(state.session, tuple(stored), complete=True)
+        if plan.choice is not None and stored:
+            layout = dataclasses.replace(layout, chunks=plan.choice.chunks,
+                                         chunks_aligned=plan.choice.aligned,
+                                         filters=plan.filters.to_dict())
         master.write_layout(plan.path, layout)
         nodes[plan.path] = NodeInfo("dataset", {}, plan.shape, plan.dtype, layout,
                                     storage=describe_storage(layout))
@@ -607,20 +773,24 @@ def _publish(state: _State, gathered: list[dict[tuple[int, int], int]]) -> dict[
     return nodes
 
 
-def _write(state: _State, items: list[tuple[str, Any]]) -> None:
-    """Collective: every rank writes its blocks of the given datasets (checked first)."""
-    prepared: list[tuple[_Target, np.ndarray, str]] = []
+def _write(state: _State, items: Sequence[tuple[Any, ...]]) -> None:
+    """Collective: every rank writes its blocks (or, with a third item, a box inside its block)
+    of the given datasets; everything is checked and agreed first."""
+    prepared: list[tuple[_Target, np.ndarray, str, Block]] = []
     error = None
     try:
         state.require_writable("write")
-        for path, data in items:
+        for path, data, *rest in items:
             if path not in state.targets:
                 raise FileModeError(
                     f"dataset {path} was not created in this write session; h5subfile datasets "
                     "are written once, by the session that creates them"
                 )
+            if rest and rest[0] is None:
+                continue  # a collective dset[sel] = data with an empty selection on this rank
             info = state.node(path)
             target = state.targets[path]
+            box = rest[0] if rest else None
             if target is None:
                 if data is not None and np.size(data) != 0:
                     raise DataShapeError(
@@ -628,6 +798,13 @@ def _write(state: _State, items: list[tuple[str, Any]]) -> None:
                         f"{np.shape(data)} data"
                     )
                 continue
+            if box is None:
+                box = target.block
+            elif target.chunked is not None and box != target.block:
+                raise SelectionError(
+                    f"{path} is chunked: each rank writes its whole block at once "
+                    "(Dataset.write or write_dataset), so that chunks are compressed whole"
+                )
             array = np.asarray(data)
             assert info.dtype is not None
             if array.dtype != info.dtype:
@@ -639,23 +816,203 @@ def _write(state: _State, items: list[tuple[str, Any]]) -> None:
                         f"to {path} of dtype {info.dtype} without losing information; convert "
                         f"it first (data.astype({str(info.dtype)!r}))"
                     )
-            if array.shape != target.block.count:
+            if array.shape != box.count:
                 raise DataShapeError(
                     f"rank {state.comm.rank}: data of shape {array.shape} does not match its "
-                    f"block {target.block} (shape {target.block.count}) of dataset {path}"
+                    f"block {box} (shape {box.count}) of dataset {path}"
                 )
-            prepared.append((target, np.ascontiguousarray(array), path))
+            prepared.append((target, np.ascontiguousarray(array), path, box))
     except (H5SubfileError, ValueError, TypeError) as exc:
         error = exc
     agree(state.comm, error)
-    try:
-        for target, array, path in prepared:
-            write_box(state.pool.get(target.file), target.offset, target.extent, target.block,
-                      array)
-            state.unwritten.discard(path)
-    except Exception as exc:  # noqa: BLE001 - agreed on every rank below
-        error = exc
+    chunked_call = any(_is_chunked(state, item[0]) for item in items)
+    contiguous = [p for p in prepared if p[0].chunked is None]
+    pieces = [(target.file, target.group, piece)
+              for target, array, _, box in contiguous
+              for piece in box_pieces(target.offset, target.extent, box, array)]
+    assert state.plan is not None
+    if state.plan.aggregators is not None:
+        error = _write_aggregated(state, pieces)
+    else:
+        try:
+            by_file: dict[str, list[Piece]] = {}
+            for file, _, piece in pieces:
+                by_file.setdefault(file, []).append(piece)
+            for file, file_pieces in by_file.items():
+                state.pool.get(file).write_pieces(file_pieces)
+        except Exception as exc:  # noqa: BLE001 - agreed on every rank below
+            error = exc
+    if chunked_call:
+        error = _write_chunks(state, [p for p in prepared if p[0].chunked is not None]) or error
+    if error is None:
+        for target, _, path, box in prepared:
+            if box == target.block:
+                state.unwritten.discard(path)
+            else:
+                _count_written(state, path, target, box)
     agree(state.comm, error)
+
+
+def _is_chunked(state: _State, path: Any) -> bool:
+    info = state.catalog.nodes.get(path) if isinstance(path, str) else None
+    return info is not None and info.layout is not None and bool(info.layout.chunks)
+
+
+def _count_written(state: _State, path: str, target: _Target, box: Block) -> None:
+    done = state.partly_written.get(path, 0) + box.size
+    state.partly_written[path] = done
+    if done >= target.block.size:
+        state.unwritten.discard(path)
+
+
+def _write_aggregated(state: _State, pieces: list[tuple[str, int, Piece]]) -> BaseException | None:
+    """Collective two-phase write: the plan's aggregators of each subfile write its bytes."""
+    assert state.plan is not None and state.grouping is not None
+    local = [(file, group, offset, len(data)) for file, group, (offset, data) in pieces]
+    gathered = state.comm.allgather(local)
+    files = sorted({run[0] for rank_runs in gathered for run in rank_runs})
+    number = {file: i for i, file in enumerate(files)}
+    aggregators: dict[int, tuple[int, ...]] = {}
+    for rank_runs in gathered:
+        for file, group, _, _ in rank_runs:
+            aggregators[number[file]] = aggregators_of(state.grouping.members[group],
+                                                       state.plan.aggregators or 1)
+    runs: list[list[Run]] = [[(number[f], o, n) for f, _, o, n in rank_runs]
+                             for rank_runs in gathered]
+    rounds = plan_two_phase(runs, aggregators, state.plan.buffer_bytes)
+    return write_two_phase(state.comm, rounds, [data for _, _, (_, data) in pieces],
+                           lambda i: state.pool.get(files[i]))
+
+
+def _write_chunks(
+    state: _State, items: list[tuple[_Target, np.ndarray, str, Block]]
+) -> BaseException | None:
+    """Collective: chunked datasets. Ranks send the parts of chunks others own to their owners,
+    compress their own chunks (in parallel), and send the compressed chunks, in rounds of about
+    ``buffer_size`` raw bytes per rank, to their group's leader, which writes them whole."""
+    assert state.plan is not None
+    comm = state.comm
+    error: BaseException | None = None
+    local_blocks = [Block(tuple(b - e for b, e in zip(t.block.start, t.extent.start)),
+                          t.block.count) for t, _, _, _ in items]
+    # 1. Parts of chunks owned by other ranks go to their owners (one Alltoallv).
+    outgoing: list[list[np.ndarray]] = [[] for _ in range(comm.size)]
+    incoming = [0] * comm.size
+    for (target, array, _, _), mine in zip(items, local_blocks):
+        chunked = target.chunked
+        assert chunked is not None
+        for owner, _, box in chunked.work.send:
+            outgoing[owner].append(array[_inside(box, mine).slices])
+        for _, parts in chunked.work.owned:
+            for source, box in parts:
+                incoming[source] += box.size * array.itemsize
+    send_sizes = [sum(a.nbytes for a in parts) for parts in outgoing]
+    send = np.empty(sum(send_sizes), dtype=np.uint8)
+    at = 0
+    for parts in outgoing:
+        for part in parts:
+            send[at : at + part.nbytes] = np.ascontiguousarray(part).reshape(-1).view(np.uint8)
+            at += part.nbytes
+    receive = np.empty(sum(incoming), dtype=np.uint8)
+    comm.Alltoallv([send, (send_sizes, _displacements(send_sizes)), MPI.BYTE],
+                   [receive, (incoming, _displacements(incoming)), MPI.BYTE])
+    del send, outgoing
+    received: dict[tuple[int, tuple[int, ...]], list[tuple[Block, np.ndarray]]] = {}
+    cursor = _displacements(incoming)
+    for source in range(comm.size):
+        at = cursor[source]
+        for item, (target, array, _, _) in enumerate(items):
+            assert target.chunked is not None
+            for index, parts in target.chunked.work.owned:
+                for sender, box in parts:
+                    if sender == source:
+                        nbytes = box.size * array.itemsize
+                        part = receive[at : at + nbytes].view(array.dtype).reshape(box.count)
+                        received.setdefault((item, index), []).append((box, part))
+                        at += nbytes
+    # 2. Batches of owned chunks, about buffer_size raw bytes each; one round per batch.
+    owned = [(item, index) for item, (target, _, _, _) in enumerate(items)
+             for index, _ in target.chunked.work.owned]  # type: ignore[union-attr]
+    batches: list[list[tuple[int, tuple[int, ...]]]] = []
+    size = state.plan.buffer_bytes
+    for item, index in owned:
+        target, array = items[item][0], items[item][1]
+        assert target.chunked is not None
+        nbytes = int(np.prod(target.chunked.chunks)) * array.itemsize
+        if not batches or size + nbytes > state.plan.buffer_bytes:
+            batches.append([])
+            size = 0
+        batches[-1].append((item, index))
+        size += nbytes
+    group_comm = state.group_comm
+    rounds = group_comm.allreduce(len(batches), op=MPI.MAX)
+    for round_number in range(rounds):
+        payload: list[tuple[str, tuple[int, ...], int, bytes]] | str = []
+        try:
+            for item, index in batches[round_number] if round_number < len(batches) else ():
+                target, array = items[item][0], items[item][1]
+                payload.append(_compress_chunk(state, target, array, local_blocks[item], index,
+                                               received.pop((item, index), [])))
+        except Exception as exc:  # noqa: BLE001 - reported to the leader, agreed later
+            error = exc
+            payload = f"rank {comm.rank}: compressing failed: {exc}"
+        gathered = group_comm.gather(payload, root=0)
+        if gathered is None:
+            continue
+        try:
+            for chunks in gathered:
+                if isinstance(chunks, str):
+                    raise OSError(chunks)
+                for sink, offset, mask, data in chunks:
+                    state.chunk_sinks[sink].id.write_direct_chunk(offset, data, mask)
+                    state.stats.writes += 1
+                    state.stats.bytes_written += len(data)
+        except Exception as exc:  # noqa: BLE001 - agreed on every rank by the caller
+            error = error or exc
+    writer = state.subfile if state.subfile is not None else state.master
+    if group_comm.rank == 0 and writer is not None:
+        try:
+            writer.flush()  # readers in this session open the file anew and see the chunks
+        except Exception as exc:  # noqa: BLE001 - agreed on every rank by the caller
+            error = error or exc
+    state.reader.forget_sources()  # reopen files written by other processes when reading
+    return error
+
+
+def _displacements(sizes: list[int]) -> list[int]:
+    out, total = [], 0
+    for size in sizes:
+        out.append(total)
+        total += size
+    return out
+
+
+def _inside(box: Block, outer: Block) -> Block:
+    """``box`` relative to the corner of ``outer``."""
+    return Block(tuple(b - o for b, o in zip(box.start, outer.start)), box.count)
+
+
+def _compress_chunk(
+    state: _State, target: _Target, array: np.ndarray, mine: Block, index: tuple[int, ...],
+    parts: list[tuple[Block, np.ndarray]],
+) -> tuple[str, tuple[int, ...], int, bytes]:
+    """Assemble one whole chunk (own data + parts received; zeros beyond the extent's edge)
+    and compress it: (sink name, chunk offset, filter mask, stored bytes)."""
+    chunked = target.chunked
+    assert chunked is not None
+    box = chunk_box(index, chunked.chunks, chunked.extent_shape)
+    if box.count == chunked.chunks and mine.intersect(box) == box and array.flags.c_contiguous:
+        chunk = np.ascontiguousarray(array[_inside(box, mine).slices])
+    else:
+        chunk = np.zeros(chunked.chunks, dtype=array.dtype)
+        common = mine.intersect(box)
+        if common is not None:
+            chunk[_inside(common, box).slices] = array[_inside(common, mine).slices]
+        for part_box, part in parts:
+            chunk[_inside(part_box, box).slices] = part
+    compressor = state.compressors.get(array.dtype, chunked.chunks, chunked.filters)
+    mask, data = compressor.compress(chunk)
+    return chunked.sink, box.start, mask, data
 
 
 def _box_of(info: NodeInfo, selection: Any) -> tuple[Block, tuple[int, ...]] | None:
@@ -734,17 +1091,79 @@ class Dataset(_Object):
     def __repr__(self) -> str:
         return f"<h5subfile.Dataset {self._path!r}: shape {self.shape}, type {self.dtype.str!r}>"
 
+    @property
+    def chunks(self) -> tuple[int, ...] | None:
+        """The chunk shape (each extent's chunks are this, clipped to the extent), or None."""
+        layout = self._info().layout
+        if layout is not None and layout.chunks:
+            return layout.chunks
+        if self._info().via_h5py and self.shape:
+            return self._state.reader.h5py_dataset(self._path).chunks
+        return None
+
+    @property
+    def compression(self) -> str | None:
+        """The compression filter's name (``"gzip"``, ``"zstd"``...), or None."""
+        layout = self._info().layout
+        if layout is not None and layout.chunks:
+            return FilterSpec.from_dict(layout.filters).name
+        if self._info().via_h5py and self.shape:
+            return self._state.reader.h5py_dataset(self._path).compression
+        return None
+
+    @property
+    def filters(self) -> FilterSpec:
+        """Every filter of a dataset written by h5subfile (name, HDF5 id, options, shuffle...)."""
+        layout = self._info().layout
+        return FilterSpec.from_dict(layout.filters if layout is not None else None)
+
+    @property
+    def collective(self) -> _Collective:
+        """``with dset.collective: dset[sel] = data`` / ``x = dset[sel]``: the transfers inside
+        are collective (as in h5py's mpio driver): every rank calls them, each with its own
+        selection, and the plan's aggregators (two-phase I/O) serve them when it has any."""
+        return _Collective(self._state)
+
     def write(self, data: Any) -> None:
         """Collective: write this rank's block (ranks with an empty block pass None or nothing)."""
         _write(self._state, [(self._path, data)])
 
     def __setitem__(self, selection: Any, data: Any) -> None:
-        """Write part of this rank's block: ``dset[lo:hi, ...] = data`` (independent).
+        """Write part of this rank's block: ``dset[lo:hi, ...] = data``.
 
-        Unlike :meth:`write` this is not collective: each rank writes pieces of its own block
+        Unlike :meth:`write` this is independent: each rank writes pieces of its own block
         when it likes (in any order, of any size), e.g. as a simulation produces them. The
-        selection must be a box (integers and step-1 slices) inside this rank's block.
+        selection must be a box (integers and step-1 slices) inside this rank's block. Inside
+        ``with dset.collective:`` it is collective instead (every rank calls it).
         """
+        state = self._state
+        collective = state.collective_depth > 0
+        if collective:
+            error = None
+            try:
+                box, array = self._piece(selection, data)
+            except (H5SubfileError, ValueError, TypeError) as exc:
+                error = exc
+                box, array = None, None
+            agree(state.comm, error)
+            _write(state, [(self._path, array, box)])
+            return
+        box, array = self._piece(selection, data)
+        if box is None:
+            return
+        target = state.targets[self._path]
+        assert target is not None
+        if target.chunked is not None:
+            raise SelectionError(
+                f"{self._path} is chunked: chunks are compressed whole, so each rank writes its "
+                "whole block collectively (Dataset.write, write_dataset)"
+            )
+        state.pool.get(target.file).write_pieces(
+            box_pieces(target.offset, target.extent, box, array))
+        _count_written(state, self._path, target, box)
+
+    def _piece(self, selection: Any, data: Any) -> tuple[Block | None, np.ndarray | None]:
+        """Check a write of part of this rank's block: (box, data shaped like it)."""
         state = self._state
         state.require_writable("writing to a dataset")
         target = state.targets.get(self._path)
@@ -772,15 +1191,12 @@ class Dataset(_Object):
             raise DataShapeError(f"data of shape {array.shape} for a selection of shape "
                                  f"{out_shape} of {self._path}")
         if box.size == 0:
-            return
-        write_box(state.pool.get(target.file), target.offset, target.extent, box,
-                  array.reshape(box.count))
-        done = state.partly_written.get(self._path, 0) + box.size
-        state.partly_written[self._path] = done
-        if done >= target.block.size:
-            state.unwritten.discard(self._path)
+            return None, None
+        return box, array.reshape(box.count)
 
     def __getitem__(self, selection: Any) -> np.ndarray:
+        if self._state.collective_depth > 0:
+            return self.read_collective(selection)
         return self.read(selection)
 
     def read_direct(self, dest: np.ndarray, source_sel: Any = ()) -> None:
@@ -828,23 +1244,103 @@ class Dataset(_Object):
 
     def read_partition(self) -> np.ndarray:
         """This rank's share along axis 0 (BD-CATS): rank p of P reads
-        ``[p*N//P, (p+1)*N//P)``, the last rank also the remainder."""
+        ``[p*N//P, (p+1)*N//P)``, the last rank also the remainder. Collective when the plan
+        has aggregators (two-phase reads); otherwise every rank reads its share itself."""
         if not self.shape:
             raise SelectionError(f"{self._path} is a scalar dataset; it has no axis 0 to split")
         comm = self._state.comm
         start, stop = partition(self.shape[0], comm.size, comm.rank)
+        plan = self._state.plan
+        if plan is not None and plan.aggregators is not None:
+            return self.read_collective(slice(start, stop))
         return self.read(slice(start, stop))
+
+    def read_collective(self, selection: Any = ()) -> np.ndarray:
+        """Collective read: every rank calls it with its own selection.
+
+        With the plan's ``aggregators`` (``File(path, "r", aggregators=...)``), a few ranks
+        per file read large contiguous pieces (at most ``buffer_size`` bytes each) and send
+        every rank its bytes (two-phase I/O); otherwise each rank reads its own bytes.
+        """
+        state = self._state
+        info = self._info()
+        error = None
+        plan = None
+        try:
+            if info.problem is not None:
+                raise_problem(info.problem)
+            assert info.dtype is not None
+            if info.dtype.kind == "O" or not info.shape:
+                raise SelectionError(f"{self._path}: collective reads take N-D datasets of "
+                                     "fixed-size types")
+            plan = plan_read(info.shape, info.dtype.itemsize, selection)
+        except H5SubfileError as exc:
+            error = exc
+        agree(state.comm, error)
+        assert plan is not None and info.dtype is not None
+        aggregated = state.plan is not None and state.plan.aggregators is not None
+        if not aggregated or info.via_h5py or info.layout is None:
+            return self.read(selection)
+        reader = state.reader
+        outputs = [np.empty(piece.box.count, dtype=info.dtype) for piece in plan.pieces]
+        pieces: list[tuple[str, Piece]] = []
+        for piece, out in zip(plan.pieces, outputs):
+            if out.size == 0:
+                continue
+            by_file, chunked, complete = reader.plan(info.layout, info.dtype.itemsize, piece.box,
+                                                     as_bytes(out))
+            if not complete:
+                out.reshape(-1).view(np.uint8).fill(0)  # zero bytes (fill(0) writes "0" into strings)
+            pieces.extend((file, p) for file, file_pieces in by_file.items() for p in file_pieces)
+            reader.read_chunked(chunked, piece.box, out)
+        error = _read_aggregated(state, pieces)
+        agree(state.comm, error)
+        return assemble(plan, outputs)
+
+
+class _Collective:
+    """The context of ``with dset.collective:`` (nestable; per open file)."""
+
+    def __init__(self, state: _State):
+        self._state = state
+
+    def __enter__(self) -> None:
+        self._state.collective_depth += 1
+
+    def __exit__(self, *exc: Any) -> None:
+        self._state.collective_depth -= 1
+
+
+def _read_aggregated(state: _State, pieces: list[tuple[str, Piece]]) -> BaseException | None:
+    """Collective two-phase read: ``aggregators`` ranks per file read, then scatter."""
+    assert state.plan is not None
+    comm = state.comm
+    local = [(file, offset, len(buffer)) for file, (offset, buffer) in pieces]
+    gathered = comm.allgather(local)
+    files = sorted({run[0] for rank_runs in gathered for run in rank_runs})
+    number = {file: i for i, file in enumerate(files)}
+    count = min(state.plan.aggregators or 1, comm.size)
+    aggregators = {i: tuple(sorted({(i * count + j) % comm.size for j in range(count)}))
+                   for i in range(len(files))}
+    runs: list[list[Run]] = [[(number[f], o, n) for f, o, n in rank_runs]
+                             for rank_runs in gathered]
+    rounds = plan_two_phase(runs, aggregators, state.plan.buffer_bytes)
+    return read_two_phase(comm, rounds, [buffer for _, (_, buffer) in pieces],
+                          lambda i: state.reader.pool.get(files[i]))
 
 
 class File(Group):
-    """An h5subfile file: ``File(path, mode, comm=None, subfiles=None, ranks_per_subfile=None)``.
+    """An h5subfile file: ``File(path, mode, comm=None, **plan)``.
 
     Collective: every rank of ``comm`` (default ``MPI.COMM_WORLD``) opens it with the same
     arguments. Modes as in h5py: ``"r"`` read, ``"r+"`` append to an existing file, ``"w"``
     create or truncate, ``"w-"``/``"x"`` create (fail if it exists), ``"a"`` append or create.
-    The grouping of ranks into subfiles (``subfiles``, ``ranks_per_subfile``, ``fsync``: see
-    :class:`~h5subfile.plan.Plan`) applies to what this session writes; the file can be read
-    and appended to with any number of ranks.
+    The plan (``subfiles``, ``ranks_per_subfile``, ``fsync``, ``compression``, ``shuffle``,
+    ``chunk_size``, ``aggregators``, ``buffer_size``, ``alignment``, ``transfer_size``: see
+    :class:`~h5subfile.plan.Plan`; each also read from its ``H5SUBFILE_*`` environment
+    variable) applies to what this session writes; for reading, ``aggregators``,
+    ``buffer_size`` and ``transfer_size`` apply. The file can be read and appended to with
+    any number of ranks.
     """
 
     def __init__(
@@ -855,6 +1351,7 @@ class File(Group):
         subfiles: int | str | None = None,
         ranks_per_subfile: int | None = None,
         fsync: bool | None = None,
+        **plan_fields: Any,
     ):
         comm = MPI.COMM_WORLD if comm is None else comm
         path = os.fspath(path)
@@ -865,7 +1362,16 @@ class File(Group):
                 raise FileModeError(f"mode {mode!r} is not one of {', '.join(MODES)}")
             if mode != "r":
                 plan = Plan.parse(subfiles=subfiles, ranks_per_subfile=ranks_per_subfile,
-                                  fsync=fsync)
+                                  fsync=fsync, **plan_fields)
+            else:
+                ignored = sorted(k for k, v in dict(plan_fields, subfiles=subfiles,
+                                                    ranks_per_subfile=ranks_per_subfile,
+                                                    fsync=fsync).items()
+                                 if v is not None and k not in READ_FIELDS)
+                if ignored:
+                    raise PlanError(f"{', '.join(ignored)}: only apply when writing (mode 'r' "
+                                    f"takes {', '.join(READ_FIELDS)})")
+                plan = Plan.parse(**plan_fields).read_only()
         except H5SubfileError as exc:
             error = exc
         agree(comm, error)
@@ -876,10 +1382,12 @@ class File(Group):
         signature = ("open", state.path, mode, None if plan is None else plan.to_dict())
         scan = (lambda: open_for_reading(state.path)) if mode == "r" else (lambda: None)
         catalog = checked_collective(comm, "File(path, mode, ...)", signature, scan)
+        assert plan is not None
+        state.pool.transfer_size = plan.transfer_size
         if mode == "r":
             state.catalog = catalog
+            state.plan = plan
         else:
-            assert plan is not None
             nodes = node_of_ranks(comm) if plan.grouping == "node" else None
             grouping, error = None, None
             try:
@@ -898,14 +1406,15 @@ class File(Group):
             }
 
             def begin() -> tuple[Catalog, int, str]:
-                state.master = MasterWriter(state.path, mode, info)
+                state.master = MasterWriter(state.path, mode, info, plan.alignment)
                 return state.master.catalog, state.master.session.id, state.master.data_path
 
             state.catalog, state.session, state.data_path = root_only(comm, begin)
-        state.reader = BoxReader(state.path, state.data_path, state.stats)
+        state.reader = BoxReader(state.path, state.data_path, state.stats, plan.transfer_size)
         if state.master is not None:
             master = state.master
             state.reader.h5py_opener = lambda: master.h5
+            state.reader.writer_files[state.data_path] = master.h5
         else:
             state.reader.h5py_opener = lambda: open_shared_read(state.data_path)
         if comm.rank == 0:
@@ -982,6 +1491,7 @@ class File(Group):
             if plan.fsync:
                 state.pool.sync_all()
             state.pool.close_all()
+            state.release()
             if state.subfile is not None:
                 state.subfile.close(fsync=plan.fsync)
         except Exception as exc:  # noqa: BLE001 - agreed below
@@ -1006,7 +1516,8 @@ class File(Group):
         """Close this rank's handles without publishing anything (no communication)."""
         state = self._state
         state.closed = True
-        for closer in (state.pool.close_all, state.reader.close):
+        state._group_comm = None  # not freed: freeing is collective, and other ranks are elsewhere
+        for closer in (state.pool.close_all, state.reader.close, state.release):
             try:
                 closer()
             except Exception:  # noqa: BLE001 - best effort
@@ -1042,7 +1553,7 @@ def _commit(state: _State, unwritten: list[list[str]]) -> str | None:
     for path in missing:
         info = state.catalog.nodes[path]
         assert info.layout is not None
-        info.layout = DatasetLayout(info.layout.session, info.layout.extents, complete=False)
+        info.layout = dataclasses.replace(info.layout, complete=False)
         state.master.write_layout(path, info.layout)
     subfiles = sorted({
         e.file

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .errors import PlanError
+from .units import parse_size
 
 GROUPING_KEYWORDS = ("node", "rank")
 
@@ -68,6 +69,55 @@ def parse_bool(name: str) -> Callable[[Any], bool | None]:
     return parse
 
 
+def parse_bytes(name: str, power_of_two: bool = False) -> Callable[[Any], int | None]:
+    """A byte size (``1048576``, ``"1m"``, ``"4MiB"``; IOR's binary suffixes); 0 or "off" is None."""
+
+    def parse(value: Any) -> int | None:
+        if value is None or value == "" or str(value).strip().lower() in ("off", "none"):
+            return None
+        if isinstance(value, bool):
+            raise PlanError(f"{name}={value!r}: expected a size in bytes (e.g. 1048576 or 1m)")
+        try:
+            number = parse_size(value)
+        except ValueError as exc:
+            raise PlanError(f"{name}={value!r}: {exc}") from None
+        if number == 0:
+            return None
+        if power_of_two and number & (number - 1):
+            raise PlanError(f"{name}={value!r}: must be a power of two (e.g. 4096, 1m, 4m)")
+        return number
+
+    return parse
+
+
+def parse_aggregators(value: Any) -> int | None:
+    """``aggregators``: a positive int (writers per subfile), or 0/"direct"/None (every rank
+    writes its own bytes)."""
+    if value is None or value == "" or str(value).strip().lower() in ("direct", "0", "off", "none"):
+        return None
+    return parse_positive_int("aggregators")(value)
+
+
+def parse_compression(value: Any) -> str | None:
+    """The default filter of new datasets: ``"name"`` or ``"name:level"`` ("none" is None).
+
+    The name is checked against the known filters when a dataset is created (io/filters.py,
+    which knows hdf5plugin); here only the form is checked, so that the plan stays pure.
+    """
+    if value is None or value == "" or value is False:
+        return None
+    text = str(value).strip().lower()
+    if text in ("none", "off", "false", "0"):
+        return None
+    name, _, level = text.partition(":")
+    if not name or not name.replace("_", "").isalnum() or (level and not level.lstrip("-").isdigit()):
+        raise PlanError(
+            f"compression={value!r}: expected a filter name with an optional level, such as "
+            "'gzip', 'gzip:6', 'zstd:3', 'lz4', 'blosc', 'blosc2', 'bitshuffle', 'lzf'"
+        )
+    return text
+
+
 @dataclass(frozen=True)
 class PlanField:
     """One tunable: its name, CLI flag, environment variable, help and parser."""
@@ -76,6 +126,7 @@ class PlanField:
     env: str
     help: str
     parse: Callable[[Any], Any]
+    switch: bool = False  # a CLI flag without a value (--fsync)
 
     @property
     def flag(self) -> str:
@@ -101,8 +152,62 @@ PLAN_FIELDS: tuple[PlanField, ...] = (
         "H5SUBFILE_FSYNC",
         "fsync every file written before the master is committed (durable against power loss)",
         parse_bool("fsync"),
+        switch=True,
+    ),
+    PlanField(
+        "compression",
+        "H5SUBFILE_COMPRESSION",
+        "default filter of new datasets: gzip, lzf, zstd, lz4, blosc, blosc2, bitshuffle, with an "
+        "optional level (gzip:6, zstd:3); compressed datasets are chunked (default none)",
+        parse_compression,
+    ),
+    PlanField(
+        "shuffle",
+        "H5SUBFILE_SHUFFLE",
+        "byte-shuffle before the default compression (HDF5's shuffle filter)",
+        parse_bool("shuffle"),
+        switch=True,
+    ),
+    PlanField(
+        "chunk_size",
+        "H5SUBFILE_CHUNK_SIZE",
+        "target bytes per chunk when the plan picks chunk shapes (default 1m)",
+        parse_bytes("chunk_size"),
+    ),
+    PlanField(
+        "aggregators",
+        "H5SUBFILE_AGGREGATORS",
+        "ranks per subfile that write (two-phase I/O: the others send them their data); "
+        "'direct' (the default): every rank writes its own bytes",
+        parse_aggregators,
+    ),
+    PlanField(
+        "buffer_size",
+        "H5SUBFILE_BUFFER_SIZE",
+        "bytes an aggregator collects before it writes (bounds its memory; default 16m)",
+        parse_bytes("buffer_size"),
+    ),
+    PlanField(
+        "alignment",
+        "H5SUBFILE_ALIGNMENT",
+        "every dataset's data (and chunk) in a subfile starts at a multiple of this many bytes, "
+        "a power of two (H5Pset_alignment; default off; use the stripe size on Lustre/GPFS)",
+        parse_bytes("alignment", power_of_two=True),
+    ),
+    PlanField(
+        "transfer_size",
+        "H5SUBFILE_TRANSFER_SIZE",
+        "the largest single write or read a rank issues (default: no limit below 1 GiB)",
+        parse_bytes("transfer_size"),
     ),
 )
+
+#: Plan fields that also apply when a file is opened for reading.
+READ_FIELDS = ("aggregators", "buffer_size", "transfer_size")
+
+DEFAULT_CHUNK_SIZE = 1 << 20
+DEFAULT_BUFFER_SIZE = 16 << 20
+MIN_BUFFER_SIZE = 4096
 
 
 @dataclass(frozen=True)
@@ -119,17 +224,40 @@ class Plan:
         k ranks per subfile (the paper's subfiling factor); exclusive with ``subfiles``.
     fsync
         fsync every written file before the master is committed.
+    compression, shuffle, chunk_size
+        The default storage of new datasets: a filter ``"name[:level]"`` (None: contiguous),
+        HDF5's shuffle before it, and the target chunk size when the plan picks chunk shapes.
+        ``create_dataset(..., compression=...)`` overrides them per dataset.
+    aggregators, buffer_size
+        Two-phase I/O: ``aggregators`` ranks per subfile write (None: every rank writes its own
+        bytes), each collecting at most ``buffer_size`` bytes before it writes.
+    alignment
+        Start every dataset's data in a subfile at a multiple of this many bytes (power of two).
+    transfer_size
+        The largest single write or read a rank issues (None: up to 1 GiB per system call).
     """
 
     subfiles: int | str | None = None
     ranks_per_subfile: int | None = None
     fsync: bool = False
+    compression: str | None = None
+    shuffle: bool = False
+    chunk_size: int | None = None
+    aggregators: int | None = None
+    buffer_size: int | None = None
+    alignment: int | None = None
+    transfer_size: int | None = None
 
     def __post_init__(self) -> None:
         if self.subfiles is not None and self.ranks_per_subfile is not None:
             raise PlanError(
                 f"give either subfiles={self.subfiles!r} or ranks_per_subfile="
                 f"{self.ranks_per_subfile!r}, not both"
+            )
+        if self.buffer_size is not None and self.buffer_size < MIN_BUFFER_SIZE:
+            raise PlanError(
+                f"buffer_size={self.buffer_size}: an aggregator's buffer must hold at least "
+                f"{MIN_BUFFER_SIZE} bytes"
             )
 
     @classmethod
@@ -150,6 +278,18 @@ class Plan:
             if value is not None:
                 parsed[field.name] = value
         return cls(**parsed)
+
+    @property
+    def chunk_bytes(self) -> int:
+        return self.chunk_size or DEFAULT_CHUNK_SIZE
+
+    @property
+    def buffer_bytes(self) -> int:
+        return self.buffer_size or DEFAULT_BUFFER_SIZE
+
+    def read_only(self) -> Plan:
+        """The fields that matter when reading (the others reset to their defaults)."""
+        return Plan(**{name: getattr(self, name) for name in READ_FIELDS})
 
     @property
     def grouping(self) -> int | str:

@@ -11,41 +11,42 @@ import numpy as np
 from .. import errors
 from ..layout.blocks import Block
 from ..layout.names import resolve_inside
-from ..layout.record import DatasetLayout
+from ..layout.record import DatasetLayout, StoredExtent
 from ..layout.runs import paired_runs
-from .posix import FilePool, IOStats, RawFile, as_bytes
+from .filters import load_plugins
+from .h5 import open_shared_read
+from .posix import FilePool, IOStats, Piece, RawFile, as_bytes
 
 
 def _relative(start: tuple[int, ...], origin: tuple[int, ...]) -> tuple[int, ...]:
     return tuple(s - o for s, o in zip(start, origin))
 
 
-def write_box(
-    target: RawFile,
-    data_offset: int,
-    extent: Block,
-    block: Block,
-    data: np.ndarray,
-) -> None:
-    """Write ``data`` (C-contiguous, shape ``block.count``) into the extent stored at ``data_offset``.
-
-    A block that is one contiguous range of the extent (always, for subfile extents) is one
-    positioned write straight from the numpy buffer.
-    """
+def box_pieces(data_offset: int, extent: Block, block: Block, data: np.ndarray) -> list[Piece]:
+    """The (file offset, bytes) pieces that put ``data`` (C-contiguous, shape ``block.count``)
+    into the extent stored at ``data_offset``: one piece, straight from the numpy buffer, when
+    the block is one contiguous range of the extent (always so for subfile extents)."""
     itemsize = data.dtype.itemsize
     raw = as_bytes(data)
     if block.count[1:] == extent.count[1:]:  # one contiguous run (always so in subfiles)
         row = math.prod(block.count[1:]) if len(block.count) > 1 else 1
-        target.pwrite(raw, data_offset + (block.start[0] - extent.start[0]) * row * itemsize)
-        return
+        return [(data_offset + (block.start[0] - extent.start[0]) * row * itemsize, raw)]
     file_runs, data_runs, run = paired_runs(
         block.count, extent.count, _relative(block.start, extent.start), block.count,
         (0,) * len(block.count),
     )
     nbytes = run * itemsize
-    for file_at, data_at in zip(file_runs.tolist(), data_runs.tolist()):
-        target.pwrite(raw[data_at * itemsize : data_at * itemsize + nbytes],
-                      data_offset + file_at * itemsize)
+    return [
+        (data_offset + file_at * itemsize, raw[data_at * itemsize : data_at * itemsize + nbytes])
+        for file_at, data_at in zip(file_runs.tolist(), data_runs.tolist())
+    ]
+
+
+def write_box(
+    target: RawFile, data_offset: int, extent: Block, block: Block, data: np.ndarray
+) -> None:
+    """Write ``data`` (shape ``block.count``) into the extent stored at ``data_offset``."""
+    target.write_pieces(box_pieces(data_offset, extent, block, data))
 
 
 #: Describes why a dataset cannot be read: (error class name, message), raised at read time.
@@ -66,15 +67,19 @@ class BoxReader:
     while a write session is open).
     """
 
-    def __init__(self, master_path: str, master_data_path: str, stats: IOStats):
+    def __init__(self, master_path: str, master_data_path: str, stats: IOStats,
+                 transfer_size: int | None = None):
         self.master_path = master_path
         self.master_data_path = master_data_path
-        self.pool = FilePool(writable=False, stats=stats)
+        self.pool = FilePool(writable=False, stats=stats, transfer_size=transfer_size)
         self._resolved: dict[str, str] = {}
         self._h5: h5py.File | None = None
         self.h5py_opener: Callable[[], h5py.File] = lambda: h5py.File(self.master_data_path, "r")
+        #: h5py files this process has open for writing (a leader's subfile), by path.
+        self.writer_files: dict[str, h5py.File] = {}
+        self._sources: dict[str, h5py.File] = {}
 
-    def _file(self, relpath: str) -> RawFile:
+    def path_of(self, relpath: str) -> str:
         path = self._resolved.get(relpath)
         if path is None:
             path = (
@@ -83,33 +88,33 @@ class BoxReader:
                 else resolve_inside(self.master_path, relpath)
             )
             self._resolved[relpath] = path
-        return self.pool.get(path)
+        return path
 
-    def read_direct(
-        self, layout: DatasetLayout, dtype: np.dtype, box: Block, out: np.ndarray | None = None
-    ) -> np.ndarray:
-        """Read ``box`` from the extents of ``layout``; unmapped parts read as zeros (fill).
+    def _file(self, relpath: str) -> RawFile:
+        return self.pool.get(self.path_of(relpath))
 
-        ``out`` (C-contiguous, shape ``box.count``, ``dtype``) receives the data without an
-        extra allocation.
-        """
-        commons = [(e, box.intersect(e.block)) for e in layout.extents]
-        commons = [(e, c) for e, c in commons if c is not None]
-        if out is None:
-            out = np.zeros(box.count, dtype=dtype)
-        elif sum(c.size for _, c in commons) < out.size:
-            out.fill(0)
-        if out.size == 0:
-            return out
-        raw = as_bytes(out)
-        itemsize = dtype.itemsize
-        for extent, common in commons:
-            source = self._file(extent.file)
+    def plan(
+        self, layout: DatasetLayout, itemsize: int, box: Block, out: memoryview
+    ) -> tuple[dict[str, list[Piece]], list[tuple[StoredExtent, Block]], bool]:
+        """How to read ``box`` into ``out`` (its C-order bytes): byte pieces per file, the
+        chunked extents (read through HDF5), and whether the extents cover the whole box."""
+        pieces: dict[str, list[Piece]] = {}
+        chunked: list[tuple[StoredExtent, Block]] = []
+        covered = 0
+        for extent in layout.extents:
+            common = box.intersect(extent.block)
+            if common is None:
+                continue
+            covered += common.size
+            if extent.chunks:
+                chunked.append((extent, common))
+                continue
+            into = pieces.setdefault(self.path_of(extent.file), [])
             if common.count[1:] == extent.shape[1:] == box.count[1:]:  # one contiguous run
                 row = math.prod(box.count[1:]) * itemsize
                 at = (common.start[0] - box.start[0]) * row
-                source.pread_into(raw[at : at + common.count[0] * row],
-                                  extent.offset + (common.start[0] - extent.start[0]) * row)
+                into.append((extent.offset + (common.start[0] - extent.start[0]) * row,
+                             out[at : at + common.count[0] * row]))
                 continue
             file_runs, out_runs, run = paired_runs(
                 common.count,
@@ -119,12 +124,61 @@ class BoxReader:
                 _relative(common.start, box.start),
             )
             nbytes = run * itemsize
-            for file_at, out_at in zip(file_runs.tolist(), out_runs.tolist()):
-                source.pread_into(
-                    raw[out_at * itemsize : out_at * itemsize + nbytes],
-                    extent.offset + file_at * itemsize,
-                )
+            into.extend(
+                (extent.offset + file_at * itemsize, out[out_at * itemsize : out_at * itemsize + nbytes])
+                for file_at, out_at in zip(file_runs.tolist(), out_runs.tolist())
+            )
+        return pieces, chunked, covered >= box.size
+
+    def read_direct(
+        self, layout: DatasetLayout, dtype: np.dtype, box: Block, out: np.ndarray | None = None
+    ) -> np.ndarray:
+        """Read ``box`` from the extents of ``layout``; unmapped parts read as zeros (fill).
+
+        ``out`` (C-contiguous, shape ``box.count``, ``dtype``) receives the data without an
+        extra allocation.
+        """
+        if out is None:
+            out = np.empty(box.count, dtype=dtype)
+        if out.size == 0:
+            return out
+        pieces, chunked, complete = self.plan(layout, dtype.itemsize, box, as_bytes(out))
+        if not complete:
+            out.reshape(-1).view(np.uint8).fill(0)  # zero bytes (fill(0) writes "0" into strings)
+        for path, file_pieces in pieces.items():
+            self.pool.get(path).read_pieces(file_pieces)
+        self.read_chunked(chunked, box, out)
         return out
+
+    def read_chunked(
+        self, chunked: list[tuple[StoredExtent, Block]], box: Block, out: np.ndarray
+    ) -> None:
+        """Read the parts of ``box`` held by chunked extents; HDF5 decompresses them here."""
+        for extent, common in chunked:
+            source = self.source_dataset(extent)
+            local = Block(_relative(common.start, extent.start), common.count)
+            within = Block(_relative(common.start, box.start), common.count)
+            source.read_direct(out, source_sel=local.slices, dest_sel=within.slices)
+
+    def source_dataset(self, extent: StoredExtent) -> h5py.Dataset:
+        """The HDF5 dataset holding a chunked extent (plugins loaded, so any filter decodes)."""
+        load_plugins()
+        if extent.file in ("", "."):
+            return self.h5py_dataset(extent.dataset)
+        path = self.path_of(extent.file)
+        h5 = self.writer_files.get(path) or self._sources.get(path)
+        if h5 is None:
+            h5 = self._sources[path] = open_shared_read(path)
+        return h5[extent.dataset]
+
+    def forget_sources(self) -> None:
+        """Drop the h5py handles opened for reading (another process wrote to those files)."""
+        sources, self._sources = self._sources, {}
+        for h5 in sources.values():
+            h5.close()
+        if self._h5 is not None and not any(self._h5 is w for w in self.writer_files.values()):
+            self._h5.close()
+            self._h5 = None
 
     def h5py_dataset(self, path: str) -> h5py.Dataset:
         if self._h5 is None:
@@ -139,6 +193,7 @@ class BoxReader:
 
     def close(self) -> None:
         self.pool.close_all()
+        self.forget_sources()
         if self._h5 is not None:
             self._h5.close()
             self._h5 = None

@@ -23,11 +23,36 @@ def open_shared_read(path: str) -> h5py.File:
     return h5py.File(path, "r")
 
 
-def create_file(path: str) -> h5py.File:
-    """Create (truncate) an HDF5 file with our version bounds, through the low-level API."""
+#: Metadata block size of subfiles: room for many object headers, so that the raw data of
+#: consecutive datasets ends up adjacent (a rank's pieces then coalesce into one write).
+SUBFILE_META_BLOCK = 64 * 1024
+
+
+def create_file(path: str, alignment: int | None = None, meta_block_size: int | None = None
+                ) -> h5py.File:
+    """Create (truncate) an HDF5 file with our version bounds, through the low-level API.
+
+    ``alignment``: every object of at least one byte (so every dataset's data and every chunk)
+    starts at a multiple of it (H5Pset_alignment with threshold 1).
+    """
     fapl = h5py.h5p.create(h5py.h5p.FILE_ACCESS)
     fapl.set_libver_bounds(h5py.h5f.LIBVER_V18, h5py.h5f.LIBVER_V110)
+    if alignment:
+        fapl.set_alignment(1, alignment)
+    if meta_block_size:
+        fapl.set_meta_block_size(meta_block_size)
     return h5py.File(h5py.h5f.create(path.encode(), h5py.h5f.ACC_TRUNC, fapl=fapl))
+
+
+def create_chunked_dataset(
+    groups: Groups, path: str, shape: tuple[int, ...], dtype: np.dtype, chunks: tuple[int, ...],
+    filters: dict[str, Any],
+) -> h5py.Dataset:
+    """Create a chunked dataset with h5py's filter arguments (``FilterSpec.h5py_kwargs()``);
+    its chunks are then written whole with ``write_direct_chunk``."""
+    return groups.parent_of(path).create_dataset(
+        posixpath.basename(path), shape=shape, dtype=dtype, chunks=chunks, **filters
+    )
 
 
 def write_text_attr(obj: Any, name: str, text: str) -> None:

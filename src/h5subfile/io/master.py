@@ -32,9 +32,11 @@ from ..layout.record import (
     is_reserved,
 )
 from .boxes import Problem
+from .filters import FilterSpec
 from .h5 import (
     LIBVER,
     Groups,
+    create_chunked_dataset,
     create_early_dataset,
     create_file,
     create_virtual_dataset,
@@ -90,10 +92,16 @@ def describe_storage(layout: DatasetLayout) -> str:
     """How a dataset written by h5subfile is stored, in a few words (for ``info``)."""
     if not layout.extents:
         return "unwritten (fill values)"
-    if all(e.file == "" for e in layout.extents):
-        return "contiguous in the master"
     files = {e.file for e in layout.extents}
-    return f"virtual: {len(layout.extents)} extent(s) in {len(files)} subfile(s)"
+    if all(e.file == "" for e in layout.extents):
+        where = "in the master"
+    else:
+        where = f"virtual: {len(layout.extents)} extent(s) in {len(files)} subfile(s)"
+    if not layout.chunks:
+        return where if where != "in the master" else "contiguous in the master"
+    aligned = "aligned to rank blocks" if layout.chunks_aligned else "straddling rank blocks"
+    return (f"{where}, chunks {layout.chunks} ({aligned}), "
+            f"{FilterSpec.from_dict(layout.filters).describe()}")
 
 
 def _user_attrs(obj: h5py.HLObject) -> dict[str, Any]:
@@ -137,6 +145,8 @@ class _SizeCheck:
                     f"subfile {extent.file} of dataset {dataset} is missing ({path}); the data "
                     "it holds cannot be read (a VDS reader would silently return fill values)",
                 )
+            if extent.chunks:
+                continue  # chunks are wherever HDF5 put them; HDF5 checks them when reading
             end = extent.offset + extent.nbytes(itemsize)
             if size < end:
                 return (
@@ -272,7 +282,8 @@ class MasterWriter:
     and the datasets of the unfinished session refuse to be read).
     """
 
-    def __init__(self, path: str, mode: str, session_info: dict[str, Any]):
+    def __init__(self, path: str, mode: str, session_info: dict[str, Any],
+                 alignment: int | None = None):
         self.path = os.path.abspath(path)
         self.partial = partial_path(self.path)
         self.folder = subfile_folder(self.path)
@@ -287,7 +298,7 @@ class MasterWriter:
             if exists:
                 os.remove(self.path)
             remove_subfiles(self.folder)
-            self.h5 = create_file(self.partial)
+            self.h5 = create_file(self.partial, alignment)
             self.commit_mode = "replace"
             self.data_path = self.partial
             self.catalog = Catalog({"/": NodeInfo("group")}, FileRecord())
@@ -300,7 +311,9 @@ class MasterWriter:
                 self.commit_mode, self.data_path = "replace", self.partial
             else:
                 self.commit_mode, self.data_path = "in-place", self.path
-            self.h5 = h5py.File(self.data_path, "r+", libver=LIBVER)
+            aligned = {} if not alignment else dict(alignment_threshold=1,
+                                                    alignment_interval=alignment)
+            self.h5 = h5py.File(self.data_path, "r+", libver=LIBVER, **aligned)
             self.catalog = scan(self.h5, self.path, self.data_path)
         self.groups = Groups(self.h5)
         record = self.catalog.record
@@ -341,6 +354,11 @@ class MasterWriter:
     def create_in_master(self, path: str, shape: tuple[int, ...], dtype: np.dtype) -> int:
         """A conventional contiguous dataset in the master (single-group sessions)."""
         return create_early_dataset(self.groups, path, shape, dtype)
+
+    def create_chunked(self, path: str, shape: tuple[int, ...], dtype: np.dtype,
+                       chunks: tuple[int, ...], filters: dict[str, Any]) -> h5py.Dataset:
+        """A conventional chunked dataset in the master (single-group sessions)."""
+        return create_chunked_dataset(self.groups, path, shape, dtype, chunks, filters)
 
     def create_unwritten(self, path: str, shape: tuple[int, ...], dtype: np.dtype) -> None:
         """A dataset no rank writes (zero-size, or all blocks empty): reads as fill values."""

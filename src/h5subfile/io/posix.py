@@ -17,6 +17,32 @@ from ..errors import MissingFileError, TruncatedFileError
 
 #: The largest number of bytes passed to one pread/pwrite system call.
 MAX_TRANSFER = 1 << 30
+#: The most buffers passed to one pwritev/preadv call (Linux's IOV_MAX is 1024).
+MAX_BUFFERS = 1024
+
+#: A piece of positioned I/O: (byte offset in the file, the bytes or the buffer to fill).
+Piece = tuple[int, memoryview]
+
+
+def coalesce(pieces: list[Piece], limit: int) -> list[tuple[int, list[memoryview]]]:
+    """Group pieces that are neighbours on disk into vectored calls of at most ``limit`` bytes
+    (and :data:`MAX_BUFFERS` buffers); a piece larger than ``limit`` is cut."""
+    calls: list[tuple[int, list[memoryview]]] = []
+    end, size = -1, 0
+    for offset, data in sorted(pieces, key=lambda piece: piece[0]):
+        done = 0
+        while done < len(data):
+            if offset + done == end and size < limit and len(calls[-1][1]) < MAX_BUFFERS:
+                take = min(len(data) - done, limit - size)
+                calls[-1][1].append(data[done : done + take])
+            else:
+                take = min(len(data) - done, limit)
+                calls.append((offset + done, [data[done : done + take]]))
+                size = 0
+            size += take
+            done += take
+            end = offset + done
+    return calls
 
 
 @dataclass
@@ -68,10 +94,12 @@ class RawFile:
     """
 
     def __init__(
-        self, path: str, writable: bool = False, stats: IOStats | None = None, create: bool = False
+        self, path: str, writable: bool = False, stats: IOStats | None = None, create: bool = False,
+        transfer_size: int | None = None,
     ):
         self.path = path
         self.stats = stats if stats is not None else IOStats()
+        self.transfer_size = min(transfer_size or MAX_TRANSFER, MAX_TRANSFER)
         flags = os.O_RDWR if writable else os.O_RDONLY
         if create:
             flags |= os.O_CREAT
@@ -81,34 +109,46 @@ class RawFile:
             raise MissingFileError(f"{path} does not exist") from None
 
     def pwrite(self, data: memoryview, offset: int) -> None:
-        """Write all of ``data`` at byte ``offset``."""
+        """Write all of ``data`` at byte ``offset`` (in calls of at most ``transfer_size``)."""
+        self.write_pieces([(offset, data)])
+
+    def write_pieces(self, pieces: list[Piece]) -> None:
+        """Write every (offset, bytes) piece; neighbours on disk go out in one vectored call."""
         assert self.fd is not None
         start = time.perf_counter()
-        done, total = 0, len(data)
-        while done < total:
-            written = os.pwrite(self.fd, data[done : done + MAX_TRANSFER], offset + done)
-            if written <= 0:
-                raise OSError(f"pwrite to {self.path} at offset {offset + done} wrote nothing")
-            done += written
-            self.stats.writes += 1
-        self.stats.bytes_written += total
+        for offset, buffers in coalesce(pieces, self.transfer_size):
+            total = sum(len(b) for b in buffers)
+            done = 0
+            while done < total:
+                written = os.pwritev(self.fd, _remaining(buffers, done), offset + done)
+                if written <= 0:
+                    raise OSError(f"pwrite to {self.path} at offset {offset + done} wrote nothing")
+                done += written
+                self.stats.writes += 1
+            self.stats.bytes_written += total
         self.stats.write_seconds += time.perf_counter() - start
 
     def pread_into(self, buffer: memoryview, offset: int) -> None:
         """Fill all of ``buffer`` from byte ``offset``; a short file raises TruncatedFileError."""
+        self.read_pieces([(offset, buffer)])
+
+    def read_pieces(self, pieces: list[Piece]) -> None:
+        """Fill every (offset, buffer) piece; neighbours on disk come in one vectored call."""
         assert self.fd is not None
         start = time.perf_counter()
-        done, total = 0, len(buffer)
-        while done < total:
-            got = os.preadv(self.fd, [buffer[done : done + MAX_TRANSFER]], offset + done)
-            if got <= 0:
-                raise TruncatedFileError(
-                    f"{self.path} ends at byte {offset + done} but data is expected up to byte "
-                    f"{offset + total}: the file is truncated"
-                )
-            done += got
-            self.stats.reads += 1
-        self.stats.bytes_read += total
+        for offset, buffers in coalesce(pieces, self.transfer_size):
+            total = sum(len(b) for b in buffers)
+            done = 0
+            while done < total:
+                got = os.preadv(self.fd, _remaining(buffers, done), offset + done)
+                if got <= 0:
+                    raise TruncatedFileError(
+                        f"{self.path} ends at byte {offset + done} but data is expected up to "
+                        f"byte {offset + total}: the file is truncated"
+                    )
+                done += got
+                self.stats.reads += 1
+            self.stats.bytes_read += total
         self.stats.read_seconds += time.perf_counter() - start
 
     def sync(self) -> None:
@@ -124,18 +164,34 @@ class RawFile:
             self.fd = None
 
 
+def _remaining(buffers: list[memoryview], done: int) -> list[memoryview]:
+    """The buffers after the first ``done`` bytes (after a short vectored call)."""
+    if done == 0:
+        return buffers
+    rest = []
+    for buffer in buffers:
+        if done >= len(buffer):
+            done -= len(buffer)
+            continue
+        rest.append(buffer[done:])
+        done = 0
+    return rest
+
+
 class FilePool:
     """Open :class:`RawFile` objects by path, opened on first use and closed together."""
 
-    def __init__(self, writable: bool, stats: IOStats):
+    def __init__(self, writable: bool, stats: IOStats, transfer_size: int | None = None):
         self.writable = writable
         self.stats = stats
+        self.transfer_size = transfer_size
         self._files: dict[str, RawFile] = {}
 
     def get(self, path: str) -> RawFile:
         handle = self._files.get(path)
         if handle is None:
-            handle = self._files[path] = RawFile(path, self.writable, self.stats)
+            handle = self._files[path] = RawFile(path, self.writable, self.stats,
+                                                 transfer_size=self.transfer_size)
         return handle
 
     def sync_all(self) -> None:

@@ -7,7 +7,13 @@ import os
 import h5py
 import numpy as np
 
-from .h5 import Groups, create_early_dataset, create_file
+from .h5 import (
+    SUBFILE_META_BLOCK,
+    Groups,
+    create_chunked_dataset,
+    create_early_dataset,
+    create_file,
+)
 from .posix import fsync_path
 
 
@@ -18,16 +24,26 @@ class SubfileWriter:
     group's ranks, which write their blocks there with positioned writes.
     """
 
-    def __init__(self, path: str):
+    def __init__(self, path: str, alignment: int | None = None):
         self.path = path
         os.makedirs(os.path.dirname(path), exist_ok=True)
-        self.h5: h5py.File | None = create_file(path)
+        self.h5: h5py.File | None = create_file(path, alignment, SUBFILE_META_BLOCK)
         self.groups = Groups(self.h5)
 
     def create(self, name: str, shape: tuple[int, ...], dtype: np.dtype) -> int:
         """Create source dataset ``name``; return its data's byte offset."""
         assert self.h5 is not None
         return create_early_dataset(self.groups, name, shape, dtype)
+
+    def create_chunked(self, name: str, shape: tuple[int, ...], dtype: np.dtype,
+                       chunks: tuple[int, ...], filters: dict) -> h5py.Dataset:
+        """Create chunked source dataset ``name`` (filled later with whole compressed chunks)."""
+        assert self.h5 is not None
+        return create_chunked_dataset(self.groups, name, shape, dtype, chunks, filters)
+
+    def flush(self) -> None:
+        if self.h5 is not None:
+            self.h5.flush()
 
     def close(self, fsync: bool = False) -> None:
         if self.h5 is None:

@@ -57,10 +57,29 @@ def _renumber(keys: Sequence[int]) -> tuple[int, ...]:
 
 
 def plan_groups(size: int, plan: Plan, node_of_rank: Sequence[int] | None = None) -> Grouping:
-    """Group ``size`` ranks as ``plan`` says.
+    """Group ``size`` ranks as ``plan`` says, and check that the plan's aggregator count fits.
 
     ``node_of_rank`` (any hashable node id per rank) is needed for ``subfiles="node"`` only.
     """
+    grouping = _group(size, plan, node_of_rank)
+    if plan.aggregators is not None:
+        smallest = min(len(m) for m in grouping.members)
+        if plan.aggregators > smallest:
+            raise PlanError(
+                f"aggregators={plan.aggregators} but a subfile of this grouping ({grouping.rule}) "
+                f"has only {smallest} rank(s): use 1 to {smallest} aggregators per subfile, or "
+                "'direct'"
+            )
+    return grouping
+
+
+def aggregators_of(members: Sequence[int], count: int) -> tuple[int, ...]:
+    """``count`` aggregators spread evenly over a group's ``members`` (the leader first)."""
+    count = max(1, min(count, len(members)))
+    return tuple(members[i * len(members) // count] for i in range(count))
+
+
+def _group(size: int, plan: Plan, node_of_rank: Sequence[int] | None) -> Grouping:
     if size < 1:
         raise PlanError(f"a communicator of size {size} has no ranks")
     if plan.ranks_per_subfile is not None:

@@ -18,7 +18,7 @@ from typing import Any
 from ..errors import CorruptFileError
 from .blocks import Block
 
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2  # 2: chunked and compressed extents
 ROOT_ATTR = "h5subfile"
 LAYOUT_ATTR = "h5subfile.layout"
 RESERVED_PREFIX = "h5subfile"
@@ -32,8 +32,9 @@ class StoredExtent:
     dataset: str
     start: tuple[int, ...]
     shape: tuple[int, ...]
-    offset: int
+    offset: int  # -1 for a chunked extent (its chunks are wherever HDF5 put them)
     ranks: tuple[int, ...] = ()
+    chunks: tuple[int, ...] = ()  # the source dataset's chunk shape; () if contiguous
 
     @property
     def block(self) -> Block:
@@ -50,6 +51,9 @@ class DatasetLayout:
     session: int
     extents: tuple[StoredExtent, ...]
     complete: bool = True
+    chunks: tuple[int, ...] = ()  # the dataset's chunk shape (each extent's, clipped to it)
+    chunks_aligned: bool = True  # no chunk straddles two ranks' blocks
+    filters: dict[str, Any] = field(default_factory=dict)  # io.filters.FilterSpec.to_dict()
 
     def to_json(self) -> str:
         data = asdict(self)
@@ -67,10 +71,18 @@ class DatasetLayout:
                     tuple(int(v) for v in e["shape"]),
                     int(e["offset"]),
                     tuple(int(v) for v in e.get("ranks", ())),
+                    tuple(int(v) for v in e.get("chunks", ())),
                 )
                 for e in data["extents"]
             )
-            return cls(int(data["session"]), extents, bool(data.get("complete", True)))
+            return cls(
+                int(data["session"]),
+                extents,
+                bool(data.get("complete", True)),
+                tuple(int(v) for v in data.get("chunks", ())),
+                bool(data.get("chunks_aligned", True)),
+                dict(data.get("filters") or {}),
+            )
         except (ValueError, KeyError, TypeError) as exc:
             raise CorruptFileError(f"damaged layout record of {where}: {exc}") from None
 
