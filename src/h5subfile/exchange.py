@@ -1,9 +1,10 @@
 """Two-phase I/O, executed: ranks send their bytes to aggregators, which write large pieces
 (and, for reads, aggregators read large pieces and scatter them). One ``Alltoallv`` per round.
 
-Memory, per round: an aggregator holds one receive buffer and one window buffer of at most
-``buffer_size`` bytes for each window it serves; a sender packs at most the bytes it sends in
-that round. The plan comes from :mod:`h5subfile.layout.twophase`, identical on every rank.
+Memory, per round: an aggregator holds a window buffer of at most ``buffer_size`` bytes for
+each window it serves, and a receive buffer for the other ranks' bytes of those windows (its own
+bytes go straight into the window), so at most 2 x ``buffer_size`` per window; a sender packs
+at most the bytes it sends in that round. The plan comes from :mod:`h5subfile.layout.twophase`, identical on every rank.
 """
 
 from __future__ import annotations
@@ -41,14 +42,20 @@ def write_two_phase(
         outgoing: list[list[memoryview]] = [[] for _ in range(size)]
         incoming = [0] * size
         mine = [w for w in windows if w.aggregator == me]
+        buffers = [np.empty(w.size, dtype=np.uint8) for w in mine]
         for window in windows:
             for piece in window.pieces:
-                if piece.rank == me:
-                    run = data[piece.run]
-                    outgoing[window.aggregator].append(
-                        run[piece.run_offset : piece.run_offset + piece.nbytes])
-                if window.aggregator == me:
-                    incoming[piece.rank] += piece.nbytes
+                if piece.rank != me:
+                    if window.aggregator == me:
+                        incoming[piece.rank] += piece.nbytes
+                    continue
+                part = data[piece.run][piece.run_offset : piece.run_offset + piece.nbytes]
+                if window.aggregator == me:  # own bytes: straight into the window
+                    buffer = buffers[mine.index(window)]
+                    buffer[piece.window_offset : piece.window_offset + piece.nbytes] = \
+                        np.frombuffer(part, dtype=np.uint8)
+                else:
+                    outgoing[window.aggregator].append(part)
         send_sizes = [sum(len(p) for p in parts) for parts in outgoing]
         send = np.empty(sum(send_sizes), dtype=np.uint8)
         at = 0
@@ -59,9 +66,7 @@ def write_two_phase(
         receive = np.empty(sum(incoming), dtype=np.uint8)
         comm.Alltoallv([send, _counts(send_sizes), MPI.BYTE],
                        [receive, _counts(incoming), MPI.BYTE])
-        if not mine:
-            continue
-        buffers = [np.empty(w.size, dtype=np.uint8) for w in mine]
+        del send
         cursor = _counts(incoming)[1]
         for source in range(size):
             if not incoming[source]:

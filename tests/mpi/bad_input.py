@@ -116,6 +116,62 @@ def subfiles_and_factor():
 
 
 @scenario
+def alignment_not_power_of_two():
+    hs.File(f"{folder}/other.h5", "w", alignment=3000)
+
+
+@scenario
+def too_many_aggregators():
+    hs.File(f"{folder}/other.h5", "w", subfiles=2, aggregators=3)
+
+
+@scenario
+def buffer_too_small():
+    hs.File(f"{folder}/other.h5", "w", aggregators=1, buffer_size=100)
+
+
+@scenario
+def bad_transfer_size():
+    hs.File(f"{folder}/other.h5", "w", transfer_size="fast")
+
+
+@scenario
+def write_only_field_when_reading():
+    hs.File(f"{folder}/nothing.h5", "r", alignment=4096)
+
+
+@scenario
+def unknown_compression():
+    f.write_dataset("uc", np.zeros(4), compression="zip")
+
+
+@scenario
+def bad_gzip_level():
+    f.write_dataset("bg", np.zeros(4), compression="gzip", compression_opts=12)
+
+
+@scenario
+def chunk_larger_than_shape():
+    f.create_dataset("cl", (6,), "f4", start=(2 * rank,), count=(2,), chunks=(8,))
+
+
+@scenario
+def chunked_scalar():
+    f.create_dataset("cs", (), "f4", compression="gzip")
+
+
+@scenario
+def mismatched_compression():
+    f.write_dataset("mc", np.zeros(4), compression="gzip" if rank else "lzf")
+
+
+@scenario
+def independent_write_to_chunked():
+    d = f.create_dataset("iw", (6,), "f4", start=(2 * rank,), count=(2,), compression="gzip")
+    d[2 * rank : 2 * rank + 1] = np.zeros(1, "f4")
+
+
+@scenario
 def mismatched_plan():
     hs.File(f"{folder}/other.h5", "w", subfiles=1 if rank else 2)
 

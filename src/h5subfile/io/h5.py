@@ -23,9 +23,9 @@ def open_shared_read(path: str) -> h5py.File:
     return h5py.File(path, "r")
 
 
-#: Metadata block size of subfiles: room for many object headers, so that the raw data of
+#: Metadata block size of our files: room for many object headers, so that the raw data of
 #: consecutive datasets ends up adjacent (a rank's pieces then coalesce into one write).
-SUBFILE_META_BLOCK = 64 * 1024
+META_BLOCK_SIZE = 64 * 1024
 
 
 def create_file(path: str, alignment: int | None = None, meta_block_size: int | None = None

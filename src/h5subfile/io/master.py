@@ -35,6 +35,7 @@ from .boxes import Problem
 from .filters import FilterSpec
 from .h5 import (
     LIBVER,
+    META_BLOCK_SIZE,
     Groups,
     create_chunked_dataset,
     create_early_dataset,
@@ -298,7 +299,7 @@ class MasterWriter:
             if exists:
                 os.remove(self.path)
             remove_subfiles(self.folder)
-            self.h5 = create_file(self.partial, alignment)
+            self.h5 = create_file(self.partial, alignment, META_BLOCK_SIZE)
             self.commit_mode = "replace"
             self.data_path = self.partial
             self.catalog = Catalog({"/": NodeInfo("group")}, FileRecord())

@@ -8,7 +8,7 @@ import h5py
 import numpy as np
 
 from .h5 import (
-    SUBFILE_META_BLOCK,
+    META_BLOCK_SIZE,
     Groups,
     create_chunked_dataset,
     create_early_dataset,
@@ -27,7 +27,7 @@ class SubfileWriter:
     def __init__(self, path: str, alignment: int | None = None):
         self.path = path
         os.makedirs(os.path.dirname(path), exist_ok=True)
-        self.h5: h5py.File | None = create_file(path, alignment, SUBFILE_META_BLOCK)
+        self.h5: h5py.File | None = create_file(path, alignment, META_BLOCK_SIZE)
         self.groups = Groups(self.h5)
 
     def create(self, name: str, shape: tuple[int, ...], dtype: np.dtype) -> int:
