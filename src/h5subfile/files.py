@@ -14,6 +14,7 @@ import dataclasses
 import hashlib
 import os
 import posixpath
+import time
 import warnings
 from collections.abc import Iterator, Mapping, MutableMapping, Sequence
 from dataclasses import dataclass, field
@@ -868,6 +869,7 @@ def _count_written(state: _State, path: str, target: _Target, box: Block) -> Non
 def _write_aggregated(state: _State, pieces: list[tuple[str, int, Piece]]) -> BaseException | None:
     """Collective two-phase write: the plan's aggregators of each subfile write its bytes."""
     assert state.plan is not None and state.grouping is not None
+    started, written = time.perf_counter(), state.stats.write_seconds
     local = [(file, group, offset, len(data)) for file, group, (offset, data) in pieces]
     gathered = state.comm.allgather(local)
     files = sorted({run[0] for rank_runs in gathered for run in rank_runs})
@@ -880,8 +882,11 @@ def _write_aggregated(state: _State, pieces: list[tuple[str, int, Piece]]) -> Ba
     runs: list[list[Run]] = [[(number[f], o, n) for f, _, o, n in rank_runs]
                              for rank_runs in gathered]
     rounds = plan_two_phase(runs, aggregators, state.plan.buffer_bytes)
-    return write_two_phase(state.comm, rounds, [data for _, _, (_, data) in pieces],
-                           lambda i: state.pool.get(files[i]))
+    error = write_two_phase(state.comm, rounds, [data for _, _, (_, data) in pieces],
+                            lambda i: state.pool.get(files[i]))
+    state.stats.exchange_seconds += time.perf_counter() - started - (
+        state.stats.write_seconds - written)
+    return error
 
 
 def _write_chunks(
@@ -892,6 +897,8 @@ def _write_chunks(
     ``buffer_size`` raw bytes per rank, to their group's leader, which writes them whole."""
     assert state.plan is not None
     comm = state.comm
+    stats = state.stats
+    started, busy = time.perf_counter(), stats.write_seconds + stats.compress_seconds
     error: BaseException | None = None
     local_blocks = [Block(tuple(b - e for b, e in zip(t.block.start, t.extent.start)),
                           t.block.count) for t, _, _, _ in items]
@@ -964,9 +971,11 @@ def _write_chunks(
                 if isinstance(chunks, str):
                     raise OSError(chunks)
                 for sink, offset, mask, data in chunks:
+                    t = time.perf_counter()
                     state.chunk_sinks[sink].id.write_direct_chunk(offset, data, mask)
-                    state.stats.writes += 1
-                    state.stats.bytes_written += len(data)
+                    stats.write_seconds += time.perf_counter() - t
+                    stats.writes += 1
+                    stats.bytes_written += len(data)
         except Exception as exc:  # noqa: BLE001 - agreed on every rank by the caller
             error = error or exc
     writer = state.subfile if state.subfile is not None else state.master
@@ -976,6 +985,8 @@ def _write_chunks(
         except Exception as exc:  # noqa: BLE001 - agreed on every rank by the caller
             error = error or exc
     state.reader.forget_sources()  # reopen files written by other processes when reading
+    stats.exchange_seconds += time.perf_counter() - started - (
+        stats.write_seconds + stats.compress_seconds - busy)
     return error
 
 
@@ -1011,7 +1022,9 @@ def _compress_chunk(
         for part_box, part in parts:
             chunk[_inside(part_box, box).slices] = part
     compressor = state.compressors.get(array.dtype, chunked.chunks, chunked.filters)
+    started = time.perf_counter()
     mask, data = compressor.compress(chunk)
+    state.stats.compress_seconds += time.perf_counter() - started
     return chunked.sink, box.start, mask, data
 
 
@@ -1315,6 +1328,7 @@ def _read_aggregated(state: _State, pieces: list[tuple[str, Piece]]) -> BaseExce
     """Collective two-phase read: ``aggregators`` ranks per file read, then scatter."""
     assert state.plan is not None
     comm = state.comm
+    started, read = time.perf_counter(), state.stats.read_seconds
     local = [(file, offset, len(buffer)) for file, (offset, buffer) in pieces]
     gathered = comm.allgather(local)
     files = sorted({run[0] for rank_runs in gathered for run in rank_runs})
@@ -1325,8 +1339,11 @@ def _read_aggregated(state: _State, pieces: list[tuple[str, Piece]]) -> BaseExce
     runs: list[list[Run]] = [[(number[f], o, n) for f, o, n in rank_runs]
                              for rank_runs in gathered]
     rounds = plan_two_phase(runs, aggregators, state.plan.buffer_bytes)
-    return read_two_phase(comm, rounds, [buffer for _, (_, buffer) in pieces],
-                          lambda i: state.reader.pool.get(files[i]))
+    error = read_two_phase(comm, rounds, [buffer for _, (_, buffer) in pieces],
+                           lambda i: state.reader.pool.get(files[i]))
+    state.stats.exchange_seconds += time.perf_counter() - started - (
+        state.stats.read_seconds - read)
+    return error
 
 
 class File(Group):

@@ -271,9 +271,11 @@ class Plan:
         parsed: dict[str, Any] = {}
         explicit_grouping = any(values.get(n) is not None for n in ("subfiles", "ranks_per_subfile"))
         for field in PLAN_FIELDS:
-            value = field.parse(values.get(field.name))
+            given = values.get(field.name)
+            value = field.parse(given)
             grouping_field = field.name in ("subfiles", "ranks_per_subfile")
-            if value is None and not (grouping_field and explicit_grouping):
+            # An argument given as "off"/"direct" (parsed to None) overrides the environment.
+            if value is None and given in (None, "") and not (grouping_field and explicit_grouping):
                 value = field.parse(env.get(field.env))
             if value is not None:
                 parsed[field.name] = value

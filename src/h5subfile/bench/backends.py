@@ -179,7 +179,8 @@ class H5SubfileBackend(_HDF5Layout):
     """h5subfile: ``hdf5`` writes one conventional shared file, ``subfile`` uses subfiling.
 
     Transfers are independent positioned writes (``dset[a:b] = words``) and direct reads
-    (``read_direct``); -c changes nothing (h5subfile never needs collective data transfers).
+    (``read_direct``); with -c they are collective (``with dset.collective:``), served by the
+    plan's aggregators (two-phase I/O) when it has any.
     """
 
     name = "subfile"
@@ -194,9 +195,18 @@ class H5SubfileBackend(_HDF5Layout):
         from .. import files  # noqa: F401 - imports h5py and the library outside the timing
 
     def plan(self) -> dict[str, Any]:
+        storage = {k: v for k, v in self.options.plan.items() if v is not None}
+        if self.options.alignment:
+            storage["alignment"] = self.options.alignment
         if self.options.api == "hdf5":
-            return {"subfiles": 1}
-        return {"subfiles": self.options.subfiles, "ranks_per_subfile": self.options.ranks_per_subfile}
+            return {"subfiles": 1, **storage}
+        return {"subfiles": self.options.subfiles,
+                "ranks_per_subfile": self.options.ranks_per_subfile, **storage}
+
+    def read_plan(self) -> dict[str, Any]:
+        from ..plan import READ_FIELDS
+
+        return {k: v for k, v in self.plan().items() if k in READ_FIELDS}
 
     def open(self, writing: bool, source_rank: int) -> None:
         from ..files import File
@@ -214,17 +224,24 @@ class H5SubfileBackend(_HDF5Layout):
             }
             self.datasets = self.file.create_datasets(specs)
         else:
-            self.file = File(self.path(source_rank), "r", comm=self.file_comm)
+            self.file = File(self.path(source_rank), "r", comm=self.file_comm, **self.read_plan())
             self.datasets = [self.file[name] for name in self.names()]
 
     def transfer(self, writing: bool, segment: int, within: int, words: np.ndarray) -> None:
         owner = self.rank if writing else self.source
         first = self.block_start(owner) + within // 8
         region = slice(first, first + words.size)
-        if writing:
-            self.datasets[segment][region] = words
+        dataset = self.datasets[segment]
+        if self.options.collective:
+            with dataset.collective:
+                if writing:
+                    dataset[region] = words
+                else:
+                    words[...] = dataset[region]
+        elif writing:
+            dataset[region] = words
         else:
-            self.datasets[segment].read_direct(words, region)
+            dataset.read_direct(words, region)
 
     def close(self) -> None:
         self.file.close()

@@ -48,6 +48,8 @@ class BenchOptions:
     coll_metadata: bool = False
     alignment: int = 0
     no_fill: bool = False
+    #: subfile API: the other plan fields (aggregators, buffer_size, transfer_size, ...)
+    plan: Mapping[str, Any] = field(default_factory=dict)
     extra: Mapping[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:

@@ -6,7 +6,7 @@ import argparse
 from typing import Any
 
 from ..units import parse_count
-from .common import print_json
+from .common import add_plan_flags, plan_arguments, print_json
 
 
 def add_parser(verbs: Any) -> None:
@@ -32,6 +32,9 @@ def add_parser(verbs: Any) -> None:
                         help="check every value read against what 'h5subfile vpic' wrote")
     parser.add_argument("--json", action="store_true", help="print the metrics as JSON")
     parser.add_argument("--quiet", action="store_true", help="no progress lines")
+    from ..plan import READ_FIELDS
+
+    add_plan_flags(parser, only=READ_FIELDS)
     parser.set_defaults(run=run)
 
 
@@ -46,7 +49,7 @@ def run(args: argparse.Namespace) -> int:
     pattern = Pattern(args.pattern, args.count, args.start, args.stride, args.block, args.blocks,
                       args.fraction, args.seed)
     metrics = run_bdcats(args.file, pattern, comm, verify=args.verify,
-                         progress=not (args.quiet or args.json))
+                         progress=not (args.quiet or args.json), **plan_arguments(args))
     if comm.rank == 0:
         if args.json:
             data = metrics.as_dict()

@@ -8,6 +8,10 @@ import sys
 from typing import Any
 
 from ..units import parse_size
+from .common import add_plan_flags, plan_arguments
+
+#: Plan fields with bench flags of their own (-e is fsync; --alignment also serves phdf5).
+OWN_FLAGS = ("subfiles", "ranks_per_subfile", "fsync", "alignment")
 
 
 def add_parser(verbs: Any) -> None:
@@ -48,8 +52,9 @@ def add_parser(verbs: Any) -> None:
     parser.add_argument("--coll-metadata", action="store_true",
                         help="phdf5: collective metadata reads and writes")
     parser.add_argument("--alignment", type=parse_size, default=0,
-                        help="phdf5: H5Pset_alignment of every object (bytes)")
+                        help="phdf5, hdf5, subfile: H5Pset_alignment of every object (bytes)")
     parser.add_argument("--no-fill", action="store_true", help="phdf5: never write fill values")
+    add_plan_flags(parser, skip=OWN_FLAGS)
     parser.add_argument("--json", metavar="PATH",
                         help="write results as JSON to PATH ('-': print JSON instead of text)")
     parser.add_argument("--csv", metavar="PATH", help="write results as CSV to PATH ('-': print)")
@@ -75,6 +80,7 @@ def options_from(args: argparse.Namespace) -> Any:
         check_read=args.check_read, hints=parse_hints(args.hint),
         subfiles=parse_subfiles(args.subfiles), ranks_per_subfile=args.ranks_per_subfile,
         coll_metadata=args.coll_metadata, alignment=args.alignment, no_fill=args.no_fill,
+        plan={k: v for k, v in plan_arguments(args).items() if k not in OWN_FLAGS},
     )
 
 
@@ -99,7 +105,10 @@ def details_for(options: Any, comm: Any, nodes: tuple[int, ...]) -> dict[str, An
     if options.api in ("hdf5", "subfile"):
         grouping = ({"subfiles": 1} if options.api == "hdf5" else
                     {"subfiles": options.subfiles, "ranks_per_subfile": options.ranks_per_subfile})
-        plan = Plan.parse(fsync=options.fsync, **grouping)
+        storage = {k: v for k, v in options.plan.items() if v is not None}
+        if options.alignment:
+            storage["alignment"] = options.alignment
+        plan = Plan.parse(fsync=options.fsync, **grouping, **storage)
         size = 1 if options.file_per_proc else comm.size
         details["plan"] = plan.to_dict()
         details["grouping"] = plan_groups(size, plan, nodes[:size]).describe()

@@ -77,6 +77,11 @@ def _ranks(ranks: list[int]) -> str:
     return ",".join(map(str, ranks[:8])) + (",..." if len(ranks) > 8 else "")
 
 
+def _set_fields(plan: dict[str, Any]) -> dict[str, Any]:
+    """The plan fields that were set (defaults left out)."""
+    return {k: v for k, v in plan.items() if v not in (None, False)}
+
+
 def render(info: dict[str, Any]) -> str:
     lines = [f"{info['file']}: master {format_bytes(info['master_bytes'])}, "
              f"{len(info['datasets'])} dataset(s), {format_bytes(info['data_bytes'])} of data"]
@@ -86,7 +91,7 @@ def render(info: dict[str, Any]) -> str:
         state = f"closed {s['closed']}" if s["closed"] else "NOT FINISHED"
         lines.append(
             f"session {s['id']}: mode {s['mode']!r}, {s['ranks']} rank(s), {s['grouping']}, "
-            f"plan {s['plan']}, h5subfile {s['version']}, started {s['started']}, {state}"
+            f"plan {_set_fields(s['plan'])}, h5subfile {s['version']}, started {s['started']}, {state}"
         )
     lines.append("datasets:")
     width = max((len(d["name"]) for d in info["datasets"]), default=4)

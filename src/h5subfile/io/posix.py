@@ -57,6 +57,19 @@ class IOStats:
     read_seconds: float = 0.0
     syncs: int = 0
     sync_seconds: float = 0.0
+    #: time compressing chunks (and decompressing them when reading, inside HDF5)
+    compress_seconds: float = 0.0
+    #: time moving data between ranks (two-phase I/O, chunk parts, compressed chunks)
+    exchange_seconds: float = 0.0
+
+    @property
+    def data_write_seconds(self) -> float:
+        """Everything the data path of a write took: writes, compression, exchanges."""
+        return self.write_seconds + self.compress_seconds + self.exchange_seconds
+
+    @property
+    def data_read_seconds(self) -> float:
+        return self.read_seconds + self.compress_seconds + self.exchange_seconds
 
     def as_dict(self) -> dict[str, float]:
         return {f.name: getattr(self, f.name) for f in fields(self)}

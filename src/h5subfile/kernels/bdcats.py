@@ -18,6 +18,7 @@ import re
 import sys
 import time
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 from mpi4py import MPI
@@ -84,15 +85,20 @@ def run_bdcats(
     comm: MPI.Comm | None = None,
     verify: bool = False,
     progress: bool = False,
+    **plan: Any,
 ) -> Metrics:
-    """Collective: read ``path`` with the BD-CATS-IO pattern; optionally verify VPIC-IO values."""
+    """Collective: read ``path`` with the BD-CATS-IO pattern; optionally verify VPIC-IO values.
+
+    ``plan``: the read-side plan fields (``aggregators``, ``buffer_size``, ``transfer_size``);
+    with aggregators, each rank's share is read collectively through them (two-phase I/O).
+    """
     comm = MPI.COMM_WORLD if comm is None else comm
     excluded = 0.0
     nbytes = 0
     bad: list[str] = []
     comm.Barrier()
     started = time.perf_counter()
-    with File(path, "r", comm=comm) as f:
+    with File(path, "r", comm=comm, **plan) as f:
         steps = sorted(
             (int(m.group(1)), name) for name in f.keys() if (m := _STEP.match(name))
         )
@@ -112,7 +118,10 @@ def run_bdcats(
                 t = time.perf_counter()
                 selection = select(pattern, dataset.shape[0], comm.size, comm.rank)
                 excluded += time.perf_counter() - t
-                data = dataset[selection]
+                if f.plan is not None and f.plan.aggregators is not None:
+                    data = dataset.read_collective(selection)  # two-phase, through aggregators
+                else:
+                    data = dataset[selection]
                 nbytes += data.nbytes
                 if verify:
                     t = time.perf_counter()
@@ -123,7 +132,7 @@ def run_bdcats(
                     excluded += time.perf_counter() - t
             if progress and comm.rank == 0:
                 print(f"bdcats: step {number + 1}/{len(steps)} read", file=sys.stderr, flush=True)
-        raw = f.stats.read_seconds
+        raw = f.stats.data_read_seconds
     observed = time.perf_counter() - started - excluded
     error = VerificationError("; ".join(bad[:5])) if bad else None
     agree(comm, error)

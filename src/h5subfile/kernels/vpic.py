@@ -73,6 +73,6 @@ def run_vpic(
             f.create_group(step_name(step)).write_datasets(data)
             if progress and comm.rank == 0:
                 print(f"vpic: step {step + 1}/{steps} written", file=sys.stderr, flush=True)
-        raw = f.stats.write_seconds
+        raw = f.stats.data_write_seconds
     observed = time.perf_counter() - started - excluded
     return reduce_metrics(comm, "write", particles * BYTES_PER_PARTICLE * steps, raw, observed)
