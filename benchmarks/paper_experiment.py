@@ -305,7 +305,11 @@ def write_markdown(result: dict, args: argparse.Namespace, groups: dict, path: P
         lines.append(f"| {group} | {text} | {value:.2f} | {'yes' if value >= goal else '**no**'} |")
     lines += ["", "## Figures", ""] + [f"![{f}](figures/{f})" for f in figures]
     lines += ["", "## Reading these numbers", "", *result["notes"], ""]
-    path.write_text("\n".join(lines) + "\n")
+    # Keep the section benchmarks/storage_experiment.py writes (between its markers).
+    old = path.read_text() if path.exists() else ""
+    begin = old.find("<!-- storage:begin -->")
+    kept = "\n" + old[begin:] if begin >= 0 else ""
+    path.write_text("\n".join(lines) + "\n" + kept)
 
 
 NOTES = [

