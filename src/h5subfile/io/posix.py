@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import time
 from dataclasses import dataclass, fields
+from typing import Any
 
 import numpy as np
 
@@ -127,19 +128,11 @@ class RawFile:
 
     def write_pieces(self, pieces: list[Piece]) -> None:
         """Write every (offset, bytes) piece; neighbours on disk go out in one vectored call."""
-        assert self.fd is not None
-        start = time.perf_counter()
-        for offset, buffers in coalesce(pieces, self.transfer_size):
-            total = sum(len(b) for b in buffers)
-            done = 0
-            while done < total:
-                written = os.pwritev(self.fd, _remaining(buffers, done), offset + done)
-                if written <= 0:
-                    raise OSError(f"pwrite to {self.path} at offset {offset + done} wrote nothing")
-                done += written
-                self.stats.writes += 1
-            self.stats.bytes_written += total
-        self.stats.write_seconds += time.perf_counter() - start
+        started = time.perf_counter()
+        calls, nbytes = self._vectored(pieces, os.pwritev, self._wrote_nothing)
+        self.stats.writes += calls
+        self.stats.bytes_written += nbytes
+        self.stats.write_seconds += time.perf_counter() - started
 
     def pread_into(self, buffer: memoryview, offset: int) -> None:
         """Fill all of ``buffer`` from byte ``offset``; a short file raises TruncatedFileError."""
@@ -147,22 +140,37 @@ class RawFile:
 
     def read_pieces(self, pieces: list[Piece]) -> None:
         """Fill every (offset, buffer) piece; neighbours on disk come in one vectored call."""
+        started = time.perf_counter()
+        calls, nbytes = self._vectored(pieces, os.preadv, self._truncated)
+        self.stats.reads += calls
+        self.stats.bytes_read += nbytes
+        self.stats.read_seconds += time.perf_counter() - started
+
+    def _vectored(self, pieces: list[Piece], call: Any, failed: Any) -> tuple[int, int]:
+        """Run ``call`` (os.pwritev or os.preadv) over the coalesced pieces until every byte
+        moved; ``failed(at, end)`` raises when a call moves nothing. Returns (calls, bytes)."""
         assert self.fd is not None
-        start = time.perf_counter()
+        calls = moved = 0
         for offset, buffers in coalesce(pieces, self.transfer_size):
             total = sum(len(b) for b in buffers)
             done = 0
             while done < total:
-                got = os.preadv(self.fd, _remaining(buffers, done), offset + done)
-                if got <= 0:
-                    raise TruncatedFileError(
-                        f"{self.path} ends at byte {offset + done} but data is expected up to "
-                        f"byte {offset + total}: the file is truncated"
-                    )
-                done += got
-                self.stats.reads += 1
-            self.stats.bytes_read += total
-        self.stats.read_seconds += time.perf_counter() - start
+                count = call(self.fd, _remaining(buffers, done), offset + done)
+                if count <= 0:
+                    failed(offset + done, offset + total)
+                done += count
+                calls += 1
+            moved += total
+        return calls, moved
+
+    def _wrote_nothing(self, at: int, end: int) -> None:
+        raise OSError(f"pwrite to {self.path} at offset {at} wrote nothing")
+
+    def _truncated(self, at: int, end: int) -> None:
+        raise TruncatedFileError(
+            f"{self.path} ends at byte {at} but data is expected up to byte {end}: the file is "
+            "truncated"
+        )
 
     def sync(self) -> None:
         assert self.fd is not None
