@@ -4,12 +4,14 @@
 Memory, per round: an aggregator holds a window buffer of at most ``buffer_size`` bytes for
 each window it serves, and a receive buffer for the other ranks' bytes of those windows (its own
 bytes go straight into the window), so at most 2 x ``buffer_size`` per window; a sender packs
-at most the bytes it sends in that round. The plan comes from :mod:`h5subfile.layout.twophase`, identical on every rank.
+at most the bytes it sends in that round. The plan comes from :mod:`h5subfile.layout.twophase`,
+identical on every rank. :func:`exchange_bytes` also moves the parts of straddling chunks.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from typing import Any
 
 import numpy as np
 from mpi4py import MPI
@@ -18,12 +20,40 @@ from .io.posix import RawFile
 from .layout.twophase import Window
 
 
-def _counts(sizes: list[int]) -> tuple[list[int], list[int]]:
-    displacements, total = [], 0
+def _as_bytes(part: Any) -> np.ndarray:
+    if isinstance(part, np.ndarray):
+        return np.ascontiguousarray(part).reshape(-1).view(np.uint8)
+    return np.frombuffer(part, dtype=np.uint8)
+
+
+def exchange_bytes(
+    comm: MPI.Comm, outgoing: Sequence[Sequence[Any]], incoming: Sequence[int]
+) -> tuple[np.ndarray, list[int]]:
+    """One ``Alltoallv``: send rank r the pieces ``outgoing[r]`` (arrays or byte buffers, in
+    order), receive ``incoming[r]`` bytes from rank r. Returns the received bytes and where each
+    source's bytes start in them."""
+    send_sizes = [sum(_as_bytes(p).nbytes for p in parts) for parts in outgoing]
+    send = np.empty(sum(send_sizes), dtype=np.uint8)
+    at = 0
+    for parts in outgoing:
+        for part in parts:
+            raw = _as_bytes(part)
+            send[at : at + raw.nbytes] = raw
+            at += raw.nbytes
+    starts = _starts(incoming)
+    receive = np.empty(sum(incoming), dtype=np.uint8)
+    comm.Alltoallv([send, (send_sizes, _starts(send_sizes)), MPI.BYTE],
+                   [receive, (list(incoming), starts), MPI.BYTE])
+    return receive, starts
+
+
+def _starts(sizes: Sequence[int]) -> list[int]:
+    """Where each of consecutive pieces of these sizes starts."""
+    starts, total = [], 0
     for size in sizes:
-        displacements.append(total)
+        starts.append(total)
         total += size
-    return sizes, displacements
+    return starts
 
 
 def write_two_phase(
@@ -56,25 +86,13 @@ def write_two_phase(
                         np.frombuffer(part, dtype=np.uint8)
                 else:
                     outgoing[window.aggregator].append(part)
-        send_sizes = [sum(len(p) for p in parts) for parts in outgoing]
-        send = np.empty(sum(send_sizes), dtype=np.uint8)
-        at = 0
-        for parts in outgoing:
-            for part in parts:
-                send[at : at + len(part)] = np.frombuffer(part, dtype=np.uint8)
-                at += len(part)
-        receive = np.empty(sum(incoming), dtype=np.uint8)
-        comm.Alltoallv([send, _counts(send_sizes), MPI.BYTE],
-                       [receive, _counts(incoming), MPI.BYTE])
-        del send
-        cursor = _counts(incoming)[1]
+        receive, cursor = exchange_bytes(comm, outgoing, incoming)
+        del outgoing
         for source in range(size):
-            if not incoming[source]:
-                continue
             at = cursor[source]
             for window, buffer in zip(mine, buffers):
                 for piece in window.pieces:
-                    if piece.rank == source:
+                    if piece.rank == source and source != me:
                         buffer[piece.window_offset : piece.window_offset + piece.nbytes] = \
                             receive[at : at + piece.nbytes]
                         at += piece.nbytes
@@ -102,52 +120,33 @@ def read_two_phase(
     me, size = comm.rank, comm.size
     error: BaseException | None = None
     for windows in rounds:
-        mine = [w for w in windows if w.aggregator == me]
-        buffers = []
-        for window in mine:
-            buffer = np.zeros(window.size, dtype=np.uint8)
-            raw = memoryview(buffer)
-            try:
-                open_file(window.file).read_pieces(
-                    [(offset, raw[at : at + n]) for offset, at, n in window.spans])
-            except Exception as exc:  # noqa: BLE001 - returned, agreed by the caller
-                error = error or exc
-            buffers.append(buffer)
-        send_sizes = [0] * size
+        outgoing: list[list[np.ndarray]] = [[] for _ in range(size)]
         incoming = [0] * size
         for window in windows:
+            if window.aggregator == me:
+                buffer = np.zeros(window.size, dtype=np.uint8)
+                raw = memoryview(buffer)
+                try:
+                    open_file(window.file).read_pieces(
+                        [(offset, raw[at : at + n]) for offset, at, n in window.spans])
+                except Exception as exc:  # noqa: BLE001 - returned, agreed by the caller
+                    error = error or exc
+                for piece in window.pieces:
+                    outgoing[piece.rank].append(
+                        buffer[piece.window_offset : piece.window_offset + piece.nbytes])
             for piece in window.pieces:
-                if window.aggregator == me:
-                    send_sizes[piece.rank] += piece.nbytes
                 if piece.rank == me:
                     incoming[window.aggregator] += piece.nbytes
-        send = np.empty(sum(send_sizes), dtype=np.uint8)
-        at = 0
-        for dest in range(size):
-            if not send_sizes[dest]:
-                continue
-            for window, buffer in zip(mine, buffers):
-                for piece in window.pieces:
-                    if piece.rank == dest:
-                        send[at : at + piece.nbytes] = \
-                            buffer[piece.window_offset : piece.window_offset + piece.nbytes]
-                        at += piece.nbytes
-        del buffers
-        receive = np.empty(sum(incoming), dtype=np.uint8)
-        comm.Alltoallv([send, _counts(send_sizes), MPI.BYTE],
-                       [receive, _counts(incoming), MPI.BYTE])
-        cursor = _counts(incoming)[1]
+        receive, cursor = exchange_bytes(comm, outgoing, incoming)
+        del outgoing
         for source in range(size):
-            if not incoming[source]:
-                continue
             at = cursor[source]
             for window in windows:
                 if window.aggregator != source:
                     continue
                 for piece in window.pieces:
                     if piece.rank == me:
-                        target = out[piece.run]
-                        target[piece.run_offset : piece.run_offset + piece.nbytes] = \
+                        out[piece.run][piece.run_offset : piece.run_offset + piece.nbytes] = \
                             receive[at : at + piece.nbytes].data
                         at += piece.nbytes
     return error

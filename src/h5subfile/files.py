@@ -34,7 +34,7 @@ from .errors import (
     PlanError,
     SelectionError,
 )
-from .exchange import read_two_phase, write_two_phase
+from .exchange import exchange_bytes, read_two_phase, write_two_phase
 from .io.boxes import BoxReader, box_pieces, raise_problem
 from .io.filters import Compressors, FilterSpec, resolve_filters
 from .io.h5 import open_shared_read
@@ -186,7 +186,12 @@ class _PlannedDataset:
     offsets: dict[int, int] = field(default_factory=dict)
     choice: ChunkChoice | None = None  # chunked datasets
     filters: FilterSpec = FilterSpec()
-    extent_chunks: list[tuple[int, ...]] = field(default_factory=list)
+
+    def chunks_of_extent(self, index: int) -> tuple[int, ...]:
+        """Extent ``index``'s chunk shape (the dataset's, clipped to it); () if contiguous."""
+        if self.choice is None:
+            return ()
+        return extent_chunks(self.choice.chunks, self.extents[index].count)
 
 
 class _State:
@@ -695,14 +700,12 @@ def _plan_creation(state: _State, gathered: list[list[_Request] | None]) -> list
         members: list[list[Member]] = []
         if requested is not None and boxes:
             members = [
-                [(r, Block(tuple(s - o for s, o in zip(blocks[r].start, box.start)),
-                           blocks[r].count)) for r in extent_ranks]
+                [(r, blocks[r].relative_to(box.start)) for r in extent_ranks]
                 for box, extent_ranks in zip(boxes, ranks)
             ]
             plan.choice = choose_chunks(shape, first.dtype.itemsize, members, requested,
                                         state.plan.chunk_bytes)
             plan.filters = filters
-            plan.extent_chunks = [extent_chunks(plan.choice.chunks, box.count) for box in boxes]
         if existing is not None:
             assert state.master is not None
             state.master.replace_unfinished(path)
@@ -722,7 +725,8 @@ def _plan_creation(state: _State, gathered: list[list[_Request] | None]) -> list
             counters[group] = within + 1
             name = path if in_master else source_name(path, within)
             leader = grouping.leaders[group]
-            chunked = None if plan.choice is None else (plan.extent_chunks[extent_index], filters)
+            chunked = None if plan.choice is None else (plan.chunks_of_extent(extent_index),
+                                                        filters)
             tasks[leader].append(
                 (index, extent_index, in_master, name, box.count, first.dtype, chunked))
     state.planned = planned
@@ -752,7 +756,7 @@ def _publish(state: _State, gathered: list[dict[tuple[int, int], int]]) -> dict[
             within[group] = k + 1
             file = "" if plan.in_master else subfile_relpath(state.path, state.session, group)
             name = plan.path if plan.in_master else source_name(plan.path, k)
-            chunks = plan.extent_chunks[extent_index] if plan.choice is not None else ()
+            chunks = plan.chunks_of_extent(extent_index)
             stored.append(StoredExtent(file, name, box.start, box.count,
                                        offsets[(index, extent_index)], ranks, chunks))
         master = state.master
@@ -866,22 +870,31 @@ def _count_written(state: _State, path: str, target: _Target, box: Block) -> Non
         state.unwritten.discard(path)
 
 
-def _write_aggregated(state: _State, pieces: list[tuple[str, int, Piece]]) -> BaseException | None:
-    """Collective two-phase write: the plan's aggregators of each subfile write its bytes."""
-    assert state.plan is not None and state.grouping is not None
-    started, written = time.perf_counter(), state.stats.write_seconds
-    local = [(file, group, offset, len(data)) for file, group, (offset, data) in pieces]
+def _plan_aggregated(
+    state: _State, local: list[tuple[str, int | None, int, int]], aggregators_of_file: Any
+) -> tuple[list[list[Any]], list[str]]:
+    """Every rank's (file, group or None, offset, length) pieces, gathered; the same two-phase
+    rounds computed on every rank, ``aggregators_of_file(index, group)`` choosing each file's
+    aggregators. Returns the rounds and the files by index."""
+    assert state.plan is not None
     gathered = state.comm.allgather(local)
     files = sorted({run[0] for rank_runs in gathered for run in rank_runs})
     number = {file: i for i, file in enumerate(files)}
-    aggregators: dict[int, tuple[int, ...]] = {}
-    for rank_runs in gathered:
-        for file, group, _, _ in rank_runs:
-            aggregators[number[file]] = aggregators_of(state.grouping.members[group],
-                                                       state.plan.aggregators or 1)
+    aggregators = {number[file]: aggregators_of_file(number[file], group)
+                   for rank_runs in gathered for file, group, _, _ in rank_runs}
     runs: list[list[Run]] = [[(number[f], o, n) for f, _, o, n in rank_runs]
                              for rank_runs in gathered]
-    rounds = plan_two_phase(runs, aggregators, state.plan.buffer_bytes)
+    return plan_two_phase(runs, aggregators, state.plan.buffer_bytes), files
+
+
+def _write_aggregated(state: _State, pieces: list[tuple[str, int, Piece]]) -> BaseException | None:
+    """Collective two-phase write: the plan's aggregators of each subfile write its bytes."""
+    assert state.plan is not None and state.grouping is not None
+    grouping, count = state.grouping, state.plan.aggregators or 1
+    started, written = time.perf_counter(), state.stats.write_seconds
+    rounds, files = _plan_aggregated(
+        state, [(file, group, offset, len(data)) for file, group, (offset, data) in pieces],
+        lambda _, group: aggregators_of(grouping.members[group], count))
     error = write_two_phase(state.comm, rounds, [data for _, _, (_, data) in pieces],
                             lambda i: state.pool.get(files[i]))
     state.stats.exchange_seconds += time.perf_counter() - started - (
@@ -900,8 +913,7 @@ def _write_chunks(
     stats = state.stats
     started, busy = time.perf_counter(), stats.write_seconds + stats.compress_seconds
     error: BaseException | None = None
-    local_blocks = [Block(tuple(b - e for b, e in zip(t.block.start, t.extent.start)),
-                          t.block.count) for t, _, _, _ in items]
+    local_blocks = [t.block.relative_to(t.extent.start) for t, _, _, _ in items]
     # 1. Parts of chunks owned by other ranks go to their owners (one Alltoallv).
     outgoing: list[list[np.ndarray]] = [[] for _ in range(comm.size)]
     incoming = [0] * comm.size
@@ -909,23 +921,13 @@ def _write_chunks(
         chunked = target.chunked
         assert chunked is not None
         for owner, _, box in chunked.work.send:
-            outgoing[owner].append(array[_inside(box, mine).slices])
+            outgoing[owner].append(array[box.relative_to(mine.start).slices])
         for _, parts in chunked.work.owned:
             for source, box in parts:
                 incoming[source] += box.size * array.itemsize
-    send_sizes = [sum(a.nbytes for a in parts) for parts in outgoing]
-    send = np.empty(sum(send_sizes), dtype=np.uint8)
-    at = 0
-    for parts in outgoing:
-        for part in parts:
-            send[at : at + part.nbytes] = np.ascontiguousarray(part).reshape(-1).view(np.uint8)
-            at += part.nbytes
-    receive = np.empty(sum(incoming), dtype=np.uint8)
-    comm.Alltoallv([send, (send_sizes, _displacements(send_sizes)), MPI.BYTE],
-                   [receive, (incoming, _displacements(incoming)), MPI.BYTE])
-    del send, outgoing
+    receive, cursor = exchange_bytes(comm, outgoing, incoming)
+    del outgoing
     received: dict[tuple[int, tuple[int, ...]], list[tuple[Block, np.ndarray]]] = {}
-    cursor = _displacements(incoming)
     for source in range(comm.size):
         at = cursor[source]
         for item, (target, array, _, _) in enumerate(items):
@@ -990,19 +992,6 @@ def _write_chunks(
     return error
 
 
-def _displacements(sizes: list[int]) -> list[int]:
-    out, total = [], 0
-    for size in sizes:
-        out.append(total)
-        total += size
-    return out
-
-
-def _inside(box: Block, outer: Block) -> Block:
-    """``box`` relative to the corner of ``outer``."""
-    return Block(tuple(b - o for b, o in zip(box.start, outer.start)), box.count)
-
-
 def _compress_chunk(
     state: _State, target: _Target, array: np.ndarray, mine: Block, index: tuple[int, ...],
     parts: list[tuple[Block, np.ndarray]],
@@ -1013,14 +1002,14 @@ def _compress_chunk(
     assert chunked is not None
     box = chunk_box(index, chunked.chunks, chunked.extent_shape)
     if box.count == chunked.chunks and mine.intersect(box) == box and array.flags.c_contiguous:
-        chunk = np.ascontiguousarray(array[_inside(box, mine).slices])
+        chunk = np.ascontiguousarray(array[box.relative_to(mine.start).slices])
     else:
         chunk = np.zeros(chunked.chunks, dtype=array.dtype)
         common = mine.intersect(box)
         if common is not None:
-            chunk[_inside(common, box).slices] = array[_inside(common, mine).slices]
+            chunk[common.relative_to(box.start).slices] = array[common.relative_to(mine.start).slices]
         for part_box, part in parts:
-            chunk[_inside(part_box, box).slices] = part
+            chunk[part_box.relative_to(box.start).slices] = part
     compressor = state.compressors.get(array.dtype, chunked.chunks, chunked.filters)
     started = time.perf_counter()
     mask, data = compressor.compress(chunk)
@@ -1325,21 +1314,16 @@ class _Collective:
 
 
 def _read_aggregated(state: _State, pieces: list[tuple[str, Piece]]) -> BaseException | None:
-    """Collective two-phase read: ``aggregators`` ranks per file read, then scatter."""
+    """Collective two-phase read: ``aggregators`` ranks per file (spread over the readers)
+    read, then scatter."""
     assert state.plan is not None
-    comm = state.comm
+    size = state.comm.size
+    count = min(state.plan.aggregators or 1, size)
     started, read = time.perf_counter(), state.stats.read_seconds
-    local = [(file, offset, len(buffer)) for file, (offset, buffer) in pieces]
-    gathered = comm.allgather(local)
-    files = sorted({run[0] for rank_runs in gathered for run in rank_runs})
-    number = {file: i for i, file in enumerate(files)}
-    count = min(state.plan.aggregators or 1, comm.size)
-    aggregators = {i: tuple(sorted({(i * count + j) % comm.size for j in range(count)}))
-                   for i in range(len(files))}
-    runs: list[list[Run]] = [[(number[f], o, n) for f, o, n in rank_runs]
-                             for rank_runs in gathered]
-    rounds = plan_two_phase(runs, aggregators, state.plan.buffer_bytes)
-    error = read_two_phase(comm, rounds, [buffer for _, (_, buffer) in pieces],
+    rounds, files = _plan_aggregated(
+        state, [(file, None, offset, len(buffer)) for file, (offset, buffer) in pieces],
+        lambda i, _: tuple(sorted({(i * count + j) % size for j in range(count)})))
+    error = read_two_phase(state.comm, rounds, [buffer for _, (_, buffer) in pieces],
                            lambda i: state.reader.pool.get(files[i]))
     state.stats.exchange_seconds += time.perf_counter() - started - (
         state.stats.read_seconds - read)

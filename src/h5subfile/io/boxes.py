@@ -19,10 +19,6 @@ from .h5 import open_shared_read
 from .posix import FilePool, IOStats, Piece, RawFile, as_bytes
 
 
-def _relative(start: tuple[int, ...], origin: tuple[int, ...]) -> tuple[int, ...]:
-    return tuple(s - o for s, o in zip(start, origin))
-
-
 def box_pieces(data_offset: int, extent: Block, block: Block, data: np.ndarray) -> list[Piece]:
     """The (file offset, bytes) pieces that put ``data`` (C-contiguous, shape ``block.count``)
     into the extent stored at ``data_offset``: one piece, straight from the numpy buffer, when
@@ -33,7 +29,7 @@ def box_pieces(data_offset: int, extent: Block, block: Block, data: np.ndarray) 
         row = math.prod(block.count[1:]) if len(block.count) > 1 else 1
         return [(data_offset + (block.start[0] - extent.start[0]) * row * itemsize, raw)]
     file_runs, data_runs, run = paired_runs(
-        block.count, extent.count, _relative(block.start, extent.start), block.count,
+        block.count, extent.count, block.relative_to(extent.start).start, block.count,
         (0,) * len(block.count),
     )
     nbytes = run * itemsize
@@ -120,9 +116,9 @@ class BoxReader:
             file_runs, out_runs, run = paired_runs(
                 common.count,
                 extent.shape,
-                _relative(common.start, extent.start),
+                common.relative_to(extent.start).start,
                 box.count,
-                _relative(common.start, box.start),
+                common.relative_to(box.start).start,
             )
             nbytes = run * itemsize
             into.extend(
@@ -158,8 +154,8 @@ class BoxReader:
         for extent, common in chunked:
             started = time.perf_counter()
             source = self.source_dataset(extent)
-            local = Block(_relative(common.start, extent.start), common.count)
-            within = Block(_relative(common.start, box.start), common.count)
+            local = common.relative_to(extent.start)
+            within = common.relative_to(box.start)
             source.read_direct(out, source_sel=local.slices, dest_sel=within.slices)
             stats = self.pool.stats  # HDF5 reads and decompresses: counted as reading
             stats.reads += 1

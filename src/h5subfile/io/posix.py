@@ -28,6 +28,8 @@ Piece = tuple[int, memoryview]
 def coalesce(pieces: list[Piece], limit: int) -> list[tuple[int, list[memoryview]]]:
     """Group pieces that are neighbours on disk into vectored calls of at most ``limit`` bytes
     (and :data:`MAX_BUFFERS` buffers); a piece larger than ``limit`` is cut."""
+    if len(pieces) == 1 and len(pieces[0][1]) <= limit:  # the common case: one write
+        return [(pieces[0][0], [pieces[0][1]])]
     calls: list[tuple[int, list[memoryview]]] = []
     end, size = -1, 0
     for offset, data in sorted(pieces, key=lambda piece: piece[0]):

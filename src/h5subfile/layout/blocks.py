@@ -35,6 +35,10 @@ class Block:
     def slices(self) -> tuple[slice, ...]:
         return tuple(slice(s, s + c) for s, c in zip(self.start, self.count))
 
+    def relative_to(self, origin: Sequence[int]) -> Block:
+        """This box with its corner measured from ``origin`` (e.g. an extent's corner)."""
+        return Block(tuple(s - o for s, o in zip(self.start, origin)), self.count)
+
     def intersect(self, other: Block) -> Block | None:
         """The common box of two blocks, or None when they do not meet."""
         start = tuple(max(a, b) for a, b in zip(self.start, other.start))
