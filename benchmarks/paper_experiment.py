@@ -42,8 +42,9 @@ SEED = 20261122  # the run order's shuffle
 def vpic_configs(ranks: int, particles: int, fsync: bool, phdf5: bool) -> list[tuple[str, Config]]:
     """Every way of doing VPIC-IO + BD-CATS-IO at ``ranks`` ranks (label, configuration)."""
     block = 4 * particles
-    base = Config(api="posix", ranks=ranks, transfer=block, block=block, segments=8,
-                  fsync=fsync, reorder=True)
+    base = Config(
+        api="posix", ranks=ranks, transfer=block, block=block, segments=8, fsync=fsync, reorder=True
+    )
     configs = [
         ("raw POSIX, file per process", replace(base, file_per_proc=True)),
         ("raw POSIX, file per process (null: same again)", replace(base, file_per_proc=True)),
@@ -54,8 +55,12 @@ def vpic_configs(ranks: int, particles: int, fsync: bool, phdf5: bool) -> list[t
     ]
     factor = 1
     while factor <= ranks:
-        configs.append((f"h5subfile, subfiling factor {factor}",
-                        replace(base, api="subfile", ranks_per_subfile=factor)))
+        configs.append(
+            (
+                f"h5subfile, subfiling factor {factor}",
+                replace(base, api="subfile", ranks_per_subfile=factor),
+            )
+        )
         factor *= 2
     if phdf5:
         configs += [
@@ -68,20 +73,29 @@ def vpic_configs(ranks: int, particles: int, fsync: bool, phdf5: bool) -> list[t
 def transfer_configs(ranks: int, phdf5: bool) -> list[tuple[str, Config]]:
     configs = []
     for transfer in (64 * KIB, MIB, 16 * MIB):
-        base = Config(api="posix", ranks=ranks, transfer=transfer, block=16 * MIB, segments=2,
-                      reorder=True)
+        base = Config(
+            api="posix", ranks=ranks, transfer=transfer, block=16 * MIB, segments=2, reorder=True
+        )
         configs += [
             (f"raw POSIX, shared, {transfer // KIB} KiB", base),
-            (f"raw POSIX, file per process, {transfer // KIB} KiB",
-             replace(base, file_per_proc=True)),
+            (
+                f"raw POSIX, file per process, {transfer // KIB} KiB",
+                replace(base, file_per_proc=True),
+            ),
             (f"MPI-IO, shared, independent, {transfer // KIB} KiB", replace(base, api="mpiio")),
             (f"h5subfile, one shared file, {transfer // KIB} KiB", replace(base, api="hdf5")),
-            (f"h5subfile, subfiling factor {ranks // 2}, {transfer // KIB} KiB",
-             replace(base, api="subfile", ranks_per_subfile=ranks // 2)),
+            (
+                f"h5subfile, subfiling factor {ranks // 2}, {transfer // KIB} KiB",
+                replace(base, api="subfile", ranks_per_subfile=ranks // 2),
+            ),
         ]
         if phdf5:
-            configs.append((f"parallel HDF5, shared, independent, {transfer // KIB} KiB",
-                            replace(base, api="phdf5")))
+            configs.append(
+                (
+                    f"parallel HDF5, shared, independent, {transfer // KIB} KiB",
+                    replace(base, api="phdf5"),
+                )
+            )
     return configs
 
 
@@ -94,35 +108,55 @@ def size_configs(ranks: int, phdf5: bool) -> list[tuple[str, Config]]:
     for size in SIZES:
         particles = parse_count(size)
         block = 4 * particles
-        base = Config(api="posix", ranks=ranks, transfer=block, block=block, segments=8,
-                      reorder=True, file_per_proc=True)
+        base = Config(
+            api="posix",
+            ranks=ranks,
+            transfer=block,
+            block=block,
+            segments=8,
+            reorder=True,
+            file_per_proc=True,
+        )
         mib = 32 * particles // MIB
         configs += [
             (f"raw POSIX, file per process, {mib} MiB/rank", base),
-            (f"h5subfile, subfiling factor 1, {mib} MiB/rank",
-             replace(base, api="subfile", file_per_proc=False, ranks_per_subfile=1)),
-            (f"h5subfile, subfiling factor {ranks // 2}, {mib} MiB/rank",
-             replace(base, api="subfile", file_per_proc=False, ranks_per_subfile=ranks // 2)),
+            (
+                f"h5subfile, subfiling factor 1, {mib} MiB/rank",
+                replace(base, api="subfile", file_per_proc=False, ranks_per_subfile=1),
+            ),
+            (
+                f"h5subfile, subfiling factor {ranks // 2}, {mib} MiB/rank",
+                replace(base, api="subfile", file_per_proc=False, ranks_per_subfile=ranks // 2),
+            ),
         ]
         if phdf5:
-            configs.append((f"parallel HDF5, shared, independent, {mib} MiB/rank",
-                            replace(base, api="phdf5", file_per_proc=False)))
+            configs.append(
+                (
+                    f"parallel HDF5, shared, independent, {mib} MiB/rank",
+                    replace(base, api="phdf5", file_per_proc=False),
+                )
+            )
     return configs
 
 
 def romio_configs(ranks: int, phdf5: bool) -> list[tuple[str, Config]]:
     """The nine romio_cb / romio_ds hint configurations of the CURIE study, collective and
     independent, for MPI-IO and parallel HDF5."""
-    base = Config(api="mpiio", ranks=ranks, transfer=MIB, block=16 * MIB, segments=2,
-                  reorder=True)
+    base = Config(api="mpiio", ranks=ranks, transfer=MIB, block=16 * MIB, segments=2, reorder=True)
     configs = []
     for api in ("mpiio", "phdf5") if phdf5 else ("mpiio",):
         for collective in (False, True):
             for label, hints in ROMIO9:
-                name = f"{'MPI-IO' if api == 'mpiio' else 'parallel HDF5'}, " \
-                       f"{'collective' if collective else 'independent'}, {label}"
-                configs.append((name, replace(base, api=api, collective=collective,
-                                              hint_set=label, hints=hints)))
+                name = (
+                    f"{'MPI-IO' if api == 'mpiio' else 'parallel HDF5'}, "
+                    f"{'collective' if collective else 'independent'}, {label}"
+                )
+                configs.append(
+                    (
+                        name,
+                        replace(base, api=api, collective=collective, hint_set=label, hints=hints),
+                    )
+                )
     return configs
 
 
@@ -146,7 +180,9 @@ def run_all(groups: dict[str, list[tuple[str, Config]]], reps: int, workdir: str
     total = reps * sum(len(v) for v in groups.values())
     done = 0
     started = time.time()
-    order = [(group, label, config) for group, configs in groups.items() for label, config in configs]
+    order = [
+        (group, label, config) for group, configs in groups.items() for label, config in configs
+    ]
     shuffle = random.Random(SEED)
     for rep in range(reps):
         shuffle.shuffle(order)
@@ -154,12 +190,23 @@ def run_all(groups: dict[str, list[tuple[str, Config]]], reps: int, workdir: str
             done += 1
             os.sync()
             record = run_one(config, workdir)
-            runs.append({"config": asdict(config), "repetition": rep, "record": record,
-                         "label": label, "group": group})
+            runs.append(
+                {
+                    "config": asdict(config),
+                    "repetition": rep,
+                    "record": record,
+                    "label": label,
+                    "group": group,
+                }
+            )
             elapsed = time.time() - started
-            print(f"[{done}/{total}, {elapsed:.0f} s] {group}: {label}: "
-                  + ", ".join(f"{r['access']} {r['bw_mib_s']:.0f}" for r in record["iterations"])
-                  + " MiB/s", file=sys.stderr, flush=True)
+            print(
+                f"[{done}/{total}, {elapsed:.0f} s] {group}: {label}: "
+                + ", ".join(f"{r['access']} {r['bw_mib_s']:.0f}" for r in record["iterations"])
+                + " MiB/s",
+                file=sys.stderr,
+                flush=True,
+            )
     return {"runs": runs}
 
 
@@ -178,8 +225,9 @@ def fmt_ratio(r: tuple[float, float, float]) -> str:
     return f"{r[0]:.2f} ({r[1]:.2f}-{r[2]:.2f})"
 
 
-def write_markdown(result: dict, args: argparse.Namespace, groups: dict, path: Path,
-                   figures: list[str]) -> None:
+def write_markdown(
+    result: dict, args: argparse.Namespace, groups: dict, path: Path, figures: list[str]
+) -> None:
     samples, phases = collect(result["runs"])
     m, v = result["machine"], result["versions"]
     lines = [
@@ -207,16 +255,22 @@ def write_markdown(result: dict, args: argparse.Namespace, groups: dict, path: P
         lines += [f"> {result['phdf5_unavailable']}", ""]
     targets = []
     for group, configs in groups.items():
-        lines += [f"## {group}", "", "| way | write MiB/s (min / median / max) | read MiB/s "
-                  "(min / median / max) | write open / wr / close s (median) |", "|---|---|---|---|"]
+        lines += [
+            f"## {group}",
+            "",
+            "| way | write MiB/s (min / median / max) | read MiB/s "
+            "(min / median / max) | write open / wr / close s (median) |",
+            "|---|---|---|---|",
+        ]
         for label, _ in configs:
             cell = []
             for access in ("write", "read"):
                 lo, med, hi = stats(samples[group][label][access])
                 cell.append(f"{lo:.0f} / **{med:.0f}** / {hi:.0f}")
             p = phases[group][label]
-            timing = " / ".join(f"{statistics.median(p[f'write_{k}']):.3f}"
-                                for k in ("open_s", "xfer_s", "close_s"))
+            timing = " / ".join(
+                f"{statistics.median(p[f'write_{k}']):.3f}" for k in ("open_s", "xfer_s", "close_s")
+            )
             lines.append(f"| {label} | {cell[0]} | {cell[1]} | {timing} |")
         lines.append("")
         if group.startswith("VPIC"):
@@ -227,28 +281,40 @@ def write_markdown(result: dict, args: argparse.Namespace, groups: dict, path: P
             best = max(subfiling, key=lambda x: statistics.median(samples[group][x]["write"]))
             rows = [
                 ("null comparison: raw POSIX file per process, again / itself", null, fpp),
-                ("subfiling (factor 1, file per process) / raw POSIX file per process",
-                 subfiling[0], fpp),
+                (
+                    "subfiling (factor 1, file per process) / raw POSIX file per process",
+                    subfiling[0],
+                    fpp,
+                ),
                 (f"best subfiling ({best.split(', ')[1]}) / raw POSIX file per process", best, fpp),
-                ("h5subfile one shared file / raw POSIX one shared file",
-                 "h5subfile, one shared file", "raw POSIX, one shared file"),
+                (
+                    "h5subfile one shared file / raw POSIX one shared file",
+                    "h5subfile, one shared file",
+                    "raw POSIX, one shared file",
+                ),
             ]
             phdf5 = [x for x in labels if x.startswith("parallel HDF5")]
             lines += ["| ratio (same run) | write | read |", "|---|---|---|"]
             for text, a, b in rows:
-                lines.append(f"| {text} | {fmt_ratio(ratio(samples, group, a, b, 'write'))} | "
-                             f"{fmt_ratio(ratio(samples, group, a, b, 'read'))} |")
+                lines.append(
+                    f"| {text} | {fmt_ratio(ratio(samples, group, a, b, 'write'))} | "
+                    f"{fmt_ratio(ratio(samples, group, a, b, 'read'))} |"
+                )
             if phdf5:
                 ph = max(phdf5, key=lambda x: statistics.median(samples[group][x]["write"]))
                 r = ratio(samples, group, best, ph, "write")
-                lines.append(f"| best subfiling / best parallel HDF5 ({ph.split(', ', 1)[1]}) | "
-                             f"{fmt_ratio(r)} | "
-                             f"{fmt_ratio(ratio(samples, group, best, ph, 'read'))} |")
+                lines.append(
+                    f"| best subfiling / best parallel HDF5 ({ph.split(', ', 1)[1]}) | "
+                    f"{fmt_ratio(r)} | "
+                    f"{fmt_ratio(ratio(samples, group, best, ph, 'read'))} |"
+                )
                 targets.append((group, "subfiling >= 1.5 x phdf5 shared file (write)", r[0], 1.5))
             lines.append("")
             w = ratio(samples, group, best, fpp, "write")
             rd = ratio(samples, group, best, fpp, "read")
-            targets.append((group, "subfiling write >= 0.95 x raw POSIX file per process", w[0], 0.95))
+            targets.append(
+                (group, "subfiling write >= 0.95 x raw POSIX file per process", w[0], 0.95)
+            )
             targets.append((group, "BD-CATS read >= 0.95 x raw pread", rd[0], 0.95))
         elif group.startswith("Data size"):
             lines += ["| ratio (same run) | write | read |", "|---|---|---|"]
@@ -259,32 +325,58 @@ def write_markdown(result: dict, args: argparse.Namespace, groups: dict, path: P
                     if label.endswith(f", {mib} MiB/rank") and label != raw:
                         w = ratio(samples, group, label, raw, "write")
                         r = ratio(samples, group, label, raw, "read")
-                        lines.append(f"| {label} / raw POSIX file per process | {fmt_ratio(w)} | "
-                                     f"{fmt_ratio(r)} |")
+                        lines.append(
+                            f"| {label} / raw POSIX file per process | {fmt_ratio(w)} | "
+                            f"{fmt_ratio(r)} |"
+                        )
                         if size == SIZES[-1] and "factor 1" in label:
-                            targets.append((group + f", {size} particles per rank",
-                                            "subfiling write >= 0.95 x raw POSIX file per process",
-                                            w[0], 0.95))
-                            targets.append((group + f", {size} particles per rank",
-                                            "BD-CATS read >= 0.95 x raw pread", r[0], 0.95))
+                            targets.append(
+                                (
+                                    group + f", {size} particles per rank",
+                                    "subfiling write >= 0.95 x raw POSIX file per process",
+                                    w[0],
+                                    0.95,
+                                )
+                            )
+                            targets.append(
+                                (
+                                    group + f", {size} particles per rank",
+                                    "BD-CATS read >= 0.95 x raw pread",
+                                    r[0],
+                                    0.95,
+                                )
+                            )
                 subfile = f"h5subfile, subfiling factor 2, {mib} MiB/rank"
                 phdf5_label = f"parallel HDF5, shared, independent, {mib} MiB/rank"
                 if size == SIZES[-1] and phdf5_label in samples[group]:
-                    targets.append((group + f", {size} particles per rank",
-                                    "subfiling >= 1.5 x phdf5 shared file (write)",
-                                    ratio(samples, group, subfile, phdf5_label, "write")[0], 1.5))
+                    targets.append(
+                        (
+                            group + f", {size} particles per rank",
+                            "subfiling >= 1.5 x phdf5 shared file (write)",
+                            ratio(samples, group, subfile, phdf5_label, "write")[0],
+                            1.5,
+                        )
+                    )
             lines.append("")
         elif group.startswith("MPI-IO hints"):
-            for family in ("MPI-IO, independent", "MPI-IO, collective",
-                           "parallel HDF5, independent", "parallel HDF5, collective"):
+            for family in (
+                "MPI-IO, independent",
+                "MPI-IO, collective",
+                "parallel HDF5, independent",
+                "parallel HDF5, collective",
+            ):
                 members = [x for x, _ in configs if x.startswith(family)]
                 if not members:
                     continue
-                ranked = sorted(members, key=lambda x: statistics.median(samples[group][x]["write"]))
+                ranked = sorted(
+                    members, key=lambda x: statistics.median(samples[group][x]["write"])
+                )
                 lo, hi = ranked[0], ranked[-1]
                 spread = ratio(samples, group, hi, lo, "write")
-                lines.append(f"- {family}: best write {hi.split(', ')[-1]}, worst "
-                             f"{lo.split(', ')[-1]}; best / worst = {fmt_ratio(spread)}")
+                lines.append(
+                    f"- {family}: best write {hi.split(', ')[-1]}, worst "
+                    f"{lo.split(', ')[-1]}; best / worst = {fmt_ratio(spread)}"
+                )
             lines.append("")
         else:
             lines += ["| ratio (same run) | write | read |", "|---|---|---|"]
@@ -295,12 +387,24 @@ def write_markdown(result: dict, args: argparse.Namespace, groups: dict, path: P
                         lines.append(
                             f"| {label} / raw POSIX shared | "
                             f"{fmt_ratio(ratio(samples, group, label, raw, 'write'))} | "
-                            f"{fmt_ratio(ratio(samples, group, label, raw, 'read'))} |")
+                            f"{fmt_ratio(ratio(samples, group, label, raw, 'read'))} |"
+                        )
                         if transfer == "64" and "shared file" in label:
-                            targets.append((group, "64 KiB transfers >= 0.8 x raw (write)",
-                                            ratio(samples, group, label, raw, "write")[0], 0.8))
+                            targets.append(
+                                (
+                                    group,
+                                    "64 KiB transfers >= 0.8 x raw (write)",
+                                    ratio(samples, group, label, raw, "write")[0],
+                                    0.8,
+                                )
+                            )
             lines.append("")
-    lines += ["## Targets", "", "| where | target | measured (median ratio) | met |", "|---|---|---|---|"]
+    lines += [
+        "## Targets",
+        "",
+        "| where | target | measured (median ratio) | met |",
+        "|---|---|---|---|",
+    ]
     for group, text, value, goal in targets:
         lines.append(f"| {group} | {text} | {value:.2f} | {'yes' if value >= goal else '**no**'} |")
     lines += ["", "## Figures", ""] + [f"![{f}](figures/{f})" for f in figures]
@@ -367,10 +471,12 @@ def build_groups(ranks_list: list[int], particles: int, phdf5: bool) -> dict:
             name = f"VPIC-IO + BD-CATS-IO, {ranks} ranks, {'with' if fsync else 'without'} fsync"
             groups[name] = vpic_configs(ranks, particles, fsync, phdf5)
     groups["Transfer sizes, 4 ranks (IOR-style, 16 MiB block, 2 segments)"] = transfer_configs(
-        4, phdf5)
+        4, phdf5
+    )
     groups["Data size per rank, 4 ranks (VPIC-IO pattern, no fsync)"] = size_configs(4, phdf5)
-    groups["MPI-IO hints: the nine romio_cb / romio_ds configurations, 4 ranks, 1 MiB transfers"] = \
-        romio_configs(4, phdf5)
+    groups[
+        "MPI-IO hints: the nine romio_cb / romio_ds configurations, 4 ranks, 1 MiB transfers"
+    ] = romio_configs(4, phdf5)
     return groups
 
 
@@ -381,8 +487,12 @@ def main() -> int:
     parser.add_argument("--ranks", type=int, nargs="+", default=[2, 4, 8])
     parser.add_argument("--quick", action="store_true", help="2 repetitions, 4 ranks only")
     parser.add_argument("--out", type=Path, default=ROOT / "docs" / "BENCHMARKS.md")
-    parser.add_argument("--render", type=Path, metavar="RESULTS.json",
-                        help="only rewrite the Markdown and figures from saved results")
+    parser.add_argument(
+        "--render",
+        type=Path,
+        metavar="RESULTS.json",
+        help="only rewrite the Markdown and figures from saved results",
+    )
     args = parser.parse_args()
     if args.render:
         return render(args)
@@ -392,11 +502,9 @@ def main() -> int:
     groups = build_groups(args.ranks, args.particles, reason is None)
     with tempfile.TemporaryDirectory(prefix="h5subfile-bench-") as work:
         result = run_all(groups, args.reps, work)
-    result.update(machine=machine(), versions=versions(""), phdf5_unavailable=reason,
-                  notes=NOTES)
+    result.update(machine=machine(), versions=versions(""), phdf5_unavailable=reason, notes=NOTES)
     raw = args.out.parent / "benchmarks-results.json"
-    raw.write_text(json.dumps({k: result[k] for k in ("machine", "versions", "runs")},
-                              default=str))
+    raw.write_text(json.dumps({k: result[k] for k in ("machine", "versions", "runs")}, default=str))
     publish(result, args, groups)
     print(f"wrote {args.out} and {raw}", file=sys.stderr)
     return 0
@@ -429,11 +537,15 @@ def publish(result: dict, args: argparse.Namespace, groups: dict) -> None:
     figures_dir = args.out.parent / "figures"
     figures_dir.mkdir(parents=True, exist_ok=True)
     figures = []
-    for prefix, wanted in (("vpic_", lambda g: g.startswith("VPIC") and "without" in g),
-                           ("transfer_", lambda g: g.startswith("Transfer")),
-                           ("", lambda g: g.startswith("MPI-IO hints"))):
-        subset = {"machine": result["machine"],
-                  "runs": [r for r in result["runs"] if wanted(r["group"])]}
+    for prefix, wanted in (
+        ("vpic_", lambda g: g.startswith("VPIC") and "without" in g),
+        ("transfer_", lambda g: g.startswith("Transfer")),
+        ("", lambda g: g.startswith("MPI-IO hints")),
+    ):
+        subset = {
+            "machine": result["machine"],
+            "runs": [r for r in result["runs"] if wanted(r["group"])],
+        }
         figures += plots.draw_all(subset, str(figures_dir), "h5subfile bench", prefix)
     write_markdown(result, args, groups, args.out, figures)
 

@@ -48,15 +48,30 @@ def compression_flags(name: str) -> list[str]:
 def configs() -> list[dict]:
     out = []
     for name in FILTERS:
-        out.append(dict(group="compression", label=name, ranks=2, particles=COMPRESSION_PARTICLES,
-                        write=compression_flags(name), read=[]))
+        out.append(
+            dict(
+                group="compression",
+                label=name,
+                ranks=2,
+                particles=COMPRESSION_PARTICLES,
+                write=compression_flags(name),
+                read=[],
+            )
+        )
     total = 4 << 20
     for name in ("gzip", "zstd"):
         for ranks in (1, 2):
             for grouping in ("node", "rank"):
-                out.append(dict(group="parallel", label=f"{name}, {ranks} rank(s), subfiles={grouping}",
-                                ranks=ranks, particles=total // ranks,
-                                write=["--compression", name, "--subfiles", grouping], read=None))
+                out.append(
+                    dict(
+                        group="parallel",
+                        label=f"{name}, {ranks} rank(s), subfiles={grouping}",
+                        ranks=ranks,
+                        particles=total // ranks,
+                        write=["--compression", name, "--subfiles", grouping],
+                        read=None,
+                    )
+                )
     for ranks in (2, 4, 8):
         k = min(ranks, 4)
         base = ["--ranks-per-subfile", str(k)]
@@ -66,8 +81,16 @@ def configs() -> list[dict]:
             variants.append((f"{count} aggregator(s)", flags, flags))
         variants.append(("alignment 1 MiB", ["--alignment", "1m"], []))
         for label, write, read in variants:
-            out.append(dict(group=f"aggregation P={ranks}", label=label, ranks=ranks,
-                            particles=AGGREGATION_PARTICLES, write=base + write, read=read))
+            out.append(
+                dict(
+                    group=f"aggregation P={ranks}",
+                    label=label,
+                    ranks=ranks,
+                    particles=AGGREGATION_PARTICLES,
+                    write=base + write,
+                    read=read,
+                )
+            )
     return out
 
 
@@ -90,11 +113,26 @@ def run_one(config: dict, workdir: Path) -> dict:
     path = workdir / "out.h5"
     mpiexec = [str(BIN / "mpiexec"), "-n", str(config["ranks"]), str(BIN / "h5subfile")]
     os.sync()  # untimed: no run pays for the previous run's dirty pages
-    write = run_json(mpiexec + ["vpic", str(path), "--particles", str(config["particles"]),
-                                "--steps", "1", "--json", *config["write"]])
-    result = {"write_seconds": write["observed_seconds"], "write_rate": write["observed_rate_mib_s"],
-              "write_raw_seconds": write["raw_seconds"],
-              "data_bytes": write["total_bytes"], "disk_bytes": disk_bytes(path)}
+    write = run_json(
+        mpiexec
+        + [
+            "vpic",
+            str(path),
+            "--particles",
+            str(config["particles"]),
+            "--steps",
+            "1",
+            "--json",
+            *config["write"],
+        ]
+    )
+    result = {
+        "write_seconds": write["observed_seconds"],
+        "write_rate": write["observed_rate_mib_s"],
+        "write_raw_seconds": write["raw_seconds"],
+        "data_bytes": write["total_bytes"],
+        "disk_bytes": disk_bytes(path),
+    }
     if config["read"] is not None:
         os.sync()
         read = run_json(mpiexec + ["bdcats", str(path), "--json", *config["read"]])
@@ -114,19 +152,31 @@ def measure(reps: int, seed: int, groups: list[str] | None = None) -> dict:
             rng.shuffle(order)
             for done, index in enumerate(order):
                 config = plan[index]
-                print(f"[rep {rep + 1}/{reps}, {done + 1}/{len(order)}] {config['group']}: "
-                      f"{config['label']}", file=sys.stderr, flush=True)
+                print(
+                    f"[rep {rep + 1}/{reps}, {done + 1}/{len(order)}] {config['group']}: "
+                    f"{config['label']}",
+                    file=sys.stderr,
+                    flush=True,
+                )
                 runs.append(dict(config, repetition=rep, **run_one(config, Path(tmp))))
     import h5py
     import hdf5plugin
 
     return {
-        "machine": {"hostname": platform.node(), "cores": os.cpu_count(),
-                    "platform": platform.platform()},
-        "versions": {"h5py": h5py.version.version, "hdf5": h5py.version.hdf5_version,
-                     "hdf5plugin": hdf5plugin.version},
+        "machine": {
+            "hostname": platform.node(),
+            "cores": os.cpu_count(),
+            "platform": platform.platform(),
+        },
+        "versions": {
+            "h5py": h5py.version.version,
+            "hdf5": h5py.version.hdf5_version,
+            "hdf5plugin": hdf5plugin.version,
+        },
         "when": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
-        "reps": reps, "seed": seed, "runs": runs,
+        "reps": reps,
+        "seed": seed,
+        "runs": runs,
     }
 
 
@@ -170,41 +220,70 @@ def render(result: dict) -> str:
         disk = median(runs, group, name, "disk_bytes")
         w = median(runs, group, name, "write_rate")
         r = median(runs, group, name, "read_rate")
-        lines.append(f"| {name} | {data / disk:.2f} | {w:.0f} ({spread(runs, group, name, 'write_rate')})"
-                     f" | {r:.0f} ({spread(runs, group, name, 'read_rate')}) | {w / base_w:.2f} | "
-                     f"{r / base_r:.2f} |")
-    lines += ["", "### Parallel compression: 1 rank vs 2 ranks, same data (128 MiB)", "",
-              "Whole write (open to close, h5bench's observed time) and its data path alone "
-              "(h5bench's raw time: compressing, moving chunks, writing them; the slowest rank).",
-              "",
-              "| filter | grouping | 1 rank (s) | 2 ranks (s) | speedup | data path: 1 rank (s) | "
-              "2 ranks (s) | speedup | target >= 1.8 |",
-              "|---|---|---|---|---|---|---|---|---|"]
+        lines.append(
+            f"| {name} | {data / disk:.2f} | {w:.0f} ({spread(runs, group, name, 'write_rate')})"
+            f" | {r:.0f} ({spread(runs, group, name, 'read_rate')}) | {w / base_w:.2f} | "
+            f"{r / base_r:.2f} |"
+        )
+    lines += [
+        "",
+        "### Parallel compression: 1 rank vs 2 ranks, same data (128 MiB)",
+        "",
+        "Whole write (open to close, h5bench's observed time) and its data path alone "
+        "(h5bench's raw time: compressing, moving chunks, writing them; the slowest rank).",
+        "",
+        "| filter | grouping | 1 rank (s) | 2 ranks (s) | speedup | data path: 1 rank (s) | "
+        "2 ranks (s) | speedup | target >= 1.8 |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
     for name in ("gzip", "zstd"):
         for grouping in ("node", "rank"):
-            one, two = (median(runs, "parallel", f"{name}, {n} rank(s), subfiles={grouping}",
-                               "write_seconds") for n in (1, 2))
-            raw1, raw2 = (median(runs, "parallel", f"{name}, {n} rank(s), subfiles={grouping}",
-                                 "write_raw_seconds") for n in (1, 2))
-            met = "yes" if one / two >= 1.8 else ("data path only" if raw1 / raw2 >= 1.8
-                                                  else "**no**")
-            lines.append(f"| {name} | {grouping} | {one:.2f} | {two:.2f} | {one / two:.2f} | "
-                         f"{raw1:.2f} | {raw2:.2f} | {raw1 / raw2:.2f} | {met} |")
-    lines += ["", f"### Aggregation and alignment ({AGGREGATION_PARTICLES >> 20} Mi particles = "
-              "32 MiB per rank, k = min(P, 4) ranks per subfile)", "",
-              "| P | configuration | write MiB/s | read MiB/s | write / direct | read / direct |",
-              "|---|---|---|---|---|---|"]
+            one, two = (
+                median(
+                    runs, "parallel", f"{name}, {n} rank(s), subfiles={grouping}", "write_seconds"
+                )
+                for n in (1, 2)
+            )
+            raw1, raw2 = (
+                median(
+                    runs,
+                    "parallel",
+                    f"{name}, {n} rank(s), subfiles={grouping}",
+                    "write_raw_seconds",
+                )
+                for n in (1, 2)
+            )
+            met = (
+                "yes"
+                if one / two >= 1.8
+                else ("data path only" if raw1 / raw2 >= 1.8 else "**no**")
+            )
+            lines.append(
+                f"| {name} | {grouping} | {one:.2f} | {two:.2f} | {one / two:.2f} | "
+                f"{raw1:.2f} | {raw2:.2f} | {raw1 / raw2:.2f} | {met} |"
+            )
+    lines += [
+        "",
+        f"### Aggregation and alignment ({AGGREGATION_PARTICLES >> 20} Mi particles = "
+        "32 MiB per rank, k = min(P, 4) ranks per subfile)",
+        "",
+        "| P | configuration | write MiB/s | read MiB/s | write / direct | read / direct |",
+        "|---|---|---|---|---|---|",
+    ]
     for ranks in (2, 4, 8):
         group = f"aggregation P={ranks}"
-        labels = sorted({r["label"] for r in runs if r["group"] == group},
-                        key=lambda label: (not label.startswith("direct"), label))
+        labels = sorted(
+            {r["label"] for r in runs if r["group"] == group},
+            key=lambda label: (not label.startswith("direct"), label),
+        )
         base_w = median(runs, group, "direct", "write_rate")
         base_r = median(runs, group, "direct", "read_rate")
         for label in labels:
             w = median(runs, group, label, "write_rate")
             r = median(runs, group, label, "read_rate")
-            lines.append(f"| {ranks} | {label} | {w:.0f} | {r:.0f} | {w / base_w:.2f} | "
-                         f"{r / base_r:.2f} |")
+            lines.append(
+                f"| {ranks} | {label} | {w:.0f} | {r:.0f} | {w / base_w:.2f} | {r / base_r:.2f} |"
+            )
     lines += ["", *NOTES, END]
     return "\n".join(lines)
 
@@ -254,16 +333,21 @@ def main() -> int:
     parser.add_argument("--out", type=Path, default=ROOT / "docs" / "BENCHMARKS.md")
     parser.add_argument("--results", type=Path, default=ROOT / "docs" / "storage-results.json")
     parser.add_argument("--render", type=Path, help="rebuild the section from saved results")
-    parser.add_argument("--groups", nargs="*",
-                        help="measure only these groups (e.g. parallel) and replace their runs "
-                        "in the saved results")
+    parser.add_argument(
+        "--groups",
+        nargs="*",
+        help="measure only these groups (e.g. parallel) and replace their runs "
+        "in the saved results",
+    )
     args = parser.parse_args()
     if args.render:
         result = json.loads(args.render.read_text())
     elif args.groups:
         result = json.loads(args.results.read_text())
         fresh = measure(args.reps, args.seed, args.groups)
-        result["runs"] = [r for r in result["runs"] if r["group"] not in args.groups] + fresh["runs"]
+        result["runs"] = [r for r in result["runs"] if r["group"] not in args.groups] + fresh[
+            "runs"
+        ]
         args.results.write_text(json.dumps(result, indent=1))
     else:
         result = measure(args.reps, args.seed)

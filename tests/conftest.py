@@ -25,11 +25,25 @@ def run_mpi(
 ) -> subprocess.CompletedProcess[str]:
     """Run ``tests/mpi/<script>`` on ``ranks`` ranks under ``python -m mpi4py`` (a failing rank
     aborts the job), killing the whole job after ``timeout`` seconds so nothing can hang."""
-    command = [str(MPIEXEC), "-n", str(ranks), sys.executable, "-m", "mpi4py",
-               str(SCRIPTS / script), *map(str, args)]
+    command = [
+        str(MPIEXEC),
+        "-n",
+        str(ranks),
+        sys.executable,
+        "-m",
+        "mpi4py",
+        str(SCRIPTS / script),
+        *map(str, args),
+    ]
     full_env = dict(os.environ, PYTHONPATH=str(SCRIPTS), **(env or {}))
-    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                               env=full_env, start_new_session=True)
+    process = subprocess.Popen(
+        command,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=full_env,
+        start_new_session=True,
+    )
     try:
         stdout, stderr = process.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:
@@ -47,11 +61,19 @@ def run_mpi(
 
 def run_python(code: str, *args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
     """Run ``code`` in a separate plain Python process (no h5subfile import unless it asks)."""
-    return subprocess.run([sys.executable, "-c", code, *map(str, args)], capture_output=True,
-                          text=True, timeout=timeout)
+    return subprocess.run(
+        [sys.executable, "-c", code, *map(str, args)],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
 
 
 def run_cli(ranks: int, *args: str, timeout: float = 240) -> subprocess.CompletedProcess[str]:
     """Run ``h5subfile ARGS`` under ``mpiexec -n ranks`` (not checked: tests look at the status)."""
-    return subprocess.run([str(MPIEXEC), "-n", str(ranks), sys.executable, "-m", "h5subfile",
-                           *map(str, args)], capture_output=True, text=True, timeout=timeout)
+    return subprocess.run(
+        [str(MPIEXEC), "-n", str(ranks), sys.executable, "-m", "h5subfile", *map(str, args)],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )

@@ -83,8 +83,11 @@ def test_errors_subclass_builtins() -> None:
     assert issubclass(hs.TruncatedFileError, OSError)
     assert issubclass(hs.ObjectNotFoundError, KeyError)
     assert issubclass(hs.SelectionError, IndexError)
-    assert all(issubclass(getattr(hs, n), hs.H5SubfileError) for n in hs.__all__
-               if n.endswith("Error") and n != "H5SubfileError")
+    assert all(
+        issubclass(getattr(hs, n), hs.H5SubfileError)
+        for n in hs.__all__
+        if n.endswith("Error") and n != "H5SubfileError"
+    )
 
 
 def test_unused_path_is_untouched(tmp_path: Path) -> None:

@@ -26,17 +26,21 @@ B, T, S = 256 * KIB, 64 * KIB, 2
 
 def test_options_follow_ior_rules() -> None:
     BenchOptions(api="mpiio", block=B, transfer=T)
-    for bad in (dict(block=100 * KIB, transfer=64 * KIB), dict(api="netcdf"),
-                dict(api="subfile", file_per_proc=True), dict(api="posix", subfiles=2),
-                dict(transfer=12, block=24), dict(write=False, read=False),
-                dict(api="phdf5", alignment=3000)):
+    for bad in (
+        dict(block=100 * KIB, transfer=64 * KIB),
+        dict(api="netcdf"),
+        dict(api="subfile", file_per_proc=True),
+        dict(api="posix", subfiles=2),
+        dict(transfer=12, block=24),
+        dict(write=False, read=False),
+        dict(api="phdf5", alignment=3000),
+    ):
         with pytest.raises(BenchOptionError):
             BenchOptions(**bad)
 
 
 def test_hints_from_environment_and_arguments() -> None:
-    env = {"IOR_HINT__MPI__romio_cb_write": "enable", "IOR_HINT__MPI__cb_nodes": "2",
-           "OTHER": "x"}
+    env = {"IOR_HINT__MPI__romio_cb_write": "enable", "IOR_HINT__MPI__cb_nodes": "2", "OTHER": "x"}
     hints = dict(parse_hints(["cb_nodes=4", "striping_unit=1048576"], env))
     assert hints == {"romio_cb_write": "enable", "cb_nodes": "4", "striping_unit": "1048576"}
     with pytest.raises(BenchOptionError):
@@ -45,20 +49,34 @@ def test_hints_from_environment_and_arguments() -> None:
 
 
 def test_sweep_expansion() -> None:
-    configs = expand({"ranks": [2, 4], "apis": ["posix", "mpiio", "subfile"], "block": "1m",
-                      "transfer": ["64k", "1m"], "file_per_proc": [False, True],
-                      "collective": [False, True], "ranks_per_subfile": [1, 2, 4],
-                      "hints": ["none", "romio9"]})
+    configs = expand(
+        {
+            "ranks": [2, 4],
+            "apis": ["posix", "mpiio", "subfile"],
+            "block": "1m",
+            "transfer": ["64k", "1m"],
+            "file_per_proc": [False, True],
+            "collective": [False, True],
+            "ranks_per_subfile": [1, 2, 4],
+            "hints": ["none", "romio9"],
+        }
+    )
     count = lambda api, ranks: sum(c.api == api and c.ranks == ranks for c in configs)  # noqa: E731
-    assert count("posix", 2) == 2 * 2            # transfers x file_per_proc
-    assert count("mpiio", 4) == 2 * 2 * 2 * 10   # transfers x fpp x collective x (none + 9)
-    assert count("subfile", 2) == 2 * 2           # factor 4 > 2 ranks is skipped
+    assert count("posix", 2) == 2 * 2  # transfers x file_per_proc
+    assert count("mpiio", 4) == 2 * 2 * 2 * 10  # transfers x fpp x collective x (none + 9)
+    assert count("subfile", 2) == 2 * 2  # factor 4 > 2 ranks is skipped
     assert count("subfile", 4) == 2 * 3
 
 
 def test_mpiio_hints_reach_the_file(tmp_path: Path) -> None:
-    out = run_mpi(2, "hints.py", tmp_path / "h.dat", "cb_buffer_size=8388608",
-                  "romio_cb_write=enable", env={"IOR_HINT__MPI__romio_ds_write": "disable"})
+    out = run_mpi(
+        2,
+        "hints.py",
+        tmp_path / "h.dat",
+        "cb_buffer_size=8388608",
+        "romio_cb_write=enable",
+        env={"IOR_HINT__MPI__romio_ds_write": "disable"},
+    )
     hints = json.loads(out.stdout.strip().splitlines()[-1])
     assert hints["cb_buffer_size"] == "8388608"
     assert hints["romio_cb_write"] == "enable"
@@ -78,52 +96,123 @@ def check_raw_layout(read_words, ranks: int, per_process: bool) -> None:
             for index in range(B // T):
                 within = index * T
                 got = read_words(rank, segment, within)
-                assert np.array_equal(got, expected_transfer(rank, segment, index)), \
-                    (rank, segment, index)
+                assert np.array_equal(got, expected_transfer(rank, segment, index)), (
+                    rank,
+                    segment,
+                    index,
+                )
 
 
-@pytest.mark.parametrize("api, flags", [
-    ("posix", []), ("posix", ["-F"]), ("mpiio", []), ("mpiio", ["-F"]), ("mpiio", ["-c"]),
-    ("hdf5", []), ("hdf5", ["-F"]), ("subfile", ["--ranks-per-subfile", "2"]),
-    ("subfile", ["--subfiles", "rank"]),
-])
+@pytest.mark.parametrize(
+    "api, flags",
+    [
+        ("posix", []),
+        ("posix", ["-F"]),
+        ("mpiio", []),
+        ("mpiio", ["-F"]),
+        ("mpiio", ["-c"]),
+        ("hdf5", []),
+        ("hdf5", ["-F"]),
+        ("subfile", ["--ranks-per-subfile", "2"]),
+        ("subfile", ["--subfiles", "rank"]),
+    ],
+)
 def test_each_api_writes_and_reads_the_right_bytes(tmp_path: Path, api: str, flags: list) -> None:
     ranks = 3
     test_file = tmp_path / "testFile"
-    result = run_cli(ranks, "bench", "-a", api, "-b", B, "-t", T, "-s", S, "-i", "2", "-W", "-R",
-                     "-C", "-k", "-o", test_file, "--json", tmp_path / "r.json", *flags)
+    result = run_cli(
+        ranks,
+        "bench",
+        "-a",
+        api,
+        "-b",
+        B,
+        "-t",
+        T,
+        "-s",
+        S,
+        "-i",
+        "2",
+        "-W",
+        "-R",
+        "-C",
+        "-k",
+        "-o",
+        test_file,
+        "--json",
+        tmp_path / "r.json",
+        *flags,
+    )
     assert result.returncode == 0, result.stderr
     record = json.loads((tmp_path / "r.json").read_text())
     rows = record["iterations"]
     assert [(r["access"], r["iteration"]) for r in rows] == [
-        ("write", 0), ("read", 0), ("write", 1), ("read", 1)]
+        ("write", 0),
+        ("read", 0),
+        ("write", 1),
+        ("read", 1),
+    ]
     assert all(r["bad_transfers"] == 0 for r in rows)
     assert all(r["bytes"] == ranks * S * B and r["ops"] == ranks * S * (B // T) for r in rows)
     # independent check of what is on disk, without the benchmark's code
     per_process = "-F" in flags
     if api in ("posix", "mpiio"):
+
         def read_words(rank, segment, within):
             path = f"{test_file}.{rank:08d}" if per_process else test_file
-            offset = segment * B + within if per_process else segment * B * ranks + rank * B + within
+            offset = (
+                segment * B + within if per_process else segment * B * ranks + rank * B + within
+            )
             with open(path, "rb") as handle:
                 handle.seek(offset)
                 return np.frombuffer(handle.read(T), dtype=np.uint64)
     else:
+
         def read_words(rank, segment, within):
             path = f"{test_file}.{rank:08d}" if per_process else test_file
             start = (0 if per_process else rank * B // 8) + within // 8
-            code = ("import h5py, sys, numpy as np\n"
-                    "d = h5py.File(sys.argv[1])[sys.argv[2]]\n"
-                    "sys.stdout.buffer.write(d[int(sys.argv[3]):int(sys.argv[4])].tobytes())\n")
-            out = subprocess.run([sys.executable, "-c", code, str(path), f"segment_{segment:04d}",
-                                  str(start), str(start + T // 8)], capture_output=True, check=True)
+            code = (
+                "import h5py, sys, numpy as np\n"
+                "d = h5py.File(sys.argv[1])[sys.argv[2]]\n"
+                "sys.stdout.buffer.write(d[int(sys.argv[3]):int(sys.argv[4])].tobytes())\n"
+            )
+            out = subprocess.run(
+                [
+                    sys.executable,
+                    "-c",
+                    code,
+                    str(path),
+                    f"segment_{segment:04d}",
+                    str(start),
+                    str(start + T // 8),
+                ],
+                capture_output=True,
+                check=True,
+            )
             return np.frombuffer(out.stdout, dtype=np.uint64)
+
     check_raw_layout(read_words, ranks, per_process)
 
 
 def test_ior_output_lines_parse(tmp_path: Path) -> None:
-    result = run_cli(2, "bench", "-a", "subfile", "-b", B, "-t", T, "-s", S, "-i", "3", "-o",
-                     tmp_path / "f", "--csv", tmp_path / "r.csv")
+    result = run_cli(
+        2,
+        "bench",
+        "-a",
+        "subfile",
+        "-b",
+        B,
+        "-t",
+        T,
+        "-s",
+        S,
+        "-i",
+        "3",
+        "-o",
+        tmp_path / "f",
+        "--csv",
+        tmp_path / "r.csv",
+    )
     assert result.returncode == 0, result.stderr
     lines = result.stdout.splitlines()
     assert TABLE_HEADER in lines and SUMMARY_HEADER in lines
@@ -148,18 +237,49 @@ def test_ior_output_lines_parse(tmp_path: Path) -> None:
 
 
 def test_json_has_every_field(tmp_path: Path) -> None:
-    result = run_cli(2, "bench", "-a", "mpiio", "-c", "-b", B, "-t", T, "-o", tmp_path / "f",
-                     "--hint", "romio_cb_write=enable", "--json", "-")
+    result = run_cli(
+        2,
+        "bench",
+        "-a",
+        "mpiio",
+        "-c",
+        "-b",
+        B,
+        "-t",
+        T,
+        "-o",
+        tmp_path / "f",
+        "--hint",
+        "romio_cb_write=enable",
+        "--json",
+        "-",
+    )
     assert result.returncode == 0, result.stderr
     record = json.loads(result.stdout)
-    assert set(record) >= {"options", "ranks", "tasks_per_node", "details", "versions",
-                           "machine", "iterations", "summary", "unavailable"}
+    assert set(record) >= {
+        "options",
+        "ranks",
+        "tasks_per_node",
+        "details",
+        "versions",
+        "machine",
+        "iterations",
+        "summary",
+        "unavailable",
+    }
     assert record["options"]["hints"] == {"romio_cb_write": "enable"}
     assert record["options"]["collective"] is True
     assert set(record["versions"]) >= {"h5subfile", "numpy", "h5py", "hdf5", "mpi4py", "mpi"}
     assert set(record["machine"]) >= {"hostname", "cores", "platform", "date"}
-    assert set(record["iterations"][0]) >= {"bw_mib_s", "iops", "latency_s", "open_s", "xfer_s",
-                                            "close_s", "total_s"}
+    assert set(record["iterations"][0]) >= {
+        "bw_mib_s",
+        "iops",
+        "latency_s",
+        "open_s",
+        "xfer_s",
+        "close_s",
+        "total_s",
+    }
 
 
 def test_bad_options_are_reported_once(tmp_path: Path) -> None:
@@ -180,17 +300,47 @@ def test_phdf5_says_why_it_is_unavailable(tmp_path: Path) -> None:
     assert json.loads((tmp_path / "r.json").read_text())["unavailable"].startswith("phdf5")
 
 
-@pytest.mark.skipif(not (PHDF5_PYTHON.parent.parent / ".installed").exists(),
-                    reason="parallel HDF5 environment not built (run `make phdf5`)")
-@pytest.mark.parametrize("flags", [[], ["-c", "--coll-metadata", "--no-fill"],
-                                   ["--alignment", "64k"], ["-F"]])
+@pytest.mark.skipif(
+    not (PHDF5_PYTHON.parent.parent / ".installed").exists(),
+    reason="parallel HDF5 environment not built (run `make phdf5`)",
+)
+@pytest.mark.parametrize(
+    "flags", [[], ["-c", "--coll-metadata", "--no-fill"], ["--alignment", "64k"], ["-F"]]
+)
 def test_phdf5_runs_in_its_environment(tmp_path: Path, flags: list) -> None:
     mpiexec = PHDF5_PYTHON.parent / "mpiexec"
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
-    result = subprocess.run([str(mpiexec), "-n", "2", str(PHDF5_PYTHON), "-m", "h5subfile",
-                             "bench", "-a", "phdf5", "-b", str(B), "-t", str(T), "-s", str(S),
-                             "-W", "-R", "-C", "-o", str(tmp_path / "f"), "--json", "-", *flags],
-                            capture_output=True, text=True, timeout=300, env=env)
+    result = subprocess.run(
+        [
+            str(mpiexec),
+            "-n",
+            "2",
+            str(PHDF5_PYTHON),
+            "-m",
+            "h5subfile",
+            "bench",
+            "-a",
+            "phdf5",
+            "-b",
+            str(B),
+            "-t",
+            str(T),
+            "-s",
+            str(S),
+            "-W",
+            "-R",
+            "-C",
+            "-o",
+            str(tmp_path / "f"),
+            "--json",
+            "-",
+            *flags,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=env,
+    )
     assert result.returncode == 0, result.stderr
     rows = json.loads(result.stdout)["iterations"]
     assert [r["bad_transfers"] for r in rows] == [0, 0]
@@ -198,18 +348,36 @@ def test_phdf5_runs_in_its_environment(tmp_path: Path, flags: list) -> None:
 
 def test_sweep_writes_results_and_plots(tmp_path: Path) -> None:
     spec = tmp_path / "tiny.toml"
-    spec.write_text('title = "tiny"\nrepetitions = 1\nranks = [2]\napis = ["posix", "subfile"]\n'
-                    'block = "256k"\ntransfer = ["64k", "256k"]\nfile_per_proc = [false, true]\n'
-                    'ranks_per_subfile = [1, 2]\n')
+    spec.write_text(
+        'title = "tiny"\nrepetitions = 1\nranks = [2]\napis = ["posix", "subfile"]\n'
+        'block = "256k"\ntransfer = ["64k", "256k"]\nfile_per_proc = [false, true]\n'
+        "ranks_per_subfile = [1, 2]\n"
+    )
     out = tmp_path / "out"
-    result = subprocess.run([sys.executable, "-m", "h5subfile", "bench", "--sweep", str(spec),
-                             "--out", str(out), "--quiet"], capture_output=True, text=True,
-                            timeout=600)
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "h5subfile",
+            "bench",
+            "--sweep",
+            str(spec),
+            "--out",
+            str(out),
+            "--quiet",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert result.returncode == 0, result.stderr
     record = json.loads((out / "results.json").read_text())
     assert len(record["runs"]) == 2 * 2 + 2 * 2
-    for name in ("bandwidth_vs_subfiling_factor.png", "bandwidth_vs_transfer_size.png",
-                 "bandwidth_per_api.png"):
+    for name in (
+        "bandwidth_vs_subfiling_factor.png",
+        "bandwidth_vs_transfer_size.png",
+        "bandwidth_per_api.png",
+    ):
         data = (out / name).read_bytes()
         assert data[:8] == b"\x89PNG\r\n\x1a\n" and len(data) > 10_000, name
     assert not shutil.which("nonexistent-tool")  # the sweep needs no extra tools

@@ -17,8 +17,9 @@ PARTICLES = 500
 
 
 def write_base(path: Path) -> None:
-    result = run_cli(2, "vpic", path, "--particles", PARTICLES, "--steps", 2, "--subfiles", 2,
-                     "--quiet")
+    result = run_cli(
+        2, "vpic", path, "--particles", PARTICLES, "--steps", 2, "--subfiles", 2, "--quiet"
+    )
     assert result.returncode == 0, result.stderr
 
 
@@ -35,8 +36,9 @@ def verify_steps(path: Path) -> None:
 
 
 @pytest.mark.parametrize("commit", ["replace", "in-place"])
-def test_killed_append_keeps_earlier_steps(tmp_path: Path, commit: str,
-                                           monkeypatch: pytest.MonkeyPatch) -> None:
+def test_killed_append_keeps_earlier_steps(
+    tmp_path: Path, commit: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
     path = tmp_path / "run.h5"
     write_base(path)
     before = probe(path, "/Timestep_0/x", "/Timestep_1/id_1")
@@ -82,8 +84,9 @@ def test_missing_subfile_is_named(tmp_path: Path) -> None:
     assert kind == "MissingFileError"
     assert "run.subfiles/s0-00001.h5" in message
     assert any("s0-00001.h5" in p for p in report["problems"])
-    info = subprocess.run([sys.executable, "-m", "h5subfile", "info", str(path)],
-                          capture_output=True, text=True)
+    info = subprocess.run(
+        [sys.executable, "-m", "h5subfile", "info", str(path)], capture_output=True, text=True
+    )
     assert info.returncode == 1 and "MISSING" in info.stdout
 
 

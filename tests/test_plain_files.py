@@ -59,8 +59,9 @@ def test_bdcats_verify_refuses_foreign_files(plain: Path) -> None:
 
 
 def test_info_describes_plain_files(plain: Path) -> None:
-    result = subprocess.run([sys.executable, "-m", "h5subfile", "info", str(plain)],
-                            capture_output=True, text=True)
+    result = subprocess.run(
+        [sys.executable, "-m", "h5subfile", "info", str(plain)], capture_output=True, text=True
+    )
     assert result.returncode == 0, result.stderr
     assert "plain HDF5 file" in result.stdout
     assert "/Timestep_1/id_1" in result.stdout and "(1001,)" in result.stdout
@@ -68,11 +69,13 @@ def test_info_describes_plain_files(plain: Path) -> None:
 
 @pytest.mark.skipif(shutil.which("h5ls") is None, reason="h5ls not installed (hdf5-tools)")
 def test_h5ls_lists_our_files(tmp_path: Path) -> None:
-    written = run_cli(3, "vpic", tmp_path / "v.h5", "--particles", 100, "--subfiles", "rank",
-                      "--quiet")
+    written = run_cli(
+        3, "vpic", tmp_path / "v.h5", "--particles", 100, "--subfiles", "rank", "--quiet"
+    )
     assert written.returncode == 0, written.stderr
-    out = subprocess.run(["h5ls", "-r", str(tmp_path / "v.h5")], capture_output=True, text=True,
-                         check=True).stdout
+    out = subprocess.run(
+        ["h5ls", "-r", str(tmp_path / "v.h5")], capture_output=True, text=True, check=True
+    ).stdout
     assert ["/Timestep_0/id_2", "Dataset", "{300}"] in [line.split() for line in out.splitlines()]
 
 

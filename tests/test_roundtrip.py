@@ -28,8 +28,13 @@ def matrix(tmp_path_factory: pytest.TempPathFactory) -> Path:
     # A restarted job on another rank count appends a group: the atomic (copy + rename) commit...
     run_mpi(3, "append.py", "2", *sorted(glob.glob(f"{folder}/w[24]_*.h5")))
     # ...and the in-place commit used for masters that hold a lot of raw data.
-    run_mpi(2, "append.py", "rank", *sorted(glob.glob(f"{folder}/w[13]_*.h5")),
-            env={"H5SUBFILE_MASTER_COPY_LIMIT": "0"})
+    run_mpi(
+        2,
+        "append.py",
+        "rank",
+        *sorted(glob.glob(f"{folder}/w[13]_*.h5")),
+        env={"H5SUBFILE_MASTER_COPY_LIMIT": "0"},
+    )
     return folder
 
 
@@ -66,7 +71,9 @@ def test_read_with_any_rank_count(matrix: Path, readers: int) -> None:
 def test_plain_h5py_reads_everything(matrix: Path) -> None:
     result = subprocess.run(
         [sys.executable, str(ROOT / "interop" / "plain_check.py"), str(matrix), str(SCRIPTS)],
-        capture_output=True, text=True, timeout=300,
+        capture_output=True,
+        text=True,
+        timeout=300,
     )
     assert result.returncode == 0, result.stderr
     assert "plain h5py checked" in result.stdout
@@ -79,8 +86,12 @@ h5repack = shutil.which("h5repack")
 @pytest.mark.skipif(h5dump is None, reason="h5dump not installed (apt-get install hdf5-tools)")
 @pytest.mark.parametrize("name", ["w4_two.h5", "w3_rank.h5", "w2_node.h5"])
 def test_h5dump_shows_values(matrix: Path, name: str) -> None:
-    out = subprocess.run([h5dump, "-d", "/prefix/i4", "-w", "0", "-y", str(matrix / name)],
-                         capture_output=True, text=True, check=True).stdout
+    out = subprocess.run(
+        [h5dump, "-d", "/prefix/i4", "-w", "0", "-y", str(matrix / name)],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
     body = out.split("DATA {", 1)[1].split("}", 1)[0]
     values = [int(v) for v in body.replace(",", " ").split()]
     import h5py
@@ -103,7 +114,10 @@ def test_h5repack_conti_gives_conventional_file(matrix: Path, tmp_path: Path) ->
         "assert all(np.array_equal(a[n][...], b[n][...]) for n in names)\n"
         "print(len(names))\n"
     )
-    result = subprocess.run([sys.executable, "-c", code, str(out), str(matrix / "w4_two.h5")],
-                            capture_output=True, text=True)
+    result = subprocess.run(
+        [sys.executable, "-c", code, str(out), str(matrix / "w4_two.h5")],
+        capture_output=True,
+        text=True,
+    )
     assert result.returncode == 0, result.stderr
     assert int(result.stdout) > 40

@@ -16,11 +16,17 @@ from conftest import run_mpi
 def test_one_rank_writes_and_reads_more_than_2_gib(tmp_path: Path) -> None:
     out = run_mpi(1, "big_block.py", tmp_path, int(2.1 * 2**30), timeout=400).stdout
     assert "ok" in out
-    code = ("import h5py, sys\n"
-            "d = h5py.File(sys.argv[1])['block']\n"
-            "print(d.shape[0] * d.dtype.itemsize, int(d[-1]))\n")
-    result = subprocess.run([sys.executable, "-c", code, str(tmp_path / "big.h5")],
-                            capture_output=True, text=True, check=True)
+    code = (
+        "import h5py, sys\n"
+        "d = h5py.File(sys.argv[1])['block']\n"
+        "print(d.shape[0] * d.dtype.itemsize, int(d[-1]))\n"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", code, str(tmp_path / "big.h5")],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     nbytes, last = map(int, result.stdout.split())
     n = int(2.1 * 2**30) // 8
     assert nbytes == n * 8 > 2**31
@@ -33,11 +39,14 @@ def test_32_ranks_with_subfiling_factor_8(tmp_path: Path) -> None:
     assert "ok 32 ranks" in out
     subfiles = sorted(p.name for p in (tmp_path / "many.subfiles").iterdir())
     assert subfiles == [f"s0-{g:05d}.h5" for g in range(4)]
-    code = ("import h5py, sys, numpy as np\n"
-            "x = h5py.File(sys.argv[1])['x']\n"
-            "assert x.is_virtual and np.array_equal(x[...], np.arange(x.shape[0]))\n"
-            "print(x.shape[0])\n")
-    result = subprocess.run([sys.executable, "-c", code, str(tmp_path / "many.h5")],
-                            capture_output=True, text=True)
+    code = (
+        "import h5py, sys, numpy as np\n"
+        "x = h5py.File(sys.argv[1])['x']\n"
+        "assert x.is_virtual and np.array_equal(x[...], np.arange(x.shape[0]))\n"
+        "print(x.shape[0])\n"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", code, str(tmp_path / "many.h5")], capture_output=True, text=True
+    )
     assert result.returncode == 0, result.stderr
     assert int(result.stdout) == sum(1000 + r for r in range(32))

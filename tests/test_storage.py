@@ -65,9 +65,15 @@ def test_plain_h5py_with_hdf5plugin_reads_the_masters(
 ) -> None:
     for folder in [stored, *aggregated.values()]:
         result = subprocess.run(
-            [sys.executable, str(ROOT / "interop" / "plain_storage_check.py"), str(folder),
-             str(ROOT / "mpi")],
-            capture_output=True, text=True, timeout=120,
+            [
+                sys.executable,
+                str(ROOT / "interop" / "plain_storage_check.py"),
+                str(folder),
+                str(ROOT / "mpi"),
+            ],
+            capture_output=True,
+            text=True,
+            timeout=120,
         )
         assert result.returncode == 0, result.stderr
         assert "plain h5py checked" in result.stdout
@@ -79,7 +85,10 @@ def test_h5dump_reads_compressed_subfiles_with_the_plugin_path(stored: Path) -> 
 
     result = subprocess.run(
         ["h5dump", "-d", "/one/zstd", "-c", "3", str(stored / "storage_2.h5")],
-        capture_output=True, text=True, timeout=60, env={"HDF5_PLUGIN_PATH": hdf5plugin.PLUGIN_PATH},
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={"HDF5_PLUGIN_PATH": hdf5plugin.PLUGIN_PATH},
     )
     assert result.returncode == 0, result.stderr
     assert "(0): 3693, 6332.67, 8972.33" in result.stdout  # expected("/one/zstd", ...)[:3]

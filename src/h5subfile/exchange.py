@@ -42,8 +42,10 @@ def exchange_bytes(
             at += raw.nbytes
     starts = _starts(incoming)
     receive = np.empty(sum(incoming), dtype=np.uint8)
-    comm.Alltoallv([send, (send_sizes, _starts(send_sizes)), MPI.BYTE],
-                   [receive, (list(incoming), starts), MPI.BYTE])
+    comm.Alltoallv(
+        [send, (send_sizes, _starts(send_sizes)), MPI.BYTE],
+        [receive, (list(incoming), starts), MPI.BYTE],
+    )
     return receive, starts
 
 
@@ -82,8 +84,9 @@ def write_two_phase(
                 part = data[piece.run][piece.run_offset : piece.run_offset + piece.nbytes]
                 if window.aggregator == me:  # own bytes: straight into the window
                     buffer = buffers[mine.index(window)]
-                    buffer[piece.window_offset : piece.window_offset + piece.nbytes] = \
+                    buffer[piece.window_offset : piece.window_offset + piece.nbytes] = (
                         np.frombuffer(part, dtype=np.uint8)
+                    )
                 else:
                     outgoing[window.aggregator].append(part)
         receive, cursor = exchange_bytes(comm, outgoing, incoming)
@@ -93,15 +96,17 @@ def write_two_phase(
             for window, buffer in zip(mine, buffers):
                 for piece in window.pieces:
                     if piece.rank == source and source != me:
-                        buffer[piece.window_offset : piece.window_offset + piece.nbytes] = \
-                            receive[at : at + piece.nbytes]
+                        buffer[piece.window_offset : piece.window_offset + piece.nbytes] = receive[
+                            at : at + piece.nbytes
+                        ]
                         at += piece.nbytes
         del receive
         for window, buffer in zip(mine, buffers):
             raw = memoryview(buffer)
             try:
                 open_file(window.file).write_pieces(
-                    [(offset, raw[at : at + n]) for offset, at, n in window.spans])
+                    [(offset, raw[at : at + n]) for offset, at, n in window.spans]
+                )
             except Exception as exc:  # noqa: BLE001 - returned, agreed by the caller
                 error = error or exc
     return error
@@ -128,12 +133,14 @@ def read_two_phase(
                 raw = memoryview(buffer)
                 try:
                     open_file(window.file).read_pieces(
-                        [(offset, raw[at : at + n]) for offset, at, n in window.spans])
+                        [(offset, raw[at : at + n]) for offset, at, n in window.spans]
+                    )
                 except Exception as exc:  # noqa: BLE001 - returned, agreed by the caller
                     error = error or exc
                 for piece in window.pieces:
                     outgoing[piece.rank].append(
-                        buffer[piece.window_offset : piece.window_offset + piece.nbytes])
+                        buffer[piece.window_offset : piece.window_offset + piece.nbytes]
+                    )
             for piece in window.pieces:
                 if piece.rank == me:
                     incoming[window.aggregator] += piece.nbytes
@@ -146,7 +153,8 @@ def read_two_phase(
                     continue
                 for piece in window.pieces:
                     if piece.rank == me:
-                        out[piece.run][piece.run_offset : piece.run_offset + piece.nbytes] = \
+                        out[piece.run][piece.run_offset : piece.run_offset + piece.nbytes] = (
                             receive[at : at + piece.nbytes].data
+                        )
                         at += piece.nbytes
     return error

@@ -121,14 +121,20 @@ CONTIGUOUS: Storage = (None, FilterSpec())
 
 
 def _storage_request(
-    plan: Plan | None, ndim: int, chunks: Any = None, compression: Any = None,
-    compression_opts: Any = None, shuffle: bool | None = None, fletcher32: bool | None = None,
+    plan: Plan | None,
+    ndim: int,
+    chunks: Any = None,
+    compression: Any = None,
+    compression_opts: Any = None,
+    shuffle: bool | None = None,
+    fletcher32: bool | None = None,
 ) -> Storage:
     """Resolve a dataset's chunks and filters (h5py's arguments), the plan giving the default
     compression when ``compression`` is None."""
     if compression is None and plan is not None and plan.compression is not None:
-        spec = resolve_filters(plan.compression, None,
-                               plan.shuffle if shuffle is None else shuffle, fletcher32)
+        spec = resolve_filters(
+            plan.compression, None, plan.shuffle if shuffle is None else shuffle, fletcher32
+        )
     else:
         spec = resolve_filters(compression, compression_opts, shuffle, fletcher32)
     if chunks is None or chunks is False:
@@ -141,8 +147,9 @@ def _storage_request(
         try:
             chunks = tuple(int(n) for n in chunks)
         except (TypeError, ValueError):
-            raise PlanError(f"chunks={chunks!r}: expected True or a tuple of positive integers") \
-                from None
+            raise PlanError(
+                f"chunks={chunks!r}: expected True or a tuple of positive integers"
+            ) from None
     return chunks, spec
 
 
@@ -163,8 +170,12 @@ class _Request:
 
     @property
     def signature(self) -> tuple[Any, ...]:
-        common = (self.path, self.dtype.str if self.dtype.fields is None else self.dtype.descr,
-                  self.kind, self.storage)
+        common = (
+            self.path,
+            self.dtype.str if self.dtype.fields is None else self.dtype.descr,
+            self.kind,
+            self.storage,
+        )
         if self.kind == "explicit":
             return common + (self.shape,)
         if self.kind == "prefix":
@@ -227,8 +238,9 @@ class _State:
         """The ranks of this rank's subfile (its leader is rank 0); made on first use (collective)."""
         if self._group_comm is None:
             assert self.grouping is not None
-            self._group_comm = self.comm.Split(self.grouping.group_of_rank[self.comm.rank],
-                                               self.comm.rank)
+            self._group_comm = self.comm.Split(
+                self.grouping.group_of_rank[self.comm.rank], self.comm.rank
+            )
         return self._group_comm
 
     def release(self) -> None:
@@ -284,8 +296,9 @@ class AttributeManager(MutableMapping[str, Any]):
             assert state.master is not None
             return state.master.set_attr(self._path, name, value)
 
-        stored = checked_collective(state.comm, f"{self._path}.attrs[{name!r}] = ...", signature,
-                                    set_on_root)
+        stored = checked_collective(
+            state.comm, f"{self._path}.attrs[{name!r}] = ...", signature, set_on_root
+        )
         self._values()[name] = stored
 
     def __delitem__(self, name: str) -> None:
@@ -299,8 +312,12 @@ class AttributeManager(MutableMapping[str, Any]):
             assert state.master is not None
             state.master.delete_attr(self._path, name)
 
-        checked_collective(state.comm, f"del {self._path}.attrs[{name!r}]",
-                           ("attrs.del", self._path, name), delete_on_root)
+        checked_collective(
+            state.comm,
+            f"del {self._path}.attrs[{name!r}]",
+            ("attrs.del", self._path, name),
+            delete_on_root,
+        )
         del self._values()[name]
 
     def __iter__(self) -> Iterator[str]:
@@ -387,7 +404,7 @@ class Group(_Object):
         prefix = self._path.rstrip("/") + "/"
         for path in sorted(self._state.catalog.nodes):
             if path.startswith(prefix) and path != self._path:
-                result = fn(path[len(prefix):])
+                result = fn(path[len(prefix) :])
                 if result is not None:
                     return result
         return None
@@ -410,8 +427,9 @@ class Group(_Object):
             state.master.create_group(path)
             return new
 
-        for new_path in checked_collective(state.comm, "create_group", ("create_group", path),
-                                           create_on_root):
+        for new_path in checked_collective(
+            state.comm, "create_group", ("create_group", path), create_on_root
+        ):
             state.catalog.nodes[new_path] = NodeInfo("group")
         return Group(state, path)
 
@@ -453,9 +471,18 @@ class Group(_Object):
         compression applies (none unless set). Chunks are compressed by the ranks that hold the
         data and written whole (direct chunk writes).
         """
-        spec = dict(shape=shape, dtype=dtype, block=block, start=start, count=count,
-                    chunks=chunks, compression=compression, compression_opts=compression_opts,
-                    shuffle=shuffle, fletcher32=fletcher32)
+        spec = dict(
+            shape=shape,
+            dtype=dtype,
+            block=block,
+            start=start,
+            count=count,
+            chunks=chunks,
+            compression=compression,
+            compression_opts=compression_opts,
+            shuffle=shuffle,
+            fletcher32=fletcher32,
+        )
         return self.create_datasets({name: spec})[0]
 
     def create_datasets(self, specs: Mapping[str, Mapping[str, Any]]) -> list[Dataset]:
@@ -491,9 +518,14 @@ class Group(_Object):
         shape_t = (int(shape),) if np.isscalar(shape) else tuple(int(n) for n in shape)
         if any(n < 0 for n in shape_t):
             raise ValueError(f"shape {shape_t} has a negative dimension")
-        return _Request(path, check_dtype(dtype), "explicit", shape_t,
-                        parse_block(shape_t, block, start, count),
-                        _storage_request(self._state.plan, len(shape_t), **storage))
+        return _Request(
+            path,
+            check_dtype(dtype),
+            "explicit",
+            shape_t,
+            parse_block(shape_t, block, start, count),
+            _storage_request(self._state.plan, len(shape_t), **storage),
+        )
 
     def write_dataset(
         self, name: str, data: Any, start: Sequence[int] | None = None, **storage: Any
@@ -507,8 +539,9 @@ class Group(_Object):
         ``compression``, ``compression_opts``, ``shuffle``, ``fletcher32`` as in
         :meth:`create_dataset`.
         """
-        return self.write_datasets({name: data}, start=None if start is None else {name: start},
-                                   **storage)[0]
+        return self.write_datasets(
+            {name: data}, start=None if start is None else {name: start}, **storage
+        )[0]
 
     def write_datasets(
         self,
@@ -528,9 +561,13 @@ class Group(_Object):
         (as in :meth:`create_dataset`) apply to every dataset. A rank's pieces that are
         neighbours on disk go out in one vectored write.
         """
-        storage_args = dict(chunks=chunks, compression=compression,
-                            compression_opts=compression_opts, shuffle=shuffle,
-                            fletcher32=fletcher32)
+        storage_args = dict(
+            chunks=chunks,
+            compression=compression,
+            compression_opts=compression_opts,
+            shuffle=shuffle,
+            fletcher32=fletcher32,
+        )
         state = self._state
         state.require_writable("write_datasets")
         requests: list[_Request] = []
@@ -549,8 +586,11 @@ class Group(_Object):
                     block = Block((0,) * array.ndim, array.shape)
                     requests.append(_Request(path, dt, "prefix", None, block, storage))
                 else:
-                    requests.append(_Request(path, dt, "corner", None,
-                                             corner_block(corner, array.shape), storage))
+                    requests.append(
+                        _Request(
+                            path, dt, "corner", None, corner_block(corner, array.shape), storage
+                        )
+                    )
                 arrays.append(array)
         except (H5SubfileError, ValueError, TypeError) as exc:
             error = exc
@@ -573,7 +613,9 @@ def _missing_groups(catalog: Catalog, path: str) -> list[str]:
     return new
 
 
-def _create(state: _State, requests: list[_Request] | None, error: BaseException | None) -> list[str]:
+def _create(
+    state: _State, requests: list[_Request] | None, error: BaseException | None
+) -> list[str]:
     """Collective: create the requested datasets (planning on rank 0, subfiles on leaders)."""
     local = None if requests is None else requests
     answer = root_decides(
@@ -586,7 +628,8 @@ def _create(state: _State, requests: list[_Request] | None, error: BaseException
     try:
         for dataset_index, extent_index, in_master, name, shape, dtype, chunked in tasks:
             offsets[(dataset_index, extent_index)] = _create_source(
-                state, in_master, name, shape, dtype, chunked)
+                state, in_master, name, shape, dtype, chunked
+            )
     except Exception as exc:  # noqa: BLE001 - agreed on every rank by root_decides
         error = exc
     nodes = root_decides(
@@ -608,15 +651,25 @@ def _create(state: _State, requests: list[_Request] | None, error: BaseException
         chunked = None
         if chunk_info is not None:
             members, leader, filters = chunk_info
-            chunked = _Chunked(chunk_work(members, extent.chunks, extent.shape, state.comm.rank),
-                               extent.chunks, extent.shape, filters, leader, extent.dataset)
+            chunked = _Chunked(
+                chunk_work(members, extent.chunks, extent.shape, state.comm.rank),
+                extent.chunks,
+                extent.shape,
+                filters,
+                leader,
+                extent.dataset,
+            )
         state.targets[path] = _Target(block, file, extent.offset, extent.block, group, chunked)
         state.unwritten.add(path)
     return paths
 
 
 def _create_source(
-    state: _State, in_master: bool, name: str, shape: tuple[int, ...], dtype: np.dtype,
+    state: _State,
+    in_master: bool,
+    name: str,
+    shape: tuple[int, ...],
+    dtype: np.dtype,
     chunked: tuple[tuple[int, ...], FilterSpec] | None,
 ) -> int:
     """A leader creates one source dataset (in its subfile, or the master); returns its byte
@@ -630,17 +683,20 @@ def _create_source(
             assert state.grouping is not None
             group = state.grouping.group_of_rank[state.comm.rank]
             relpath = subfile_relpath(state.path, state.session, group)
-            state.subfile = SubfileWriter(resolve_inside(state.path, relpath),
-                                          state.plan.alignment)
+            state.subfile = SubfileWriter(resolve_inside(state.path, relpath), state.plan.alignment)
             assert state.subfile.h5 is not None
             state.reader.writer_files[state.subfile.path] = state.subfile.h5
         writer = state.subfile
     if chunked is None:
-        return writer.create(name, shape, dtype) if not in_master else \
-            writer.create_in_master(name, shape, dtype)
+        return (
+            writer.create(name, shape, dtype)
+            if not in_master
+            else writer.create_in_master(name, shape, dtype)
+        )
     chunks, filters = chunked
-    state.chunk_sinks[name] = writer.create_chunked(name, shape, dtype, chunks,
-                                                    filters.h5py_kwargs())
+    state.chunk_sinks[name] = writer.create_chunked(
+        name, shape, dtype, chunks, filters.h5py_kwargs()
+    )
     return -1
 
 
@@ -703,8 +759,9 @@ def _plan_creation(state: _State, gathered: list[list[_Request] | None]) -> list
                 [(r, blocks[r].relative_to(box.start)) for r in extent_ranks]
                 for box, extent_ranks in zip(boxes, ranks)
             ]
-            plan.choice = choose_chunks(shape, first.dtype.itemsize, members, requested,
-                                        state.plan.chunk_bytes)
+            plan.choice = choose_chunks(
+                shape, first.dtype.itemsize, members, requested, state.plan.chunk_bytes
+            )
             plan.filters = filters
         if existing is not None:
             assert state.master is not None
@@ -725,18 +782,26 @@ def _plan_creation(state: _State, gathered: list[list[_Request] | None]) -> list
             counters[group] = within + 1
             name = path if in_master else source_name(path, within)
             leader = grouping.leaders[group]
-            chunked = None if plan.choice is None else (plan.chunks_of_extent(extent_index),
-                                                        filters)
+            chunked = (
+                None if plan.choice is None else (plan.chunks_of_extent(extent_index), filters)
+            )
             tasks[leader].append(
-                (index, extent_index, in_master, name, box.count, first.dtype, chunked))
+                (index, extent_index, in_master, name, box.count, first.dtype, chunked)
+            )
     state.planned = planned
     paths = [p.path for p in planned]
-    return [(paths, per_rank_blocks[r], per_rank_placement[r], per_rank_chunks[r], tasks[r])
-            for r in range(size)]
+    return [
+        (paths, per_rank_blocks[r], per_rank_placement[r], per_rank_chunks[r], tasks[r])
+        for r in range(size)
+    ]
 
 
 def _unfinished(info: NodeInfo) -> bool:
-    return info.kind == "dataset" and info.problem is not None and info.problem[0] == "IncompleteFileError"
+    return (
+        info.kind == "dataset"
+        and info.problem is not None
+        and info.problem[0] == "IncompleteFileError"
+    )
 
 
 def _publish(state: _State, gathered: list[dict[tuple[int, int], int]]) -> dict[str, NodeInfo]:
@@ -757,8 +822,11 @@ def _publish(state: _State, gathered: list[dict[tuple[int, int], int]]) -> dict[
             file = "" if plan.in_master else subfile_relpath(state.path, state.session, group)
             name = plan.path if plan.in_master else source_name(plan.path, k)
             chunks = plan.chunks_of_extent(extent_index)
-            stored.append(StoredExtent(file, name, box.start, box.count,
-                                       offsets[(index, extent_index)], ranks, chunks))
+            stored.append(
+                StoredExtent(
+                    file, name, box.start, box.count, offsets[(index, extent_index)], ranks, chunks
+                )
+            )
         master = state.master
         if not stored:
             master.create_unwritten(plan.path, plan.shape, plan.dtype)
@@ -766,12 +834,16 @@ def _publish(state: _State, gathered: list[dict[tuple[int, int], int]]) -> dict[
             master.create_virtual(plan.path, plan.shape, plan.dtype, stored)
         layout = DatasetLayout(state.session, tuple(stored), complete=True)
         if plan.choice is not None and stored:
-            layout = dataclasses.replace(layout, chunks=plan.choice.chunks,
-                                         chunks_aligned=plan.choice.aligned,
-                                         filters=plan.filters.to_dict())
+            layout = dataclasses.replace(
+                layout,
+                chunks=plan.choice.chunks,
+                chunks_aligned=plan.choice.aligned,
+                filters=plan.filters.to_dict(),
+            )
         master.write_layout(plan.path, layout)
-        nodes[plan.path] = NodeInfo("dataset", {}, plan.shape, plan.dtype, layout,
-                                    storage=describe_storage(layout))
+        nodes[plan.path] = NodeInfo(
+            "dataset", {}, plan.shape, plan.dtype, layout, storage=describe_storage(layout)
+        )
     if state.master.commit_mode == "in-place":
         state.master.flush()  # the new datasets are on disk before any rank writes data
     state.planned = []
@@ -832,9 +904,11 @@ def _write(state: _State, items: Sequence[tuple[Any, ...]]) -> None:
     agree(state.comm, error)
     chunked_call = any(_is_chunked(state, item[0]) for item in items)
     contiguous = [p for p in prepared if p[0].chunked is None]
-    pieces = [(target.file, target.group, piece)
-              for target, array, _, box in contiguous
-              for piece in box_pieces(target.offset, target.extent, box, array)]
+    pieces = [
+        (target.file, target.group, piece)
+        for target, array, _, box in contiguous
+        for piece in box_pieces(target.offset, target.extent, box, array)
+    ]
     assert state.plan is not None
     if state.plan.aggregators is not None:
         error = _write_aggregated(state, pieces)
@@ -880,10 +954,14 @@ def _plan_aggregated(
     gathered = state.comm.allgather(local)
     files = sorted({run[0] for rank_runs in gathered for run in rank_runs})
     number = {file: i for i, file in enumerate(files)}
-    aggregators = {number[file]: aggregators_of_file(number[file], group)
-                   for rank_runs in gathered for file, group, _, _ in rank_runs}
-    runs: list[list[Run]] = [[(number[f], o, n) for f, _, o, n in rank_runs]
-                             for rank_runs in gathered]
+    aggregators = {
+        number[file]: aggregators_of_file(number[file], group)
+        for rank_runs in gathered
+        for file, group, _, _ in rank_runs
+    }
+    runs: list[list[Run]] = [
+        [(number[f], o, n) for f, _, o, n in rank_runs] for rank_runs in gathered
+    ]
     return plan_two_phase(runs, aggregators, state.plan.buffer_bytes), files
 
 
@@ -893,12 +971,16 @@ def _write_aggregated(state: _State, pieces: list[tuple[str, int, Piece]]) -> Ba
     grouping, count = state.grouping, state.plan.aggregators or 1
     started, written = time.perf_counter(), state.stats.write_seconds
     rounds, files = _plan_aggregated(
-        state, [(file, group, offset, len(data)) for file, group, (offset, data) in pieces],
-        lambda _, group: aggregators_of(grouping.members[group], count))
-    error = write_two_phase(state.comm, rounds, [data for _, _, (_, data) in pieces],
-                            lambda i: state.pool.get(files[i]))
-    state.stats.exchange_seconds += time.perf_counter() - started - (
-        state.stats.write_seconds - written)
+        state,
+        [(file, group, offset, len(data)) for file, group, (offset, data) in pieces],
+        lambda _, group: aggregators_of(grouping.members[group], count),
+    )
+    error = write_two_phase(
+        state.comm, rounds, [data for _, _, (_, data) in pieces], lambda i: state.pool.get(files[i])
+    )
+    state.stats.exchange_seconds += (
+        time.perf_counter() - started - (state.stats.write_seconds - written)
+    )
     return error
 
 
@@ -940,8 +1022,11 @@ def _write_chunks(
                         received.setdefault((item, index), []).append((box, part))
                         at += nbytes
     # 2. Batches of owned chunks, about buffer_size raw bytes each; one round per batch.
-    owned = [(item, index) for item, (target, _, _, _) in enumerate(items)
-             for index, _ in target.chunked.work.owned]  # type: ignore[union-attr]
+    owned = [
+        (item, index)
+        for item, (target, _, _, _) in enumerate(items)
+        for index, _ in target.chunked.work.owned
+    ]  # type: ignore[union-attr]
     batches: list[list[tuple[int, tuple[int, ...]]]] = []
     size = state.plan.buffer_bytes
     for item, index in owned:
@@ -960,8 +1045,16 @@ def _write_chunks(
         try:
             for item, index in batches[round_number] if round_number < len(batches) else ():
                 target, array = items[item][0], items[item][1]
-                payload.append(_compress_chunk(state, target, array, local_blocks[item], index,
-                                               received.pop((item, index), [])))
+                payload.append(
+                    _compress_chunk(
+                        state,
+                        target,
+                        array,
+                        local_blocks[item],
+                        index,
+                        received.pop((item, index), []),
+                    )
+                )
         except Exception as exc:  # noqa: BLE001 - reported to the leader, agreed later
             error = exc
             payload = f"rank {comm.rank}: compressing failed: {exc}"
@@ -987,13 +1080,18 @@ def _write_chunks(
         except Exception as exc:  # noqa: BLE001 - agreed on every rank by the caller
             error = error or exc
     state.reader.forget_sources()  # reopen files written by other processes when reading
-    stats.exchange_seconds += time.perf_counter() - started - (
-        stats.write_seconds + stats.compress_seconds - busy)
+    stats.exchange_seconds += (
+        time.perf_counter() - started - (stats.write_seconds + stats.compress_seconds - busy)
+    )
     return error
 
 
 def _compress_chunk(
-    state: _State, target: _Target, array: np.ndarray, mine: Block, index: tuple[int, ...],
+    state: _State,
+    target: _Target,
+    array: np.ndarray,
+    mine: Block,
+    index: tuple[int, ...],
     parts: list[tuple[Block, np.ndarray]],
 ) -> tuple[str, tuple[int, ...], int, bytes]:
     """Assemble one whole chunk (own data + parts received; zeros beyond the extent's edge)
@@ -1007,7 +1105,9 @@ def _compress_chunk(
         chunk = np.zeros(chunked.chunks, dtype=array.dtype)
         common = mine.intersect(box)
         if common is not None:
-            chunk[common.relative_to(box.start).slices] = array[common.relative_to(mine.start).slices]
+            chunk[common.relative_to(box.start).slices] = array[
+                common.relative_to(mine.start).slices
+            ]
         for part_box, part in parts:
             chunk[part_box.relative_to(box.start).slices] = part
     compressor = state.compressors.get(array.dtype, chunked.chunks, chunked.filters)
@@ -1027,8 +1127,10 @@ def _box_of(info: NodeInfo, selection: Any) -> tuple[Block, tuple[int, ...]] | N
         return Block((start if count else 0,), (count,)), (count,)
     assert info.dtype is not None
     plan = plan_read(shape, info.dtype.itemsize, selection)
-    if len(plan.pieces) != 1 or plan.reorder is not None or not all(
-        isinstance(i, slice) and i.step in (None, 1) for i in plan.pieces[0].index
+    if (
+        len(plan.pieces) != 1
+        or plan.reorder is not None
+        or not all(isinstance(i, slice) and i.step in (None, 1) for i in plan.pieces[0].index)
     ):
         return None
     return plan.pieces[0].box, plan.out_shape
@@ -1161,7 +1263,8 @@ class Dataset(_Object):
                 "whole block collectively (Dataset.write, write_dataset)"
             )
         state.pool.get(target.file).write_pieces(
-            box_pieces(target.offset, target.extent, box, array))
+            box_pieces(target.offset, target.extent, box, array)
+        )
         _count_written(state, self._path, target, box)
 
     def _piece(self, selection: Any, data: Any) -> tuple[Block | None, np.ndarray | None]:
@@ -1187,11 +1290,14 @@ class Dataset(_Object):
             )
         array = np.ascontiguousarray(data, dtype=info.dtype if np.isscalar(data) else None)
         if array.dtype != info.dtype:
-            raise DataShapeError(f"data of dtype {array.dtype} for {self._path} of dtype "
-                                 f"{info.dtype}; convert it first")
+            raise DataShapeError(
+                f"data of dtype {array.dtype} for {self._path} of dtype "
+                f"{info.dtype}; convert it first"
+            )
         if array.shape != out_shape:
-            raise DataShapeError(f"data of shape {array.shape} for a selection of shape "
-                                 f"{out_shape} of {self._path}")
+            raise DataShapeError(
+                f"data of shape {array.shape} for a selection of shape {out_shape} of {self._path}"
+            )
         if box.size == 0:
             return None, None
         return box, array.reshape(box.count)
@@ -1273,8 +1379,9 @@ class Dataset(_Object):
                 raise_problem(info.problem)
             assert info.dtype is not None
             if info.dtype.kind == "O" or not info.shape:
-                raise SelectionError(f"{self._path}: collective reads take N-D datasets of "
-                                     "fixed-size types")
+                raise SelectionError(
+                    f"{self._path}: collective reads take N-D datasets of fixed-size types"
+                )
             plan = plan_read(info.shape, info.dtype.itemsize, selection)
         except H5SubfileError as exc:
             error = exc
@@ -1289,10 +1396,13 @@ class Dataset(_Object):
         for piece, out in zip(plan.pieces, outputs):
             if out.size == 0:
                 continue
-            by_file, chunked, complete = reader.plan(info.layout, info.dtype.itemsize, piece.box,
-                                                     as_bytes(out))
+            by_file, chunked, complete = reader.plan(
+                info.layout, info.dtype.itemsize, piece.box, as_bytes(out)
+            )
             if not complete:
-                out.reshape(-1).view(np.uint8).fill(0)  # zero bytes (fill(0) writes "0" into strings)
+                out.reshape(-1).view(np.uint8).fill(
+                    0
+                )  # zero bytes (fill(0) writes "0" into strings)
             pieces.extend((file, p) for file, file_pieces in by_file.items() for p in file_pieces)
             reader.read_chunked(chunked, piece.box, out)
         error = _read_aggregated(state, pieces)
@@ -1321,12 +1431,19 @@ def _read_aggregated(state: _State, pieces: list[tuple[str, Piece]]) -> BaseExce
     count = min(state.plan.aggregators or 1, size)
     started, read = time.perf_counter(), state.stats.read_seconds
     rounds, files = _plan_aggregated(
-        state, [(file, None, offset, len(buffer)) for file, (offset, buffer) in pieces],
-        lambda i, _: tuple(sorted({(i * count + j) % size for j in range(count)})))
-    error = read_two_phase(state.comm, rounds, [buffer for _, (_, buffer) in pieces],
-                           lambda i: state.reader.pool.get(files[i]))
-    state.stats.exchange_seconds += time.perf_counter() - started - (
-        state.stats.read_seconds - read)
+        state,
+        [(file, None, offset, len(buffer)) for file, (offset, buffer) in pieces],
+        lambda i, _: tuple(sorted({(i * count + j) % size for j in range(count)})),
+    )
+    error = read_two_phase(
+        state.comm,
+        rounds,
+        [buffer for _, (_, buffer) in pieces],
+        lambda i: state.reader.pool.get(files[i]),
+    )
+    state.stats.exchange_seconds += (
+        time.perf_counter() - started - (state.stats.read_seconds - read)
+    )
     return error
 
 
@@ -1362,16 +1479,28 @@ class File(Group):
             if mode not in MODES:
                 raise FileModeError(f"mode {mode!r} is not one of {', '.join(MODES)}")
             if mode != "r":
-                plan = Plan.parse(subfiles=subfiles, ranks_per_subfile=ranks_per_subfile,
-                                  fsync=fsync, **plan_fields)
+                plan = Plan.parse(
+                    subfiles=subfiles,
+                    ranks_per_subfile=ranks_per_subfile,
+                    fsync=fsync,
+                    **plan_fields,
+                )
             else:
-                ignored = sorted(k for k, v in dict(plan_fields, subfiles=subfiles,
-                                                    ranks_per_subfile=ranks_per_subfile,
-                                                    fsync=fsync).items()
-                                 if v is not None and k not in READ_FIELDS)
+                ignored = sorted(
+                    k
+                    for k, v in dict(
+                        plan_fields,
+                        subfiles=subfiles,
+                        ranks_per_subfile=ranks_per_subfile,
+                        fsync=fsync,
+                    ).items()
+                    if v is not None and k not in READ_FIELDS
+                )
                 if ignored:
-                    raise PlanError(f"{', '.join(ignored)}: only apply when writing (mode 'r' "
-                                    f"takes {', '.join(READ_FIELDS)})")
+                    raise PlanError(
+                        f"{', '.join(ignored)}: only apply when writing (mode 'r' "
+                        f"takes {', '.join(READ_FIELDS)})"
+                    )
                 plan = Plan.parse(**plan_fields).read_only()
         except H5SubfileError as exc:
             error = exc
@@ -1500,8 +1629,11 @@ class File(Group):
         try:
             agree(state.comm, error)
             message = root_decides(
-                state.comm, sorted(state.unwritten), None,
-                lambda unwritten: _commit(state, unwritten), per_rank=False,
+                state.comm,
+                sorted(state.unwritten),
+                None,
+                lambda unwritten: _commit(state, unwritten),
+                per_rank=False,
             )
         except BaseException:
             self._abandon()
@@ -1556,13 +1688,15 @@ def _commit(state: _State, unwritten: list[list[str]]) -> str | None:
         assert info.layout is not None
         info.layout = dataclasses.replace(info.layout, complete=False)
         state.master.write_layout(path, info.layout)
-    subfiles = sorted({
-        e.file
-        for info in state.catalog.nodes.values()
-        if info.layout is not None and info.layout.session == state.session
-        for e in info.layout.extents
-        if e.file
-    })
+    subfiles = sorted(
+        {
+            e.file
+            for info in state.catalog.nodes.values()
+            if info.layout is not None and info.layout.session == state.session
+            for e in info.layout.extents
+            if e.file
+        }
+    )
     state.master.commit(subfiles, state.plan.fsync)
     if not missing:
         return None

@@ -110,7 +110,11 @@ def parse_compression(value: Any) -> str | None:
     if text in ("none", "off", "false", "0"):
         return None
     name, _, level = text.partition(":")
-    if not name or not name.replace("_", "").isalnum() or (level and not level.lstrip("-").isdigit()):
+    if (
+        not name
+        or not name.replace("_", "").isalnum()
+        or (level and not level.lstrip("-").isdigit())
+    ):
         raise PlanError(
             f"compression={value!r}: expected a filter name with an optional level, such as "
             "'gzip', 'gzip:6', 'zstd:3', 'lz4', 'blosc', 'blosc2', 'bitshuffle', 'lzf'"
@@ -269,7 +273,9 @@ class Plan:
         if unknown:
             raise PlanError(f"unknown plan field(s) {sorted(unknown)}; known: {sorted(known)}")
         parsed: dict[str, Any] = {}
-        explicit_grouping = any(values.get(n) is not None for n in ("subfiles", "ranks_per_subfile"))
+        explicit_grouping = any(
+            values.get(n) is not None for n in ("subfiles", "ranks_per_subfile")
+        )
         for field in PLAN_FIELDS:
             given = values.get(field.name)
             value = field.parse(given)

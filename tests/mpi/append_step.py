@@ -10,5 +10,4 @@ import h5subfile as hs
 
 comm = MPI.COMM_WORLD
 with hs.File(sys.argv[1], "a", subfiles=2) as f:
-    f.require_group(f"Timestep_{sys.argv[2]}").write_dataset(
-        "x", np.full(1000, comm.rank, "f4"))
+    f.require_group(f"Timestep_{sys.argv[2]}").write_dataset("x", np.full(1000, comm.rank, "f4"))

@@ -10,10 +10,24 @@ import numpy as np
 
 COMPOUND = np.dtype([("a", "<i4"), ("b", "<f8"), ("c", "S3")])
 DTYPES = {
-    "i1": "i1", "i2": "i2", "i4": "i4", "i8": "i8",
-    "u1": "u1", "u2": "u2", "u4": "u4", "u8": "u8",
-    "f2": "f2", "f4": "f4", "f8": "f8", "be_f8": ">f8", "g": "g",
-    "c8": "c8", "c16": "c16", "bool": "?", "S7": "S7", "compound": COMPOUND,
+    "i1": "i1",
+    "i2": "i2",
+    "i4": "i4",
+    "i8": "i8",
+    "u1": "u1",
+    "u2": "u2",
+    "u4": "u4",
+    "u8": "u8",
+    "f2": "f2",
+    "f4": "f4",
+    "f8": "f8",
+    "be_f8": ">f8",
+    "g": "g",
+    "c8": "c8",
+    "c16": "c16",
+    "bool": "?",
+    "S7": "S7",
+    "compound": COMPOUND,
 }
 
 # writer-count -> groupings: (file name, File keyword arguments, extra environment)

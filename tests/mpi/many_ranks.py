@@ -14,8 +14,12 @@ path = f"{sys.argv[1]}/many.h5"
 n = 1000 + rank  # uneven
 first = comm.exscan(n) or 0
 with hs.File(path, "w", ranks_per_subfile=8) as f:
-    f.write_datasets({"x": np.arange(first, first + n, dtype="f8"),
-                      "id": np.arange(first, first + n, dtype="i8")})
+    f.write_datasets(
+        {
+            "x": np.arange(first, first + n, dtype="f8"),
+            "id": np.arange(first, first + n, dtype="i8"),
+        }
+    )
     assert f.grouping.ngroups == -(-size // 8)
 total = comm.allreduce(n)
 with hs.File(path, "r") as f:

@@ -25,10 +25,12 @@ def outcome(fn):
 
 
 with hs.File(f"{folder}/pieces.h5", "w", subfiles=2) as f:
-    grid, line = f.create_datasets({
-        "grid": dict(shape=(4 * size, 6), dtype="i4", start=(4 * rank, 0), count=(4, 6)),
-        "line": dict(shape=(10 * size,), dtype="f8", start=(10 * rank,), count=(10,)),
-    })
+    grid, line = f.create_datasets(
+        {
+            "grid": dict(shape=(4 * size, 6), dtype="i4", start=(4 * rank, 0), count=(4, 6)),
+            "line": dict(shape=(10 * size,), dtype="f8", start=(10 * rank,), count=(10,)),
+        }
+    )
     full = np.arange(4 * size * 6, dtype="i4").reshape(4 * size, 6)
     for row in (3, 0, 2, 1):  # pieces in any order
         grid[4 * rank + row, :] = full[4 * rank + row]
@@ -44,8 +46,11 @@ with hs.File(f"{folder}/pieces.h5", "w", subfiles=2) as f:
     def wrong_shape():
         line[10 * rank : 10 * rank + 3] = np.zeros(4)
 
-    for name, fn in (("outside_block", outside_block), ("strided_write", strided_write),
-                     ("wrong_shape", wrong_shape)):
+    for name, fn in (
+        ("outside_block", outside_block),
+        ("strided_write", strided_write),
+        ("wrong_shape", wrong_shape),
+    ):
         report[name] = outcome(fn)
     try:
         f.close()

@@ -32,7 +32,13 @@ for path in sorted(glob.glob(f"{sys.argv[1]}/*.h5")):
         check(f.attrs["records"], np.zeros(2, DTYPES["compound"]), f"{path} attrs compound")
         assert f.attrs["bytes"] == "raw" and "h5subfile" not in f.attrs  # as h5py reads it
         assert f["prefix/f8"].attrs["units"] == "m"
-        assert [k for k in f.keys() if not k.startswith("append")] == ["empty", "five", "prefix", "rows", "tiles"], list(f.keys())
+        assert [k for k in f.keys() if not k.startswith("append")] == [
+            "empty",
+            "five",
+            "prefix",
+            "rows",
+            "tiles",
+        ], list(f.keys())
         for key, dt in DTYPES.items():
             for kind in ("prefix", "rows"):
                 d = f[f"{kind}/{key}"]

@@ -51,14 +51,16 @@ def write(folder: str, grouping: str, plan: dict) -> None:
             dtype = "f4" if name != "lz4" else "i8"
             n = sum(length(r) for r in range(size))
             full = expected(f"/one/{name}", (n,), np.dtype(dtype))
-            f.require_group("one").write_dataset(name, full[start : start + length(rank)],
-                                                 **storage)
+            f.require_group("one").write_dataset(
+                name, full[start : start + length(rank)], **storage
+            )
         # Straddling chunks: 64 does not divide the ranks' offsets; 5 x 3 chunks of a 2-D array
         # leave partial chunks at the edges.
         n = sum(length(r) for r in range(size))
         full = expected("/straddle", (n,), np.dtype("f8"))
-        f.write_dataset("straddle", full[start : start + length(rank)], chunks=(64,),
-                        compression="gzip")
+        f.write_dataset(
+            "straddle", full[start : start + length(rank)], chunks=(64,), compression="gzip"
+        )
         total = sum(rows(r) for r in range(size))
         full = expected("/rows", (total, 7), np.dtype("i4"))
         lo = sum(rows(r) for r in range(rank))
@@ -70,16 +72,18 @@ def write(folder: str, grouping: str, plan: dict) -> None:
         shape = (4, 6, 2 * size)
         full = expected("/tiles", shape, np.dtype("u2"))
         block = tuple(slice(c, c + n) for c, n in zip(corner, count))
-        f.write_dataset("tiles", full[block], start=corner, chunks=(3, 2, 3),
-                        compression="blosc")
+        f.write_dataset("tiles", full[block], start=corner, chunks=(3, 2, 3), compression="blosc")
         # Contiguous data written through the same plan (aggregated when the plan says so),
         # several datasets at once, and a collective partial write.
-        arrays = {f"c{i}": expected(f"/contig/c{i}", (n,), np.dtype("f4"))[start : start + length(rank)]
-                  for i in range(3)}
+        arrays = {
+            f"c{i}": expected(f"/contig/c{i}", (n,), np.dtype("f4"))[start : start + length(rank)]
+            for i in range(3)
+        }
         f.require_group("contig").write_datasets(arrays, compression=False)
         full = expected("/pieces", (size * 100,), np.dtype("i4"))
-        d = f.create_dataset("pieces", (size * 100,), "i4", start=(rank * 100,), count=(100,),
-                             compression=False)
+        d = f.create_dataset(
+            "pieces", (size * 100,), "i4", start=(rank * 100,), count=(100,), compression=False
+        )
         with d.collective:
             d[rank * 100 : rank * 100 + 60] = full[rank * 100 : rank * 100 + 60]
             d[rank * 100 + 60 : rank * 100 + 100] = full[rank * 100 + 60 : rank * 100 + 100]
@@ -103,8 +107,12 @@ def read(folder: str, plan: dict) -> None:
                 assert np.array_equal(d.read_partition(), want[lo:hi]), (path, d.name)
                 assert np.array_equal(d[5::7], want[5::7]), (path, d.name)
                 checked += 3
-            for name, dtype in (("straddle", "f8"), ("rows", "i4"), ("compound", COMPOUND),
-                                ("tiles", "u2")):
+            for name, dtype in (
+                ("straddle", "f8"),
+                ("rows", "i4"),
+                ("compound", COMPOUND),
+                ("tiles", "u2"),
+            ):
                 d = f[name]
                 want = expected(d.name, d.shape, np.dtype(dtype))
                 if name == "tiles":

@@ -41,7 +41,10 @@ for label, kwargs in groupings_for(size).items():
             d = f.create_dataset(f"tiles/{key}", shape, DTYPES[key], block=box)
             d.write(expected(d.name, shape, DTYPES[key])[box])
         shape5 = (2 * size, 2, 3, 1, 2)
-        f.write_dataset("five/i2", expected("/five/i2", shape5, "i2")[2 * rank : 2 * rank + 2],
-                        start=(2 * rank, 0, 0, 0, 0))
+        f.write_dataset(
+            "five/i2",
+            expected("/five/i2", shape5, "i2")[2 * rank : 2 * rank + 2],
+            start=(2 * rank, 0, 0, 0, 0),
+        )
         f.create_dataset("empty/zero", (0, 4), "f8").write(None)
         f.create_dataset("empty/unwritten", (3, 3), "i4")

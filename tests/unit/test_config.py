@@ -38,8 +38,14 @@ def test_plan_parse_and_environment() -> None:
     # an explicit grouping argument wins over any grouping variable
     assert Plan.parse(ranks_per_subfile=2, env={"H5SUBFILE_SUBFILES": "3"}).ranks_per_subfile == 2
     assert Plan.parse(env={"H5SUBFILE_FSYNC": "yes"}).fsync is True
-    for bad in (dict(subfiles="nodes"), dict(subfiles=0), dict(ranks_per_subfile="0"),
-                dict(fsync="maybe"), dict(subfiles=2, ranks_per_subfile=2), dict(bogus=1)):
+    for bad in (
+        dict(subfiles="nodes"),
+        dict(subfiles=0),
+        dict(ranks_per_subfile="0"),
+        dict(fsync="maybe"),
+        dict(subfiles=2, ranks_per_subfile=2),
+        dict(bogus=1),
+    ):
         with pytest.raises(PlanError):
             Plan.parse(env={}, **bad)
     plan = Plan(subfiles=2, fsync=True)
@@ -62,8 +68,9 @@ def test_names(tmp_path) -> None:
 
 
 def test_records_round_trip() -> None:
-    layout = DatasetLayout(2, (StoredExtent("a/s0-00000.h5", "/x", (0, 0), (4, 5), 2048, (0, 1)),),
-                           complete=False)
+    layout = DatasetLayout(
+        2, (StoredExtent("a/s0-00000.h5", "/x", (0, 0), (4, 5), 2048, (0, 1)),), complete=False
+    )
     assert DatasetLayout.from_json(layout.to_json(), "here") == layout
     record = FileRecord([Session(0, "w", 4, {"subfiles": 2}, "2 subfiles", [], "0.1", "t0")])
     back = FileRecord.from_json(record.to_json(), "here")
@@ -74,15 +81,23 @@ def test_records_round_trip() -> None:
         FileRecord.from_json('{"format": 99}', "here")
 
 
-@pytest.mark.parametrize("good", ["i1", "u8", "f2", "f8", ">f4", "c16", "?", "S5", "g",
-                                  [("a", "i4"), ("b", "f8", (2,))]])
+@pytest.mark.parametrize(
+    "good", ["i1", "u8", "f2", "f8", ">f4", "c16", "?", "S5", "g", [("a", "i4"), ("b", "f8", (2,))]]
+)
 def test_supported_dtypes(good) -> None:
     assert check_dtype(good) == np.dtype(good)
 
 
-@pytest.mark.parametrize("bad, hint", [("U5", "astype"), ("O", "variable-length"),
-                                       ("M8[s]", "int64"), ("V8", "cannot be stored"),
-                                       ("S0", "length")])
+@pytest.mark.parametrize(
+    "bad, hint",
+    [
+        ("U5", "astype"),
+        ("O", "variable-length"),
+        ("M8[s]", "int64"),
+        ("V8", "cannot be stored"),
+        ("S0", "length"),
+    ],
+)
 def test_unsupported_dtypes_say_why(bad, hint) -> None:
     with pytest.raises(UnsupportedDtypeError, match=hint):
         check_dtype(bad)

@@ -8,9 +8,22 @@ from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parents[2] / "src" / "h5subfile"
 # cli > kernels | bench > files > exchange > io > mpi | layout > plan > errors | units (STYLE.md)
-RANK = {"errors": 0, "units": 0, "_version": 0, "plan": 1, "layout": 2, "mpi": 2, "io": 3,
-        "exchange": 4, "files": 5, "kernels": 6, "bench": 6, "cli": 7, "__init__": 8,
-        "__main__": 8}
+RANK = {
+    "errors": 0,
+    "units": 0,
+    "_version": 0,
+    "plan": 1,
+    "layout": 2,
+    "mpi": 2,
+    "io": 3,
+    "exchange": 4,
+    "files": 5,
+    "kernels": 6,
+    "bench": 6,
+    "cli": 7,
+    "__init__": 8,
+    "__main__": 8,
+}
 
 
 def layer(path: Path) -> str:

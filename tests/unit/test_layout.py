@@ -58,7 +58,9 @@ def test_empty_blocks_never_overlap_or_leave_the_shape() -> None:
     check_blocks("/d", (4,), [Block((0,), (4,)), Block((2,), (0,)), Block((9,), (0,))])
 
 
-@given(st.lists(st.integers(0, 20), min_size=1, max_size=9), st.lists(st.integers(1, 3), max_size=2))
+@given(
+    st.lists(st.integers(0, 20), min_size=1, max_size=9), st.lists(st.integers(1, 3), max_size=2)
+)
 def test_prefix_blocks_tile_axis_0_exactly_once(lengths, trailing) -> None:
     blocks = prefix_blocks(lengths, tuple(trailing))
     shape = (sum(lengths), *trailing)
@@ -71,8 +73,13 @@ def test_parse_block_forms() -> None:
     assert parse_block((10,), start=(3,), count=(2,)) == Block((3,), (2,))
     assert parse_block((10, 4)).is_empty
     assert corner_block((1, 2), (3, 4)) == Block((1, 2), (3, 4))
-    for bad in [dict(block=(slice(0, 2),)), dict(start=(1,)), dict(start=(0, 0), count=(-1, 1)),
-                dict(block=(slice(0, 4, 2), slice(None))), dict(block=(1, 2))]:
+    for bad in [
+        dict(block=(slice(0, 2),)),
+        dict(start=(1,)),
+        dict(start=(0, 0), count=(-1, 1)),
+        dict(block=(slice(0, 4, 2), slice(None))),
+        dict(block=(1, 2)),
+    ]:
         with pytest.raises(BlockError):
             parse_block((10, 4), **bad)
 
@@ -134,10 +141,14 @@ def test_extents_hold_each_block_once_contiguously(case, ngroups) -> None:
         extent = extents[placement.extent]
         assert extent.group == grouping.group_of_rank[rank] and rank in extent.ranks
         # the block is one contiguous run of its extent, starting at element_offset
-        strides = [math.prod(extent.shape[a + 1:]) for a in range(len(shape))]
-        offsets = sorted(sum((c[a] - extent.start[a]) * strides[a] for a in range(len(shape)))
-                         for c in cells(block))
-        assert offsets == list(range(placement.element_offset, placement.element_offset + block.size))
+        strides = [math.prod(extent.shape[a + 1 :]) for a in range(len(shape))]
+        offsets = sorted(
+            sum((c[a] - extent.start[a]) * strides[a] for a in range(len(shape)))
+            for c in cells(block)
+        )
+        assert offsets == list(
+            range(placement.element_offset, placement.element_offset + block.size)
+        )
 
 
 def test_vpic_pattern_gets_one_extent_per_group() -> None:
@@ -163,7 +174,8 @@ def test_paired_runs_copy_like_numpy(data) -> None:
         flat_b[b : b + run] = flat_a[a : a + run]
     want = np.full(outer_b, -1)
     want[tuple(slice(s, s + c) for s, c in zip(start_b, count))] = source[
-        tuple(slice(s, s + c) for s, c in zip(start_a, count))]
+        tuple(slice(s, s + c) for s, c in zip(start_a, count))
+    ]
     assert np.array_equal(target, want)
 
 

@@ -25,8 +25,11 @@ def selections(draw, shape):
     items = []
     fancy_used = False
     for n in shape:
-        kind = draw(st.sampled_from(["int", "slice", "list", "mask"] if not fancy_used
-                                    else ["int", "slice"]))
+        kind = draw(
+            st.sampled_from(
+                ["int", "slice", "list", "mask"] if not fancy_used else ["int", "slice"]
+            )
+        )
         if kind == "int":
             items.append(draw(st.integers(-n, n - 1)))
         elif kind == "slice":
@@ -52,7 +55,7 @@ def h5py_like_numpy(array: np.ndarray, selection) -> np.ndarray:
     items = list(selection)
     if any(item is Ellipsis for item in items):
         at = next(i for i, item in enumerate(items) if item is Ellipsis)
-        items = items[:at] + [slice(None)] * (array.ndim - len(items) + 1) + items[at + 1:]
+        items = items[:at] + [slice(None)] * (array.ndim - len(items) + 1) + items[at + 1 :]
     for axis, item in enumerate(items):
         if isinstance(item, int):
             index.append(slice(item % array.shape[axis], item % array.shape[axis] + 1))
@@ -60,8 +63,11 @@ def h5py_like_numpy(array: np.ndarray, selection) -> np.ndarray:
         else:
             index.append(item)
     result = array[tuple(index)]
-    return result.reshape([n for a, n in enumerate(result.shape) if a not in scalar_axes]) \
-        if scalar_axes else result
+    return (
+        result.reshape([n for a, n in enumerate(result.shape) if a not in scalar_axes])
+        if scalar_axes
+        else result
+    )
 
 
 @settings(max_examples=300)
@@ -89,8 +95,19 @@ def test_scalar_result_is_a_numpy_scalar() -> None:
     assert read(array, (1, 2)) == 5.0 and np.ndim(read(array, (1, 2))) == 0
 
 
-@pytest.mark.parametrize("bad", [(slice(None, None, -1),), (0, 0, 0), ([0, 1], [0, 1]), (None,),
-                                 (Ellipsis, Ellipsis), ([7],), (np.ones(3, bool),), ("x",)])
+@pytest.mark.parametrize(
+    "bad",
+    [
+        (slice(None, None, -1),),
+        (0, 0, 0),
+        ([0, 1], [0, 1]),
+        (None,),
+        (Ellipsis, Ellipsis),
+        ([7],),
+        (np.ones(3, bool),),
+        ("x",),
+    ],
+)
 def test_bad_selections_raise_selection_error(bad) -> None:
     with pytest.raises(SelectionError):
         plan_read((5, 4), 8, bad)

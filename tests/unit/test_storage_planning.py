@@ -65,8 +65,12 @@ def test_every_element_of_every_chunk_is_assembled_exactly_once(lengths, chunk, 
     chunks = (chunk, min(inner, width))
     works = {rank: chunk_work(members, chunks, shape, rank) for rank, _ in members}
     sent = {(rank, owner, index, box) for rank, w in works.items() for owner, index, box in w.send}
-    received = {(source, rank, index, box) for rank, w in works.items()
-                for index, parts in w.owned for source, box in parts}
+    received = {
+        (source, rank, index, box)
+        for rank, w in works.items()
+        for index, parts in w.owned
+        for source, box in parts
+    }
     assert sent == received
     covered = np.zeros(shape, int)
     for rank, w in works.items():
@@ -90,8 +94,11 @@ def test_chunks_of_a_box() -> None:
 
 @settings(max_examples=60, deadline=None)
 @given(
-    runs=st.lists(st.lists(st.tuples(st.integers(0, 1), st.integers(0, 500), st.integers(1, 90)),
-                           max_size=4), min_size=1, max_size=5),
+    runs=st.lists(
+        st.lists(st.tuples(st.integers(0, 1), st.integers(0, 500), st.integers(1, 90)), max_size=4),
+        min_size=1,
+        max_size=5,
+    ),
     aggregators=st.integers(1, 3),
     buffer_size=st.integers(1, 200),
 )
@@ -110,16 +117,19 @@ def test_two_phase_moves_every_byte_once_within_the_buffer(runs, aggregators, bu
                 file, offset, _ = runs[piece.rank][piece.run]
                 assert file == window.file
                 # the piece's bytes sit in a span at the same file offset
-                assert any(w_at <= piece.window_offset and
-                           piece.window_offset + piece.nbytes <= w_at + n and
-                           f_at + piece.window_offset - w_at == offset + piece.run_offset
-                           for (w_at, n), f_at in spans.items())
+                assert any(
+                    w_at <= piece.window_offset
+                    and piece.window_offset + piece.nbytes <= w_at + n
+                    and f_at + piece.window_offset - w_at == offset + piece.run_offset
+                    for (w_at, n), f_at in spans.items()
+                )
                 for b in range(piece.run_offset, piece.run_offset + piece.nbytes):
                     key = (piece.rank, piece.run, b)
                     assert key not in seen
                     seen[key] = True
-    expected = {(r, i, b) for r, rr in enumerate(runs) for i, (_, _, n) in enumerate(rr)
-                for b in range(n)}
+    expected = {
+        (r, i, b) for r, rr in enumerate(runs) for i, (_, _, n) in enumerate(rr) for b in range(n)
+    }
     assert set(seen) == expected
 
 
@@ -128,7 +138,11 @@ def test_coalesce_merges_neighbours_and_respects_the_transfer_size() -> None:
     calls = coalesce([(100, b), (0, a), (400, c)], limit=1 << 20)
     assert [(off, [len(x) for x in bufs]) for off, bufs in calls] == [(0, [100, 50]), (400, [30])]
     calls = coalesce([(0, a), (100, b)], limit=64)
-    assert [(off, sum(len(x) for x in bufs)) for off, bufs in calls] == [(0, 64), (64, 64), (128, 22)]
+    assert [(off, sum(len(x) for x in bufs)) for off, bufs in calls] == [
+        (0, 64),
+        (64, 64),
+        (128, 22),
+    ]
 
 
 def test_transfer_size_caps_every_system_call(tmp_path: Path) -> None:
@@ -143,12 +157,23 @@ def test_transfer_size_caps_every_system_call(tmp_path: Path) -> None:
 
 
 def test_plan_fields_come_from_the_environment_too() -> None:
-    env = {"H5SUBFILE_AGGREGATORS": "2", "H5SUBFILE_BUFFER_SIZE": "4m",
-           "H5SUBFILE_ALIGNMENT": "1m", "H5SUBFILE_COMPRESSION": "zstd:3",
-           "H5SUBFILE_TRANSFER_SIZE": "64k", "H5SUBFILE_SHUFFLE": "1"}
+    env = {
+        "H5SUBFILE_AGGREGATORS": "2",
+        "H5SUBFILE_BUFFER_SIZE": "4m",
+        "H5SUBFILE_ALIGNMENT": "1m",
+        "H5SUBFILE_COMPRESSION": "zstd:3",
+        "H5SUBFILE_TRANSFER_SIZE": "64k",
+        "H5SUBFILE_SHUFFLE": "1",
+    }
     plan = Plan.parse(env=env)
-    assert (plan.aggregators, plan.buffer_size, plan.alignment, plan.compression,
-            plan.transfer_size, plan.shuffle) == (2, 4 << 20, 1 << 20, "zstd:3", 65536, True)
+    assert (
+        plan.aggregators,
+        plan.buffer_size,
+        plan.alignment,
+        plan.compression,
+        plan.transfer_size,
+        plan.shuffle,
+    ) == (2, 4 << 20, 1 << 20, "zstd:3", 65536, True)
     assert Plan.parse(env=env, aggregators="direct").aggregators is None
     with pytest.raises(PlanError, match="power of two"):
         Plan.parse(env={"H5SUBFILE_ALIGNMENT": "1000"})

@@ -200,8 +200,11 @@ class H5SubfileBackend(_HDF5Layout):
             storage["alignment"] = self.options.alignment
         if self.options.api == "hdf5":
             return {"subfiles": 1, **storage}
-        return {"subfiles": self.options.subfiles,
-                "ranks_per_subfile": self.options.ranks_per_subfile, **storage}
+        return {
+            "subfiles": self.options.subfiles,
+            "ranks_per_subfile": self.options.ranks_per_subfile,
+            **storage,
+        }
 
     def read_plan(self) -> dict[str, Any]:
         from ..plan import READ_FIELDS
@@ -214,12 +217,18 @@ class H5SubfileBackend(_HDF5Layout):
         self.source = source_rank
         words = self.options.block // 8
         if writing:
-            self.file = File(self.path(self.rank), "w", comm=self.file_comm,
-                             fsync=self.options.fsync, **self.plan())
+            self.file = File(
+                self.path(self.rank),
+                "w",
+                comm=self.file_comm,
+                fsync=self.options.fsync,
+                **self.plan(),
+            )
             start = self.block_start(self.rank)
             specs = {
-                name: dict(shape=(self.dataset_shape(),), dtype="u8", start=(start,),
-                           count=(words,))
+                name: dict(
+                    shape=(self.dataset_shape(),), dtype="u8", start=(start,), count=(words,)
+                )
                 for name in self.names()
             }
             self.datasets = self.file.create_datasets(specs)
@@ -302,7 +311,9 @@ class PHDF5Backend(_HDF5Layout):
             self.fid = h5f.open(name, h5f.ACC_RDONLY, fapl=fapl)
         self.h5 = h5py.File(self.fid)
         self.dxpl = h5p.create(h5p.DATASET_XFER)
-        self.dxpl.set_dxpl_mpio(h5fd.MPIO_COLLECTIVE if options.collective else h5fd.MPIO_INDEPENDENT)
+        self.dxpl.set_dxpl_mpio(
+            h5fd.MPIO_COLLECTIVE if options.collective else h5fd.MPIO_INDEPENDENT
+        )
         self.datasets = []
         for dataset in self.names():
             if writing:
@@ -311,8 +322,9 @@ class PHDF5Backend(_HDF5Layout):
                 if options.no_fill:
                     dcpl.set_fill_time(h5d.FILL_TIME_NEVER)
                 space = h5s.create_simple((self.dataset_shape(),))
-                self.datasets.append(h5d.create(self.fid, dataset.encode(), h5t.STD_U64LE, space,
-                                                dcpl=dcpl))
+                self.datasets.append(
+                    h5d.create(self.fid, dataset.encode(), h5t.STD_U64LE, space, dcpl=dcpl)
+                )
             else:
                 self.datasets.append(h5d.open(self.fid, dataset.encode()))
 
@@ -348,8 +360,11 @@ def hdf5_c_function(name: str) -> Any:
     import h5py  # noqa: F401 - loads libhdf5
 
     with open("/proc/self/maps") as maps:
-        paths = {line.split()[-1] for line in maps if "libhdf5" in line and ".so" in line
-                 and "hl" not in line.rsplit("/", 1)[-1]}
+        paths = {
+            line.split()[-1]
+            for line in maps
+            if "libhdf5" in line and ".so" in line and "hl" not in line.rsplit("/", 1)[-1]
+        }
     for path in sorted(paths):
         function = getattr(ctypes.CDLL(path), name, None)
         if function is not None:

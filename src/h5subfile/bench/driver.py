@@ -105,8 +105,14 @@ def _check(backend: Backend, writing: bool, source: int) -> int:
     return bad
 
 
-def _result(comm: MPI.Comm, access: str, iteration: int, options: BenchOptions,
-            times: tuple[float, ...], bad: int | None) -> PhaseResult:
+def _result(
+    comm: MPI.Comm,
+    access: str,
+    iteration: int,
+    options: BenchOptions,
+    times: tuple[float, ...],
+    bad: int | None,
+) -> PhaseResult:
     gathered = comm.allgather(times)
     opened, open_end, start, end, closed = (np.array(column) for column in zip(*gathered))
     ops_per_rank = options.segments * options.transfers_per_block
@@ -158,8 +164,12 @@ def run(options: BenchOptions, comm: MPI.Comm, progress: bool = False) -> list[P
 
 def _progress(enabled: bool, comm: MPI.Comm, result: PhaseResult, options: BenchOptions) -> None:
     if enabled and comm.rank == 0:
-        print(f"bench: {options.api} iteration {result.iteration + 1}/{options.iterations} "
-              f"{result.access} {result.bw_mib:.1f} MiB/s", file=sys.stderr, flush=True)
+        print(
+            f"bench: {options.api} iteration {result.iteration + 1}/{options.iterations} "
+            f"{result.access} {result.bw_mib:.1f} MiB/s",
+            file=sys.stderr,
+            flush=True,
+        )
 
 
 def summarize(results: list[PhaseResult]) -> dict[str, dict[str, float]]:
@@ -172,9 +182,13 @@ def summarize(results: list[PhaseResult]) -> dict[str, dict[str, float]]:
         bws = [r.bw_mib for r in rows]
         ops = [r.iops for r in rows]
         summary[access] = {
-            "max_mib": max(bws), "min_mib": min(bws), "mean_mib": statistics.fmean(bws),
+            "max_mib": max(bws),
+            "min_mib": min(bws),
+            "mean_mib": statistics.fmean(bws),
             "stddev_mib": statistics.pstdev(bws),
-            "max_ops": max(ops), "min_ops": min(ops), "mean_ops": statistics.fmean(ops),
+            "max_ops": max(ops),
+            "min_ops": min(ops),
+            "mean_ops": statistics.fmean(ops),
             "stddev_ops": statistics.pstdev(ops),
             "mean_s": statistics.fmean(r.total_s for r in rows),
             "median_mib": statistics.median(bws),

@@ -92,7 +92,7 @@ class BenchOptions:
 def hints_from_environment(env: Mapping[str, str] | None = None) -> dict[str, str]:
     """MPI-IO hints given as IOR does: ``IOR_HINT__MPI__romio_cb_write=enable``."""
     env = os.environ if env is None else env
-    return {k[len(HINT_ENV_PREFIX):]: v for k, v in env.items() if k.startswith(HINT_ENV_PREFIX)}
+    return {k[len(HINT_ENV_PREFIX) :]: v for k, v in env.items() if k.startswith(HINT_ENV_PREFIX)}
 
 
 def parse_hints(pairs: list[str] | None, env: Mapping[str, str] | None = None) -> tuple:
@@ -108,8 +108,15 @@ def parse_hints(pairs: list[str] | None, env: Mapping[str, str] | None = None) -
 
 #: The nine romio_cb / romio_ds configurations of the CURIE study (Wautelet & Kestener).
 ROMIO9 = tuple(
-    (f"cb_{cb}_ds_{ds}",
-     (("romio_cb_read", cb), ("romio_cb_write", cb), ("romio_ds_read", ds), ("romio_ds_write", ds)))
+    (
+        f"cb_{cb}_ds_{ds}",
+        (
+            ("romio_cb_read", cb),
+            ("romio_cb_write", cb),
+            ("romio_ds_read", ds),
+            ("romio_ds_write", ds),
+        ),
+    )
     for cb in ("enable", "disable", "automatic")
     for ds in ("enable", "disable", "automatic")
 )

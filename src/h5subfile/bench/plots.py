@@ -58,15 +58,20 @@ def draw_all(result: dict[str, Any], out: str, title: str, prefix: str = "") -> 
             for ranks in ranks_all:
                 points = sorted(
                     (int(k[0].split("k=")[1]), table[k].get(access))
-                    for k in factor_keys if k[1] == ranks and k[2] == transfer
+                    for k in factor_keys
+                    if k[1] == ranks and k[2] == transfer
                 )
                 points = [(x, y) for x, y in points if y is not None]
                 if points:
                     ax.plot(*zip(*points), marker="o", label=f"{ranks} ranks")
                     fpp = table.get(("posix -F", ranks, transfer), {}).get(access)
                     if fpp:
-                        ax.axhline(fpp, linestyle=":", color=ax.lines[-1].get_color(),
-                                   label=f"raw POSIX file per process, {ranks} ranks")
+                        ax.axhline(
+                            fpp,
+                            linestyle=":",
+                            color=ax.lines[-1].get_color(),
+                            label=f"raw POSIX file per process, {ranks} ranks",
+                        )
             ax.set_xscale("log", base=2)
             ax.set_xlabel("subfiling factor (ranks per subfile)")
             ax.set_ylabel(f"{access} bandwidth (MiB/s)")
@@ -82,8 +87,11 @@ def draw_all(result: dict[str, Any], out: str, title: str, prefix: str = "") -> 
         variants = sorted({k[0] for k in table if k[1] == top_ranks and "[" not in k[0]})
         for ax, access in zip(axes, ("write", "read")):
             for variant in variants:
-                points = [(t / 1024, table[(variant, top_ranks, t)].get(access))
-                          for t in transfers if (variant, top_ranks, t) in table]
+                points = [
+                    (t / 1024, table[(variant, top_ranks, t)].get(access))
+                    for t in transfers
+                    if (variant, top_ranks, t) in table
+                ]
                 points = [(x, y) for x, y in points if y is not None]
                 if len(points) > 1:
                     ax.plot(*zip(*points), marker="o", label=variant)
@@ -98,24 +106,51 @@ def draw_all(result: dict[str, Any], out: str, title: str, prefix: str = "") -> 
 
     # 3. bars per API (the CURIE study's Table 2), largest rank count and transfer size
     transfer = transfers[-1]
-    variants = sorted(k[0] for k in table if k[1] == top_ranks and k[2] == transfer
-                      and "[" not in k[0])
+    variants = sorted(
+        k[0] for k in table if k[1] == top_ranks and k[2] == transfer and "[" not in k[0]
+    )
     if variants:
-        _bars(plt, table, variants, top_ranks, transfer, out, written,
-              f"{title}: every API — {top_ranks} ranks, transfer {transfer // 1024} KiB — {stamp}",
-              "bandwidth_per_api.png")
+        _bars(
+            plt,
+            table,
+            variants,
+            top_ranks,
+            transfer,
+            out,
+            written,
+            f"{title}: every API — {top_ranks} ranks, transfer {transfer // 1024} KiB — {stamp}",
+            "bandwidth_per_api.png",
+        )
 
     # 4. the nine romio_cb / romio_ds hint configurations (CURIE), for mpiio and phdf5
-    hinted = sorted(k[0] for k in table if k[1] == top_ranks and k[2] == transfer and "[cb_" in k[0])
+    hinted = sorted(
+        k[0] for k in table if k[1] == top_ranks and k[2] == transfer and "[cb_" in k[0]
+    )
     if hinted:
-        _romio(plt, table, hinted, top_ranks, transfer, out, written,
-               f"{title}: the nine romio_cb / romio_ds hint configurations — {top_ranks} ranks, "
-               f"transfer {transfer // 1024} KiB — {stamp}")
+        _romio(
+            plt,
+            table,
+            hinted,
+            top_ranks,
+            transfer,
+            out,
+            written,
+            f"{title}: the nine romio_cb / romio_ds hint configurations — {top_ranks} ranks, "
+            f"transfer {transfer // 1024} KiB — {stamp}",
+        )
     return written
 
 
-def _romio(plt: Any, table: dict, variants: list[str], ranks: int, transfer: int, out: str,
-           written: list[str], title: str) -> None:
+def _romio(
+    plt: Any,
+    table: dict,
+    variants: list[str],
+    ranks: int,
+    transfer: int,
+    out: str,
+    written: list[str],
+    title: str,
+) -> None:
     """One panel per family (API and collective or not), one bar pair per hint configuration."""
     import numpy as np
 
@@ -127,8 +162,12 @@ def _romio(plt: Any, table: dict, variants: list[str], ranks: int, transfer: int
         labels = [m.split("[")[1].rstrip("]").replace("_ds_", "\nds_") for m in members]
         x = np.arange(len(members))
         for offset, access in ((-0.2, "write"), (0.2, "read")):
-            ax.bar(x + offset, [table[(m, ranks, transfer)].get(access, 0) for m in members],
-                   width=0.4, label=access)
+            ax.bar(
+                x + offset,
+                [table[(m, ranks, transfer)].get(access, 0) for m in members],
+                width=0.4,
+                label=access,
+            )
         ax.set_xticks(x, labels, rotation=60, ha="right", fontsize=7)
         ax.set_title(family, fontsize=9)
         ax.set_ylabel("bandwidth (MiB/s), median")
@@ -138,8 +177,17 @@ def _romio(plt: Any, table: dict, variants: list[str], ranks: int, transfer: int
     plt.close(fig)
 
 
-def _bars(plt: Any, table: dict, variants: list[str], ranks: int, transfer: int, out: str,
-          written: list[str], title: str, name: str) -> None:
+def _bars(
+    plt: Any,
+    table: dict,
+    variants: list[str],
+    ranks: int,
+    transfer: int,
+    out: str,
+    written: list[str],
+    title: str,
+    name: str,
+) -> None:
     import numpy as np
 
     fig, ax = plt.subplots(figsize=(max(7, 0.9 * len(variants) + 3), 4.6))

@@ -64,8 +64,9 @@ def _kib(n: int) -> str:
     return f"{n / 1024:.2f}"
 
 
-def options_block(options: BenchOptions, ranks: int, tasks_per_node: int,
-                  details: dict[str, Any], command: str) -> str:
+def options_block(
+    options: BenchOptions, ranks: int, tasks_per_node: int, details: dict[str, Any], command: str
+) -> str:
     aggregate = ranks * options.segments * options.block
     lines = [
         f"IOR-style benchmark: h5subfile {__version__}",
@@ -117,8 +118,9 @@ def table_row(result: PhaseResult, options: BenchOptions) -> str:
     )
 
 
-def summary_lines(results: list[PhaseResult], options: BenchOptions, ranks: int,
-                  tasks_per_node: int) -> list[str]:
+def summary_lines(
+    results: list[PhaseResult], options: BenchOptions, ranks: int, tasks_per_node: int
+) -> list[str]:
     lines = ["Summary of all tests:", SUMMARY_HEADER]
     aggregate_mib = ranks * options.segments * options.block / 2**20
     for access, s in summarize(results).items():
@@ -144,23 +146,52 @@ def max_lines(results: list[PhaseResult]) -> list[str]:
     return lines
 
 
-def render(results: list[PhaseResult], options: BenchOptions, ranks: int, tasks_per_node: int,
-           details: dict[str, Any], command: str) -> str:
-    parts = [options_block(options, ranks, tasks_per_node, details, command), "", "Results: ", "",
-             TABLE_HEADER, TABLE_RULE]
+def render(
+    results: list[PhaseResult],
+    options: BenchOptions,
+    ranks: int,
+    tasks_per_node: int,
+    details: dict[str, Any],
+    command: str,
+) -> str:
+    parts = [
+        options_block(options, ranks, tasks_per_node, details, command),
+        "",
+        "Results: ",
+        "",
+        TABLE_HEADER,
+        TABLE_RULE,
+    ]
     parts += [table_row(r, options) for r in results]
     checks = [r for r in results if r.bad_transfers is not None]
     for r in checks:
-        parts.append(f"check {r.access} iteration {r.iteration}: "
-                     + ("all data correct" if r.bad_transfers == 0
-                        else f"{r.bad_transfers} transfer(s) WRONG"))
-    parts += ["", *summary_lines(results, options, ranks, tasks_per_node), "",
-              f"Finished            : {machine()['date']}", "", *max_lines(results)]
+        parts.append(
+            f"check {r.access} iteration {r.iteration}: "
+            + (
+                "all data correct"
+                if r.bad_transfers == 0
+                else f"{r.bad_transfers} transfer(s) WRONG"
+            )
+        )
+    parts += [
+        "",
+        *summary_lines(results, options, ranks, tasks_per_node),
+        "",
+        f"Finished            : {machine()['date']}",
+        "",
+        *max_lines(results),
+    ]
     return "\n".join(parts)
 
 
-def to_json(results: list[PhaseResult], options: BenchOptions, ranks: int, tasks_per_node: int,
-            details: dict[str, Any], unavailable: str | None = None) -> dict[str, Any]:
+def to_json(
+    results: list[PhaseResult],
+    options: BenchOptions,
+    ranks: int,
+    tasks_per_node: int,
+    details: dict[str, Any],
+    unavailable: str | None = None,
+) -> dict[str, Any]:
     return {
         "options": options.to_dict(),
         "ranks": ranks,
@@ -174,12 +205,43 @@ def to_json(results: list[PhaseResult], options: BenchOptions, ranks: int, tasks
     }
 
 
-CSV_FIELDS = ("api", "ranks", "tasks_per_node", "access", "iteration", "bw_mib_s", "iops",
-              "latency_s", "open_s", "xfer_s", "close_s", "total_s", "bytes", "ops",
-              "bad_transfers", "block", "transfer", "segments", "file_per_proc", "collective",
-              "fsync", "reorder", "hints", "subfiles", "ranks_per_subfile", "coll_metadata",
-              "alignment", "no_fill", "grouping", "hostname", "cores", "date", "h5subfile",
-              "hdf5", "mpi")
+CSV_FIELDS = (
+    "api",
+    "ranks",
+    "tasks_per_node",
+    "access",
+    "iteration",
+    "bw_mib_s",
+    "iops",
+    "latency_s",
+    "open_s",
+    "xfer_s",
+    "close_s",
+    "total_s",
+    "bytes",
+    "ops",
+    "bad_transfers",
+    "block",
+    "transfer",
+    "segments",
+    "file_per_proc",
+    "collective",
+    "fsync",
+    "reorder",
+    "hints",
+    "subfiles",
+    "ranks_per_subfile",
+    "coll_metadata",
+    "alignment",
+    "no_fill",
+    "grouping",
+    "hostname",
+    "cores",
+    "date",
+    "h5subfile",
+    "hdf5",
+    "mpi",
+)
 
 
 def to_csv(record: dict[str, Any]) -> str:
@@ -189,10 +251,16 @@ def to_csv(record: dict[str, Any]) -> str:
     writer.writeheader()
     options = record["options"]
     for row in record["iterations"]:
-        flat = {**options, **row, **record["machine"], **record["versions"],
-                "ranks": record["ranks"], "tasks_per_node": record["tasks_per_node"],
-                "grouping": record["details"].get("grouping"),
-                "hints": ";".join(f"{k}={v}" for k, v in options["hints"].items())}
+        flat = {
+            **options,
+            **row,
+            **record["machine"],
+            **record["versions"],
+            "ranks": record["ranks"],
+            "tasks_per_node": record["tasks_per_node"],
+            "grouping": record["details"].get("grouping"),
+            "hints": ";".join(f"{k}={v}" for k, v in options["hints"].items()),
+        }
         writer.writerow(flat)
     return out.getvalue()
 

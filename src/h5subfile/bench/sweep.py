@@ -81,9 +81,22 @@ class Config:
         return " ".join(parts)
 
     def arguments(self, test_file: str) -> list[str]:
-        args = ["bench", "-a", self.api, "-b", str(self.block), "-t", str(self.transfer),
-                "-s", str(self.segments), "-i", str(self.iterations), "-o", test_file,
-                "--quiet"]
+        args = [
+            "bench",
+            "-a",
+            self.api,
+            "-b",
+            str(self.block),
+            "-t",
+            str(self.transfer),
+            "-s",
+            str(self.segments),
+            "-i",
+            str(self.iterations),
+            "-o",
+            test_file,
+            "--quiet",
+        ]
         args += ["-e"] * self.fsync + ["-C"] * self.reorder + ["-F"] * self.file_per_proc
         args += ["-c"] * self.collective
         if self.ranks_per_subfile is not None:
@@ -130,17 +143,31 @@ def expand(spec: dict[str, Any]) -> list[Config]:
         _list(spec.get("ranks", [2])), apis, _list(spec.get("transfer", ["1m"]))
     ):
         base = dict(common, api=api, ranks=int(ranks), transfer=parse_size(transfer))
-        fpp = _list(spec.get("file_per_proc", [False])) if api in ("posix", "mpiio", "hdf5") else [False]
+        fpp = (
+            _list(spec.get("file_per_proc", [False]))
+            if api in ("posix", "mpiio", "hdf5")
+            else [False]
+        )
         coll = _list(spec.get("collective", [False])) if api in ("mpiio", "phdf5") else [False]
         hints = hint_sets(spec.get("hints")) if api in ("mpiio", "phdf5") else [("none", ())]
         factors: list[int | None] = [None]
         if api == "subfile":
-            factors = [int(k) for k in _list(spec.get("ranks_per_subfile", [1])) if int(k) <= int(ranks)]
+            factors = [
+                int(k) for k in _list(spec.get("ranks_per_subfile", [1])) if int(k) <= int(ranks)
+            ]
         for f, c, (label, pairs), k in itertools.product(fpp, coll, hints, factors):
             if base["block"] % base["transfer"]:
                 continue
-            configs.append(Config(**base, file_per_proc=bool(f), collective=bool(c),
-                                  ranks_per_subfile=k, hint_set=label, hints=pairs))
+            configs.append(
+                Config(
+                    **base,
+                    file_per_proc=bool(f),
+                    collective=bool(c),
+                    ranks_per_subfile=k,
+                    hint_set=label,
+                    hints=pairs,
+                )
+            )
     return configs
 
 
@@ -149,8 +176,17 @@ def run_one(config: Config, workdir: str, timeout: float = 1800) -> dict[str, An
     json_path = os.path.join(workdir, "run.json")
     if os.path.exists(json_path):
         os.remove(json_path)
-    command = [mpiexec(), "-n", str(config.ranks), sys.executable, "-m", "h5subfile",
-               *config.arguments(os.path.join(workdir, "testFile")), "--json", json_path]
+    command = [
+        mpiexec(),
+        "-n",
+        str(config.ranks),
+        sys.executable,
+        "-m",
+        "h5subfile",
+        *config.arguments(os.path.join(workdir, "testFile")),
+        "--json",
+        json_path,
+    ]
     result = subprocess.run(command, capture_output=True, text=True, timeout=timeout)
     if result.returncode != 0:
         raise RuntimeError(f"{' '.join(command)} failed:\n{result.stderr[-3000:]}")
@@ -165,8 +201,13 @@ def medians(runs: list[dict[str, Any]]) -> dict[tuple[Any, ...], dict[str, float
     samples: dict[tuple[Any, ...], dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
     for run in runs:
         cfg = run["config"]
-        key = (Config(**{**cfg, "hints": tuple(map(tuple, cfg["hints"])),
-                         "extra": tuple(cfg["extra"])}).variant, cfg["ranks"], cfg["transfer"])
+        key = (
+            Config(
+                **{**cfg, "hints": tuple(map(tuple, cfg["hints"])), "extra": tuple(cfg["extra"])}
+            ).variant,
+            cfg["ranks"],
+            cfg["transfer"],
+        )
         for row in run["record"].get("iterations", []):
             samples[key][row["access"]].append(row["bw_mib_s"])
     return {k: {a: statistics.median(v) for a, v in accs.items()} for k, accs in samples.items()}
@@ -206,18 +247,29 @@ def run_sweep(path: str, out: str | None = None, quiet: bool = False) -> int:
                     continue
                 runs.append({"config": asdict(config), "repetition": repetition, "record": record})
                 if not quiet:
-                    rates = ", ".join(f"{a} {s['median_mib']:.1f}"
-                                      for a, s in record["summary"].items())
-                    print(f"[{done}/{total}] {config.variant} P={config.ranks} "
-                          f"t={config.transfer // 1024}KiB: {rates} MiB/s", file=sys.stderr,
-                          flush=True)
-    result = {"sweep": spec, "machine": machine(), "versions": versions(""),
-              "unavailable": unavailable, "runs": runs}
+                    rates = ", ".join(
+                        f"{a} {s['median_mib']:.1f}" for a, s in record["summary"].items()
+                    )
+                    print(
+                        f"[{done}/{total}] {config.variant} P={config.ranks} "
+                        f"t={config.transfer // 1024}KiB: {rates} MiB/s",
+                        file=sys.stderr,
+                        flush=True,
+                    )
+    result = {
+        "sweep": spec,
+        "machine": machine(),
+        "versions": versions(""),
+        "unavailable": unavailable,
+        "runs": runs,
+    }
     with open(os.path.join(out, "results.json"), "w") as handle:
         json.dump(result, handle, indent=1, default=str)
     written = plots.draw_all(result, out, spec.get("title", os.path.basename(path)))
-    print(f"sweep: {len(runs)} run(s); results in {os.path.join(out, 'results.json')}; "
-          f"plots: {', '.join(written) or 'none'}")
+    print(
+        f"sweep: {len(runs)} run(s); results in {os.path.join(out, 'results.json')}; "
+        f"plots: {', '.join(written) or 'none'}"
+    )
     for reason in unavailable.values():
         print(reason)
     return 0

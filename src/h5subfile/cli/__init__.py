@@ -52,7 +52,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             if _rank() == 0:
                 print(f"h5subfile {args.verb}: error: {exc}", file=sys.stderr, flush=True)
             return 1
-        print(f"[rank {_rank()}] h5subfile {args.verb}: {type(exc).__name__}: {exc}",
-              file=sys.stderr, flush=True)
+        print(
+            f"[rank {_rank()}] h5subfile {args.verb}: {type(exc).__name__}: {exc}",
+            file=sys.stderr,
+            flush=True,
+        )
         mpi.COMM_WORLD.Abort(1)  # type: ignore[attr-defined]
         return 1

@@ -16,51 +16,90 @@ OWN_FLAGS = ("subfiles", "ranks_per_subfile", "fsync", "alignment")
 
 def add_parser(verbs: Any) -> None:
     parser = verbs.add_parser(
-        "bench", help="IOR-style benchmark of posix, mpiio, hdf5, subfile and phdf5",
+        "bench",
+        help="IOR-style benchmark of posix, mpiio, hdf5, subfile and phdf5",
         description="IOR's options with IOR's meanings; sizes accept k, m, g (binary). Run under "
         "mpiexec. With --sweep FILE.toml, run a matrix of configurations (launching mpiexec "
         "itself) and write results JSON and PNG plots.",
         conflict_handler="resolve",
     )
-    parser.add_argument("-a", dest="api", default="posix",
-                        help="API: posix, mpiio, hdf5 (h5subfile, one shared file), subfile "
-                        "(h5subfile with subfiling), phdf5 (parallel HDF5 via h5py)")
-    parser.add_argument("-b", dest="block", type=parse_size, default=parse_size("1m"),
-                        help="block size per rank per segment (default 1m)")
-    parser.add_argument("-t", dest="transfer", type=parse_size, default=parse_size("256k"),
-                        help="transfer size (default 256k)")
+    parser.add_argument(
+        "-a",
+        dest="api",
+        default="posix",
+        help="API: posix, mpiio, hdf5 (h5subfile, one shared file), subfile "
+        "(h5subfile with subfiling), phdf5 (parallel HDF5 via h5py)",
+    )
+    parser.add_argument(
+        "-b",
+        dest="block",
+        type=parse_size,
+        default=parse_size("1m"),
+        help="block size per rank per segment (default 1m)",
+    )
+    parser.add_argument(
+        "-t",
+        dest="transfer",
+        type=parse_size,
+        default=parse_size("256k"),
+        help="transfer size (default 256k)",
+    )
     parser.add_argument("-s", dest="segments", type=int, default=1, help="segments (default 1)")
     parser.add_argument("-i", dest="iterations", type=int, default=1, help="iterations")
     parser.add_argument("-w", dest="write", action="store_true", help="write phase")
     parser.add_argument("-r", dest="read", action="store_true", help="read phase")
     parser.add_argument("-e", dest="fsync", action="store_true", help="fsync after the write phase")
-    parser.add_argument("-C", dest="reorder", action="store_true",
-                        help="readers read another rank's data (one node over; one rank over "
-                        "on a single node), defeating the writer's page cache")
+    parser.add_argument(
+        "-C",
+        dest="reorder",
+        action="store_true",
+        help="readers read another rank's data (one node over; one rank over "
+        "on a single node), defeating the writer's page cache",
+    )
     parser.add_argument("-F", dest="file_per_proc", action="store_true", help="file per process")
-    parser.add_argument("-c", dest="collective", action="store_true",
-                        help="collective transfers (mpiio, phdf5)")
+    parser.add_argument(
+        "-c", dest="collective", action="store_true", help="collective transfers (mpiio, phdf5)"
+    )
     parser.add_argument("-o", dest="test_file", default="testFile", help="test file (or prefix)")
     parser.add_argument("-k", dest="keep", action="store_true", help="keep the test files")
     parser.add_argument("-W", dest="check_write", action="store_true", help="check written data")
     parser.add_argument("-R", dest="check_read", action="store_true", help="check read data")
-    parser.add_argument("--hint", action="append", metavar="KEY=VALUE",
-                        help="MPI-IO hint (repeatable); also IOR_HINT__MPI__<key>=<value>")
+    parser.add_argument(
+        "--hint",
+        action="append",
+        metavar="KEY=VALUE",
+        help="MPI-IO hint (repeatable); also IOR_HINT__MPI__<key>=<value>",
+    )
     parser.add_argument("--subfiles", default=None, help="subfile API: subfiles, 'node', 'rank'")
-    parser.add_argument("--ranks-per-subfile", type=int, default=None,
-                        help="subfile API: ranks per subfile (subfiling factor)")
-    parser.add_argument("--coll-metadata", action="store_true",
-                        help="phdf5: collective metadata reads and writes")
-    parser.add_argument("--alignment", type=parse_size, default=0,
-                        help="phdf5, hdf5, subfile: H5Pset_alignment of every object (bytes)")
+    parser.add_argument(
+        "--ranks-per-subfile",
+        type=int,
+        default=None,
+        help="subfile API: ranks per subfile (subfiling factor)",
+    )
+    parser.add_argument(
+        "--coll-metadata", action="store_true", help="phdf5: collective metadata reads and writes"
+    )
+    parser.add_argument(
+        "--alignment",
+        type=parse_size,
+        default=0,
+        help="phdf5, hdf5, subfile: H5Pset_alignment of every object (bytes)",
+    )
     parser.add_argument("--no-fill", action="store_true", help="phdf5: never write fill values")
     add_plan_flags(parser, skip=OWN_FLAGS)
-    parser.add_argument("--json", metavar="PATH",
-                        help="write results as JSON to PATH ('-': print JSON instead of text)")
+    parser.add_argument(
+        "--json",
+        metavar="PATH",
+        help="write results as JSON to PATH ('-': print JSON instead of text)",
+    )
     parser.add_argument("--csv", metavar="PATH", help="write results as CSV to PATH ('-': print)")
     parser.add_argument("--quiet", action="store_true", help="no progress lines")
-    parser.add_argument("--sweep", metavar="FILE.toml",
-                        help="run the matrix described in FILE.toml (see docs/BENCHMARKS.md)")
+    parser.add_argument(
+        "--sweep",
+        metavar="FILE.toml",
+        help="run the matrix described in FILE.toml (see docs/BENCHMARKS.md)",
+    )
     parser.add_argument("--out", default=None, help="--sweep: folder for results and plots")
     parser.set_defaults(run=run)
 
@@ -73,13 +112,27 @@ def options_from(args: argparse.Namespace) -> Any:
     if not (write or read):
         write = read = True  # as IOR: neither flag means both
     return BenchOptions(
-        api=args.api, block=args.block, transfer=args.transfer, segments=args.segments,
-        iterations=args.iterations, write=write, read=read, fsync=args.fsync,
-        reorder=args.reorder, file_per_proc=args.file_per_proc, collective=args.collective,
-        test_file=args.test_file, keep=args.keep, check_write=args.check_write,
-        check_read=args.check_read, hints=parse_hints(args.hint),
-        subfiles=parse_subfiles(args.subfiles), ranks_per_subfile=args.ranks_per_subfile,
-        coll_metadata=args.coll_metadata, alignment=args.alignment, no_fill=args.no_fill,
+        api=args.api,
+        block=args.block,
+        transfer=args.transfer,
+        segments=args.segments,
+        iterations=args.iterations,
+        write=write,
+        read=read,
+        fsync=args.fsync,
+        reorder=args.reorder,
+        file_per_proc=args.file_per_proc,
+        collective=args.collective,
+        test_file=args.test_file,
+        keep=args.keep,
+        check_write=args.check_write,
+        check_read=args.check_read,
+        hints=parse_hints(args.hint),
+        subfiles=parse_subfiles(args.subfiles),
+        ranks_per_subfile=args.ranks_per_subfile,
+        coll_metadata=args.coll_metadata,
+        alignment=args.alignment,
+        no_fill=args.no_fill,
         plan={k: v for k, v in plan_arguments(args).items() if k not in OWN_FLAGS},
     )
 
@@ -103,8 +156,11 @@ def details_for(options: Any, comm: Any, nodes: tuple[int, ...]) -> dict[str, An
 
     details: dict[str, Any] = {"api_version": BACKENDS[options.api].version()}
     if options.api in ("hdf5", "subfile"):
-        grouping = ({"subfiles": 1} if options.api == "hdf5" else
-                    {"subfiles": options.subfiles, "ranks_per_subfile": options.ranks_per_subfile})
+        grouping = (
+            {"subfiles": 1}
+            if options.api == "hdf5"
+            else {"subfiles": options.subfiles, "ranks_per_subfile": options.ranks_per_subfile}
+        )
         storage = {k: v for k, v in options.plan.items() if v is not None}
         if options.alignment:
             storage["alignment"] = options.alignment
@@ -113,8 +169,11 @@ def details_for(options: Any, comm: Any, nodes: tuple[int, ...]) -> dict[str, An
         details["plan"] = plan.to_dict()
         details["grouping"] = plan_groups(size, plan, nodes[:size]).describe()
     if options.api == "phdf5":
-        details["phdf5"] = {"coll_metadata": options.coll_metadata,
-                            "alignment": options.alignment, "no_fill": options.no_fill}
+        details["phdf5"] = {
+            "coll_metadata": options.coll_metadata,
+            "alignment": options.alignment,
+            "no_fill": options.no_fill,
+        }
     return details
 
 
@@ -144,8 +203,9 @@ def run(args: argparse.Namespace) -> int:
     if reason:
         if comm.rank == 0:
             print(reason, flush=True)
-            record = report.to_json([], options, comm.size, tasks_per_node,
-                                    {"api_version": ""}, unavailable=reason)
+            record = report.to_json(
+                [], options, comm.size, tasks_per_node, {"api_version": ""}, unavailable=reason
+            )
             if args.json and args.json != "-":
                 _write(args.json, report.dump_json(record))
         return 0
@@ -155,8 +215,10 @@ def run(args: argparse.Namespace) -> int:
         record = report.to_json(results, options, comm.size, tasks_per_node, details)
         command = "h5subfile bench " + shlex.join(sys.argv[2:] if len(sys.argv) > 2 else [])
         if args.json != "-" and args.csv != "-":
-            print(report.render(results, options, comm.size, tasks_per_node, details, command),
-                  flush=True)
+            print(
+                report.render(results, options, comm.size, tasks_per_node, details, command),
+                flush=True,
+            )
         _write(args.json, report.dump_json(record))
         _write(args.csv, report.to_csv(record))
     bad = sum(r.bad_transfers or 0 for r in results)

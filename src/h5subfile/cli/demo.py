@@ -27,12 +27,17 @@ WAYS = (
 
 def add_parser(verbs: Any) -> None:
     parser = verbs.add_parser(
-        "demo", help="run the demo: VPIC-IO three ways, BD-CATS-IO, one table",
+        "demo",
+        help="run the demo: VPIC-IO three ways, BD-CATS-IO, one table",
         description=__doc__.split("\n\n")[1],
     )
     parser.add_argument("--dir", default=None, help="where to write (default: a temporary folder)")
-    parser.add_argument("--particles", type=parse_count, default=parse_count("1Mi"),
-                        help="particles per writer rank (default 1Mi = 32 MiB per rank per step)")
+    parser.add_argument(
+        "--particles",
+        type=parse_count,
+        default=parse_count("1Mi"),
+        help="particles per writer rank (default 1Mi = 32 MiB per rank per step)",
+    )
     parser.add_argument("--steps", type=int, default=2, help="time steps (default 2)")
     parser.add_argument("--writers", type=int, default=4)
     parser.add_argument("--readers", type=int, default=3)
@@ -66,41 +71,59 @@ def check_with_h5py(master: str, expected_length: int) -> str:
         "    d = f['Timestep_0/x']\n"
         "    print(d.shape[0], 'virtual' if d.is_virtual else 'contiguous', float(d[-1]))\n"
     )
-    out = subprocess.run([sys.executable, "-c", code, master], capture_output=True, text=True,
-                         check=True).stdout.split()
+    out = subprocess.run(
+        [sys.executable, "-c", code, master], capture_output=True, text=True, check=True
+    ).stdout.split()
     if int(out[0]) != expected_length:
-        raise RuntimeError(f"plain h5py sees {out[0]} particles in {master}, expected "
-                           f"{expected_length}")
+        raise RuntimeError(
+            f"plain h5py sees {out[0]} particles in {master}, expected {expected_length}"
+        )
     return out[1]
 
 
 def run(args: argparse.Namespace) -> int:
     folder = args.dir or tempfile.mkdtemp(prefix="h5subfile-demo-")
     os.makedirs(folder, exist_ok=True)
-    print(f"h5subfile demo: VPIC-IO with {args.writers} ranks, {args.particles} particles per rank,"
-          f" {args.steps} step(s); BD-CATS-IO with {args.readers} ranks; files in {folder}",
-          flush=True)
+    print(
+        f"h5subfile demo: VPIC-IO with {args.writers} ranks, {args.particles} particles per rank,"
+        f" {args.steps} step(s); BD-CATS-IO with {args.readers} ranks; files in {folder}",
+        flush=True,
+    )
     rows = []
     for label, flags, name in WAYS:
         master = os.path.join(folder, name)
         print(f"  {label}: writing...", end="", flush=True)
-        write = run_mpi(args.writers, ["vpic", master, "--particles", str(args.particles),
-                                       "--steps", str(args.steps), *flags])
+        write = run_mpi(
+            args.writers,
+            [
+                "vpic",
+                master,
+                "--particles",
+                str(args.particles),
+                "--steps",
+                str(args.steps),
+                *flags,
+            ],
+        )
         print(" reading and verifying...", end="", flush=True)
         read = run_mpi(args.readers, ["bdcats", master, "--pattern", "full", "--verify"])
         nfiles, nbytes = files_of(master)
         storage = check_with_h5py(master, args.particles * args.writers)
         print(f" done (plain h5py sees a {storage} dataset)", flush=True)
         rows.append((label, nfiles, nbytes, write, read))
-    header = (f"{'way':<24}{'files':>6}{'bytes':>14}{'write s':>9}{'write MiB/s':>13}"
-              f"{'read s':>8}{'read MiB/s':>12}  verified")
+    header = (
+        f"{'way':<24}{'files':>6}{'bytes':>14}{'write s':>9}{'write MiB/s':>13}"
+        f"{'read s':>8}{'read MiB/s':>12}  verified"
+    )
     print()
     print(header)
     print("-" * len(header))
     for label, nfiles, nbytes, write, read in rows:
-        print(f"{label:<24}{nfiles:>6}{format_bytes(nbytes):>14}"
-              f"{write['observed_seconds']:>9.3f}{write['observed_rate_mib_s']:>13.1f}"
-              f"{read['observed_seconds']:>8.3f}{read['observed_rate_mib_s']:>12.1f}  yes")
+        print(
+            f"{label:<24}{nfiles:>6}{format_bytes(nbytes):>14}"
+            f"{write['observed_seconds']:>9.3f}{write['observed_rate_mib_s']:>13.1f}"
+            f"{read['observed_seconds']:>8.3f}{read['observed_rate_mib_s']:>12.1f}  yes"
+        )
     print()
     print("Times are observed completion times (open to close, max over ranks); rates are MiB/s.")
     print("On a shared machine they vary 2-3x between runs; compare ways only side by side.")

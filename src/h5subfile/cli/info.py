@@ -13,7 +13,8 @@ from .common import print_json
 
 def add_parser(verbs: Any) -> None:
     parser = verbs.add_parser(
-        "info", help="describe a file (h5subfile or plain HDF5)",
+        "info",
+        help="describe a file (h5subfile or plain HDF5)",
         description="Datasets with shape and dtype, subfiles and the blocks they hold, the plan of "
         "each write session, sizes, and anything wrong (missing subfiles, unfinished sessions).",
     )
@@ -37,8 +38,12 @@ def describe(path: str) -> dict[str, Any]:
             if not hasattr(obj, "dtype"):
                 return
             entry = {
-                "name": obj.name, "shape": list(obj.shape), "dtype": str(obj.dtype),
-                "nbytes": obj.nbytes, "storage": obj.storage, "problem": obj.problem,
+                "name": obj.name,
+                "shape": list(obj.shape),
+                "dtype": str(obj.dtype),
+                "nbytes": obj.nbytes,
+                "storage": obj.storage,
+                "problem": obj.problem,
             }
             datasets.append(entry)
             if obj.layout is not None:
@@ -52,12 +57,14 @@ def describe(path: str) -> dict[str, Any]:
         subfiles = []
         for name, stats in sorted(files.items()):
             full = os.path.join(master_dir, name)
-            subfiles.append({
-                "file": name,
-                "bytes": os.path.getsize(full) if os.path.isfile(full) else None,
-                "blocks": stats["blocks"],
-                "ranks": sorted(stats["ranks"]),
-            })
+            subfiles.append(
+                {
+                    "file": name,
+                    "bytes": os.path.getsize(full) if os.path.isfile(full) else None,
+                    "blocks": stats["blocks"],
+                    "ranks": sorted(stats["ranks"]),
+                }
+            )
         return {
             "file": f.filename,
             "master_bytes": os.path.getsize(f.filename),
@@ -83,8 +90,10 @@ def _set_fields(plan: dict[str, Any]) -> dict[str, Any]:
 
 
 def render(info: dict[str, Any]) -> str:
-    lines = [f"{info['file']}: master {format_bytes(info['master_bytes'])}, "
-             f"{len(info['datasets'])} dataset(s), {format_bytes(info['data_bytes'])} of data"]
+    lines = [
+        f"{info['file']}: master {format_bytes(info['master_bytes'])}, "
+        f"{len(info['datasets'])} dataset(s), {format_bytes(info['data_bytes'])} of data"
+    ]
     if not info["sessions"]:
         lines.append("plain HDF5 file (not written by h5subfile)")
     for s in info["sessions"]:
@@ -97,14 +106,17 @@ def render(info: dict[str, Any]) -> str:
     width = max((len(d["name"]) for d in info["datasets"]), default=4)
     for d in info["datasets"]:
         shape = "(" + ", ".join(map(str, d["shape"])) + ("," if len(d["shape"]) == 1 else "") + ")"
-        lines.append(f"  {d['name']:<{width}}  {shape:<16} {d['dtype']:<10} "
-                     f"{format_bytes(d['nbytes']):>12}  {d['storage']}")
+        lines.append(
+            f"  {d['name']:<{width}}  {shape:<16} {d['dtype']:<10} "
+            f"{format_bytes(d['nbytes']):>12}  {d['storage']}"
+        )
     if info["files"]:
         lines.append("files holding data:")
         for s in info["files"]:
             size = "MISSING" if s["bytes"] is None else format_bytes(s["bytes"])
-            lines.append(f"  {s['file']}  {size}, {s['blocks']} block(s) from rank(s) "
-                         f"{_ranks(s['ranks'])}")
+            lines.append(
+                f"  {s['file']}  {size}, {s['blocks']} block(s) from rank(s) {_ranks(s['ranks'])}"
+            )
     if info["problems"]:
         lines.append("problems:")
         lines.extend(f"  - {p}" for p in info["problems"])

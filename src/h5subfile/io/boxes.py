@@ -29,7 +29,10 @@ def box_pieces(data_offset: int, extent: Block, block: Block, data: np.ndarray) 
         row = math.prod(block.count[1:]) if len(block.count) > 1 else 1
         return [(data_offset + (block.start[0] - extent.start[0]) * row * itemsize, raw)]
     file_runs, data_runs, run = paired_runs(
-        block.count, extent.count, block.relative_to(extent.start).start, block.count,
+        block.count,
+        extent.count,
+        block.relative_to(extent.start).start,
+        block.count,
         (0,) * len(block.count),
     )
     nbytes = run * itemsize
@@ -64,8 +67,13 @@ class BoxReader:
     while a write session is open).
     """
 
-    def __init__(self, master_path: str, master_data_path: str, stats: IOStats,
-                 transfer_size: int | None = None):
+    def __init__(
+        self,
+        master_path: str,
+        master_data_path: str,
+        stats: IOStats,
+        transfer_size: int | None = None,
+    ):
         self.master_path = master_path
         self.master_data_path = master_data_path
         self.pool = FilePool(writable=False, stats=stats, transfer_size=transfer_size)
@@ -110,8 +118,12 @@ class BoxReader:
             if common.count[1:] == extent.shape[1:] == box.count[1:]:  # one contiguous run
                 row = math.prod(box.count[1:]) * itemsize
                 at = (common.start[0] - box.start[0]) * row
-                into.append((extent.offset + (common.start[0] - extent.start[0]) * row,
-                             out[at : at + common.count[0] * row]))
+                into.append(
+                    (
+                        extent.offset + (common.start[0] - extent.start[0]) * row,
+                        out[at : at + common.count[0] * row],
+                    )
+                )
                 continue
             file_runs, out_runs, run = paired_runs(
                 common.count,
@@ -122,7 +134,10 @@ class BoxReader:
             )
             nbytes = run * itemsize
             into.extend(
-                (extent.offset + file_at * itemsize, out[out_at * itemsize : out_at * itemsize + nbytes])
+                (
+                    extent.offset + file_at * itemsize,
+                    out[out_at * itemsize : out_at * itemsize + nbytes],
+                )
                 for file_at, out_at in zip(file_runs.tolist(), out_runs.tolist())
             )
         return pieces, chunked, covered >= box.size

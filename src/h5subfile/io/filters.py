@@ -95,8 +95,10 @@ def load_plugins() -> Any:
     try:
         import hdf5plugin
     except ImportError:  # pragma: no cover - a declared dependency
-        raise PlanError("the zstd, lz4, blosc, blosc2 and bitshuffle filters need hdf5plugin: "
-                        "pip install hdf5plugin") from None
+        raise PlanError(
+            "the zstd, lz4, blosc, blosc2 and bitshuffle filters need hdf5plugin: "
+            "pip install hdf5plugin"
+        ) from None
     return hdf5plugin
 
 
@@ -118,8 +120,10 @@ def resolve_filters(
     zstd/blosc/blosc2, or a dict of the hdf5plugin class's keyword arguments.
     """
     shuffle, fletcher32 = bool(shuffle), bool(fletcher32)
-    if compression is None or compression is False or (
-        isinstance(compression, str) and compression.strip().lower() in ("", "none", "off")
+    if (
+        compression is None
+        or compression is False
+        or (isinstance(compression, str) and compression.strip().lower() in ("", "none", "off"))
     ):
         if compression_opts is not None:
             raise PlanError(f"compression_opts={compression_opts!r} given without a compression")
@@ -127,11 +131,18 @@ def resolve_filters(
     if isinstance(compression, h5py.filters.FilterRefBase):  # hdf5plugin.Zstd(...) and friends
         name = type(compression).__name__.lower()
         if compression_opts is not None:
-            raise PlanError(f"compression_opts={compression_opts!r}: the options of a filter "
-                            f"object ({type(compression).__name__}) are given to its constructor")
+            raise PlanError(
+                f"compression_opts={compression_opts!r}: the options of a filter "
+                f"object ({type(compression).__name__}) are given to its constructor"
+            )
         _, filter_id, options = _plugin_spec(name, compression)
-        return FilterSpec(name if name in PLUGINS else f"filter-{filter_id}", filter_id, options,
-                          shuffle, fletcher32)
+        return FilterSpec(
+            name if name in PLUGINS else f"filter-{filter_id}",
+            filter_id,
+            options,
+            shuffle,
+            fletcher32,
+        )
     if isinstance(compression, (int, np.integer)) and not isinstance(compression, bool):
         filter_id = int(compression)
         if filter_id == h5py.h5z.FILTER_DEFLATE:
@@ -144,20 +155,27 @@ def resolve_filters(
         options = () if compression_opts is None else tuple(int(v) for v in compression_opts)
         return FilterSpec(f"filter-{filter_id}", filter_id, options, shuffle, fletcher32)
     if not isinstance(compression, str):
-        raise PlanError(f"compression={compression!r}: expected a name ({', '.join(NAMES)}), "
-                        "an hdf5plugin filter object or an HDF5 filter id")
+        raise PlanError(
+            f"compression={compression!r}: expected a name ({', '.join(NAMES)}), "
+            "an hdf5plugin filter object or an HDF5 filter id"
+        )
     name, _, level_text = compression.strip().lower().partition(":")
     if level_text:
         if compression_opts is not None:
-            raise PlanError(f"compression={compression!r} has a level; do not also pass "
-                            "compression_opts")
+            raise PlanError(
+                f"compression={compression!r} has a level; do not also pass compression_opts"
+            )
         try:
             compression_opts = int(level_text)
         except ValueError:
             raise PlanError(f"compression={compression!r}: the level must be an integer") from None
     if name == "gzip":
         level = 4 if compression_opts is None else compression_opts
-        if isinstance(level, bool) or not isinstance(level, (int, np.integer)) or not 0 <= level <= 9:
+        if (
+            isinstance(level, bool)
+            or not isinstance(level, (int, np.integer))
+            or not 0 <= level <= 9
+        ):
             raise PlanError(f"gzip level {compression_opts!r}: expected an integer from 0 to 9")
         return FilterSpec("gzip", int(h5py.h5z.FILTER_DEFLATE), (int(level),), shuffle, fletcher32)
     if name == "lzf":
@@ -165,21 +183,28 @@ def resolve_filters(
             raise PlanError(f"lzf takes no options (got compression_opts={compression_opts!r})")
         return FilterSpec("lzf", int(h5py.h5z.FILTER_LZF), (), shuffle, fletcher32)
     if name not in PLUGINS:
-        raise PlanError(f"compression={compression!r}: unknown filter; known: {', '.join(NAMES)}, "
-                        "or an hdf5plugin filter object")
+        raise PlanError(
+            f"compression={compression!r}: unknown filter; known: {', '.join(NAMES)}, "
+            "or an hdf5plugin filter object"
+        )
     class_name, level_keyword = PLUGINS[name]
     plugin_class = getattr(load_plugins(), class_name)
     if compression_opts is None:
         kwargs: dict[str, Any] = {}
     elif isinstance(compression_opts, dict):
         kwargs = dict(compression_opts)
-    elif level_keyword is not None and isinstance(compression_opts, (int, np.integer)) and not \
-            isinstance(compression_opts, bool):
+    elif (
+        level_keyword is not None
+        and isinstance(compression_opts, (int, np.integer))
+        and not isinstance(compression_opts, bool)
+    ):
         kwargs = {level_keyword: int(compression_opts)}
     else:
         takes = f"a level ({level_keyword}) or " if level_keyword else ""
-        raise PlanError(f"{name}: compression_opts={compression_opts!r}; expected {takes}a dict of "
-                        f"hdf5plugin.{class_name}'s keyword arguments")
+        raise PlanError(
+            f"{name}: compression_opts={compression_opts!r}; expected {takes}a dict of "
+            f"hdf5plugin.{class_name}'s keyword arguments"
+        )
     try:
         filter_obj = plugin_class(**kwargs)
     except (TypeError, ValueError) as exc:
@@ -195,8 +220,13 @@ class ChunkCompressor:
 
     def __init__(self, dtype: np.dtype, chunks: tuple[int, ...], spec: FilterSpec):
         self.chunks = chunks
-        self._file = h5py.File(f"h5subfile-compressor-{next(self._names)}", "w", driver="core",
-                               backing_store=False, rdcc_nbytes=0)
+        self._file = h5py.File(
+            f"h5subfile-compressor-{next(self._names)}",
+            "w",
+            driver="core",
+            backing_store=False,
+            rdcc_nbytes=0,
+        )
         self._dataset = self._file.create_dataset(
             "chunk", shape=chunks, dtype=dtype, chunks=chunks, **spec.h5py_kwargs()
         )

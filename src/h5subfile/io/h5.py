@@ -28,8 +28,9 @@ def open_shared_read(path: str) -> h5py.File:
 META_BLOCK_SIZE = 64 * 1024
 
 
-def create_file(path: str, alignment: int | None = None, meta_block_size: int | None = None
-                ) -> h5py.File:
+def create_file(
+    path: str, alignment: int | None = None, meta_block_size: int | None = None
+) -> h5py.File:
     """Create (truncate) an HDF5 file with our version bounds, through the low-level API.
 
     ``alignment``: every object of at least one byte (so every dataset's data and every chunk)
@@ -45,7 +46,11 @@ def create_file(path: str, alignment: int | None = None, meta_block_size: int | 
 
 
 def create_chunked_dataset(
-    groups: Groups, path: str, shape: tuple[int, ...], dtype: np.dtype, chunks: tuple[int, ...],
+    groups: Groups,
+    path: str,
+    shape: tuple[int, ...],
+    dtype: np.dtype,
+    chunks: tuple[int, ...],
     filters: dict[str, Any],
 ) -> h5py.Dataset:
     """Create a chunked dataset with h5py's filter arguments (``FilterSpec.h5py_kwargs()``);
@@ -95,8 +100,9 @@ def create_virtual_dataset(
         dcpl.set_virtual(selection, file.encode(), dataset.encode(), h5py.h5s.create_simple(count))
     type_id = h5py.h5t.py_create(dtype, logical=True)
     name = posixpath.basename(path).encode()
-    h5py.h5d.create(groups.parent_of(path).id, name, type_id, h5py.h5s.create_simple(shape),
-                    dcpl=dcpl)
+    h5py.h5d.create(
+        groups.parent_of(path).id, name, type_id, h5py.h5s.create_simple(shape), dcpl=dcpl
+    )
 
 
 class Groups:
@@ -117,9 +123,7 @@ class Groups:
         return self.require(posixpath.dirname(path) or "/")
 
 
-def create_early_dataset(
-    groups: Groups, path: str, shape: tuple[int, ...], dtype: np.dtype
-) -> int:
+def create_early_dataset(groups: Groups, path: str, shape: tuple[int, ...], dtype: np.dtype) -> int:
     """Create a contiguous dataset whose storage is allocated now and never filled.
 
     Returns the byte offset of its data in the file, where ranks then write directly.

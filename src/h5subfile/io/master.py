@@ -84,7 +84,9 @@ class Catalog:
     def children(self, path: str) -> list[str]:
         prefix = path.rstrip("/") + "/"
         names = {
-            p[len(prefix):].split("/", 1)[0] for p in self.nodes if p.startswith(prefix) and p != "/"
+            p[len(prefix) :].split("/", 1)[0]
+            for p in self.nodes
+            if p.startswith(prefix) and p != "/"
         }
         return sorted(names)
 
@@ -101,8 +103,10 @@ def describe_storage(layout: DatasetLayout) -> str:
     if not layout.chunks:
         return where if where != "in the master" else "contiguous in the master"
     aligned = "aligned to rank blocks" if layout.chunks_aligned else "straddling rank blocks"
-    return (f"{where}, chunks {layout.chunks} ({aligned}), "
-            f"{FilterSpec.from_dict(layout.filters).describe()}")
+    return (
+        f"{where}, chunks {layout.chunks} ({aligned}), "
+        f"{FilterSpec.from_dict(layout.filters).describe()}"
+    )
 
 
 def _user_attrs(obj: h5py.HLObject) -> dict[str, Any]:
@@ -122,8 +126,11 @@ class _SizeCheck:
         found = self.resolved.get(relpath)
         if found is None:
             try:
-                found = (self.master_data_path if relpath in ("", ".")
-                         else resolve_inside(self.master_path, relpath))
+                found = (
+                    self.master_data_path
+                    if relpath in ("", ".")
+                    else resolve_inside(self.master_path, relpath)
+                )
             except UnsafePathError as exc:
                 found = exc
             self.resolved[relpath] = found
@@ -131,7 +138,9 @@ class _SizeCheck:
             raise found
         return found
 
-    def problem(self, dataset: str, extents: Iterable[StoredExtent], itemsize: int) -> Problem | None:
+    def problem(
+        self, dataset: str, extents: Iterable[StoredExtent], itemsize: int
+    ) -> Problem | None:
         for extent in extents:
             try:
                 path = self._resolve(extent.file)
@@ -177,8 +186,9 @@ def scan(h5: h5py.File, master_path: str, master_data_path: str) -> Catalog:
             return
         info = NodeInfo("dataset", _user_attrs(obj), tuple(obj.shape), obj.dtype)
         if LAYOUT_ATTR in obj.attrs:
-            layout = DatasetLayout.from_json(read_text_attr(obj, LAYOUT_ATTR),
-                                             f"{master_path}:{path}")
+            layout = DatasetLayout.from_json(
+                read_text_attr(obj, LAYOUT_ATTR), f"{master_path}:{path}"
+            )
             info.layout = layout
             info.storage = describe_storage(layout)
             if layout.session in open_sessions:
@@ -283,14 +293,17 @@ class MasterWriter:
     and the datasets of the unfinished session refuse to be read).
     """
 
-    def __init__(self, path: str, mode: str, session_info: dict[str, Any],
-                 alignment: int | None = None):
+    def __init__(
+        self, path: str, mode: str, session_info: dict[str, Any], alignment: int | None = None
+    ):
         self.path = os.path.abspath(path)
         self.partial = partial_path(self.path)
         self.folder = subfile_folder(self.path)
         exists = os.path.exists(self.path)
         if mode in ("w-", "x") and exists:
-            raise FileExistsH5SubfileError(f"{self.path} exists (mode {mode!r} refuses to replace it)")
+            raise FileExistsH5SubfileError(
+                f"{self.path} exists (mode {mode!r} refuses to replace it)"
+            )
         if mode == "r+" and not exists:
             raise MissingFileError(f"{self.path} does not exist (mode 'r+' needs an existing file)")
         if os.path.exists(self.partial):
@@ -312,8 +325,9 @@ class MasterWriter:
                 self.commit_mode, self.data_path = "replace", self.partial
             else:
                 self.commit_mode, self.data_path = "in-place", self.path
-            aligned = {} if not alignment else dict(alignment_threshold=1,
-                                                    alignment_interval=alignment)
+            aligned = (
+                {} if not alignment else dict(alignment_threshold=1, alignment_interval=alignment)
+            )
             self.h5 = h5py.File(self.data_path, "r+", libver=LIBVER, **aligned)
             self.catalog = scan(self.h5, self.path, self.data_path)
         self.groups = Groups(self.h5)
@@ -356,15 +370,22 @@ class MasterWriter:
         """A conventional contiguous dataset in the master (single-group sessions)."""
         return create_early_dataset(self.groups, path, shape, dtype)
 
-    def create_chunked(self, path: str, shape: tuple[int, ...], dtype: np.dtype,
-                       chunks: tuple[int, ...], filters: dict[str, Any]) -> h5py.Dataset:
+    def create_chunked(
+        self,
+        path: str,
+        shape: tuple[int, ...],
+        dtype: np.dtype,
+        chunks: tuple[int, ...],
+        filters: dict[str, Any],
+    ) -> h5py.Dataset:
         """A conventional chunked dataset in the master (single-group sessions)."""
         return create_chunked_dataset(self.groups, path, shape, dtype, chunks, filters)
 
     def create_unwritten(self, path: str, shape: tuple[int, ...], dtype: np.dtype) -> None:
         """A dataset no rank writes (zero-size, or all blocks empty): reads as fill values."""
-        self.groups.parent_of(path).create_dataset(posixpath.basename(path), shape=shape,
-                                                   dtype=dtype)
+        self.groups.parent_of(path).create_dataset(
+            posixpath.basename(path), shape=shape, dtype=dtype
+        )
 
     def create_virtual(
         self, path: str, shape: tuple[int, ...], dtype: np.dtype, extents: list[StoredExtent]

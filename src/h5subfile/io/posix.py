@@ -110,7 +110,11 @@ class RawFile:
     """
 
     def __init__(
-        self, path: str, writable: bool = False, stats: IOStats | None = None, create: bool = False,
+        self,
+        path: str,
+        writable: bool = False,
+        stats: IOStats | None = None,
+        create: bool = False,
         transfer_size: int | None = None,
     ):
         self.path = path
@@ -213,8 +217,9 @@ class FilePool:
     def get(self, path: str) -> RawFile:
         handle = self._files.get(path)
         if handle is None:
-            handle = self._files[path] = RawFile(path, self.writable, self.stats,
-                                                 transfer_size=self.transfer_size)
+            handle = self._files[path] = RawFile(
+                path, self.writable, self.stats, transfer_size=self.transfer_size
+            )
         return handle
 
     def sync_all(self) -> None:

@@ -35,8 +35,14 @@ class SubfileWriter:
         assert self.h5 is not None
         return create_early_dataset(self.groups, name, shape, dtype)
 
-    def create_chunked(self, name: str, shape: tuple[int, ...], dtype: np.dtype,
-                       chunks: tuple[int, ...], filters: dict) -> h5py.Dataset:
+    def create_chunked(
+        self,
+        name: str,
+        shape: tuple[int, ...],
+        dtype: np.dtype,
+        chunks: tuple[int, ...],
+        filters: dict,
+    ) -> h5py.Dataset:
         """Create chunked source dataset ``name`` (filled later with whole compressed chunks)."""
         assert self.h5 is not None
         return create_chunked_dataset(self.groups, name, shape, dtype, chunks, filters)

@@ -99,9 +99,7 @@ def run_bdcats(
     comm.Barrier()
     started = time.perf_counter()
     with File(path, "r", comm=comm, **plan) as f:
-        steps = sorted(
-            (int(m.group(1)), name) for name in f.keys() if (m := _STEP.match(name))
-        )
+        steps = sorted((int(m.group(1)), name) for name in f.keys() if (m := _STEP.match(name)))
         error = None
         if not steps:
             error = CorruptFileError(f"{path} has no Timestep_<n> groups: not a VPIC-IO file")

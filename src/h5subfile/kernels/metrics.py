@@ -42,17 +42,19 @@ class Metrics:
 
     def report(self) -> str:
         k = self.kind
-        return "\n".join([
-            "=================== Performance Results ==================",
-            f"Total number of ranks: {self.ranks}",
-            f"Total {k} size: {format_bytes(self.total_bytes)}",
-            f"Raw {k} time: {self.raw_seconds:.3f} s",
-            f"Metadata time: {self.metadata_seconds:.3f} s",
-            f"Observed completion time: {self.observed_seconds:.3f} s",
-            f"Raw {k} rate: {self.raw_rate:.3f} MiB/s",
-            f"Observed {k} rate: {self.observed_rate:.3f} MiB/s",
-            "==========================================================",
-        ])
+        return "\n".join(
+            [
+                "=================== Performance Results ==================",
+                f"Total number of ranks: {self.ranks}",
+                f"Total {k} size: {format_bytes(self.total_bytes)}",
+                f"Raw {k} time: {self.raw_seconds:.3f} s",
+                f"Metadata time: {self.metadata_seconds:.3f} s",
+                f"Observed completion time: {self.observed_seconds:.3f} s",
+                f"Raw {k} rate: {self.raw_rate:.3f} MiB/s",
+                f"Observed {k} rate: {self.observed_rate:.3f} MiB/s",
+                "==========================================================",
+            ]
+        )
 
 
 def reduce_metrics(

@@ -19,9 +19,14 @@ from ..files import File
 from .metrics import Metrics, reduce_metrics
 
 FIELDS: tuple[tuple[str, str], ...] = (
-    ("x", "f4"), ("y", "f4"), ("z", "f4"),
-    ("px", "f4"), ("py", "f4"), ("pz", "f4"),
-    ("id_1", "i4"), ("id_2", "f4"),
+    ("x", "f4"),
+    ("y", "f4"),
+    ("z", "f4"),
+    ("px", "f4"),
+    ("py", "f4"),
+    ("pz", "f4"),
+    ("id_1", "i4"),
+    ("id_2", "f4"),
 )
 BYTES_PER_PARTICLE = sum(np.dtype(t).itemsize for _, t in FIELDS)  # 32
 KERNEL_ATTR = "kernel"

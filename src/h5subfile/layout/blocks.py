@@ -122,9 +122,7 @@ def check_blocks(name: str, shape: Shape, blocks: Sequence[Block]) -> None:
     for rank, block in enumerate(blocks):
         if block.is_empty:
             continue
-        if len(block.start) != len(shape) or any(
-            hi > n for hi, n in zip(block.stop, shape)
-        ):
+        if len(block.start) != len(shape) or any(hi > n for hi, n in zip(block.stop, shape)):
             raise BlockError(
                 f"rank {rank} block {block} lies outside the shape {shape} of dataset {name}"
             )

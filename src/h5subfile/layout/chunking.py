@@ -32,8 +32,11 @@ class ChunkChoice:
 
     def describe(self) -> str:
         how = "picked by the plan" if self.picked else "given"
-        where = ("aligned to rank blocks" if self.aligned
-                 else "straddling rank blocks (assembled by exchange before compressing)")
+        where = (
+            "aligned to rank blocks"
+            if self.aligned
+            else "straddling rank blocks (assembled by exchange before compressing)"
+        )
         return f"chunks {self.chunks} ({how}, {where})"
 
 
@@ -62,7 +65,9 @@ def chunks_aligned(members: Sequence[Sequence[Member]], chunks: Sequence[int]) -
     """True if every block starts on a chunk boundary of its extent (no chunk straddles)."""
     return all(
         start % c == 0
-        for extent in members for _, block in extent for start, c in zip(block.start, chunks)
+        for extent in members
+        for _, block in extent
+        for start, c in zip(block.start, chunks)
     )
 
 
@@ -93,14 +98,19 @@ def choose_chunks(
     try:
         given = tuple(int(n) for n in requested)
     except (TypeError, ValueError):
-        raise PlanError(f"chunks={requested!r}: expected True or a tuple of positive integers") \
-            from None
+        raise PlanError(
+            f"chunks={requested!r}: expected True or a tuple of positive integers"
+        ) from None
     if len(given) != ndim or any(n < 1 for n in given):
-        raise PlanError(f"chunks={requested!r}: expected {ndim} positive integer(s) for a "
-                        f"dataset of shape {shape}")
+        raise PlanError(
+            f"chunks={requested!r}: expected {ndim} positive integer(s) for a "
+            f"dataset of shape {shape}"
+        )
     if any(c > max(n, 1) for c, n in zip(given, shape)):
-        raise PlanError(f"chunks={given}: a chunk must not be larger than the dataset's shape "
-                        f"{shape} in any dimension")
+        raise PlanError(
+            f"chunks={given}: a chunk must not be larger than the dataset's shape "
+            f"{shape} in any dimension"
+        )
     return ChunkChoice(given, chunks_aligned(members, given), False)
 
 

@@ -45,7 +45,9 @@ class Grouping:
     def describe(self) -> str:
         sizes = sorted({len(m) for m in self.members})
         per = "-".join(str(s) for s in (sizes[0], sizes[-1])) if len(sizes) > 1 else str(sizes[0])
-        return f"{self.ngroups} subfile(s) for {self.size} rank(s), {per} rank(s) each ({self.rule})"
+        return (
+            f"{self.ngroups} subfile(s) for {self.size} rank(s), {per} rank(s) each ({self.rule})"
+        )
 
 
 def _renumber(keys: Sequence[int]) -> tuple[int, ...]:

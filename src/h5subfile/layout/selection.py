@@ -67,9 +67,7 @@ def _expand(selection: Any, ndim: int) -> tuple[Any, ...]:
             raise SelectionError(f"too many indices for a dataset with {ndim} dimensions")
         selection = selection[:at] + (slice(None),) * fill + selection[at + 1 :]
     if len(selection) > ndim:
-        raise SelectionError(
-            f"{len(selection)} indices for a dataset with {ndim} dimension(s)"
-        )
+        raise SelectionError(f"{len(selection)} indices for a dataset with {ndim} dimension(s)")
     return selection + (slice(None),) * (ndim - len(selection))
 
 
@@ -77,7 +75,9 @@ def _axis(item: Any, n: int, axis: int) -> _Axis:
     if isinstance(item, slice):
         start, stop, step = item.indices(n)
         if step < 1:
-            raise SelectionError(f"axis {axis}: steps must be positive (got {item.step}), as in h5py")
+            raise SelectionError(
+                f"axis {axis}: steps must be positive (got {item.step}), as in h5py"
+            )
         length = len(range(start, stop, step))
         if length == 0:
             return _Axis(0, 0, slice(0, 0), False, None, None)
@@ -127,7 +127,8 @@ def plan_read(shape: Shape, itemsize: int, selection: Any = ()) -> ReadPlan:
     if len(arrays) > 1:
         raise SelectionError("only one axis can be indexed with a list or mask, as in h5py")
     out_shape = tuple(
-        len(ax.index) if isinstance(ax.index, np.ndarray) and ax.reorder is None
+        len(ax.index)
+        if isinstance(ax.index, np.ndarray) and ax.reorder is None
         else (len(ax.reorder) if ax.reorder is not None else len(range(ax.count)[ax.index]))
         for ax in axes
         if not ax.scalar

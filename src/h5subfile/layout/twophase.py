@@ -37,7 +37,9 @@ class Window:
     aggregator: int
     file: int
     round: int
-    spans: list[tuple[int, int, int]] = field(default_factory=list)  # (file offset, window offset, n)
+    spans: list[tuple[int, int, int]] = field(
+        default_factory=list
+    )  # (file offset, window offset, n)
     size: int = 0
     pieces: list[Piece] = field(default_factory=list)
 
@@ -101,8 +103,9 @@ def plan_two_phase(
             by_file.setdefault(file, []).append((offset, nbytes))
     rounds: list[list[Window]] = []
     for file in sorted(by_file):
-        windows = _windows_of_file(file, covered_intervals(by_file[file]),
-                                   aggregators[file], buffer_size)
+        windows = _windows_of_file(
+            file, covered_intervals(by_file[file]), aggregators[file], buffer_size
+        )
         spans = sorted((s[0], s[0] + s[2], s[1], w) for w in windows for s in w.spans)
         ends = [end for _, end, _, _ in spans]
         for rank, rank_runs in enumerate(runs):

@@ -17,6 +17,7 @@ def mpiexec() -> str:
     beside = os.path.join(os.path.dirname(sys.executable), "mpiexec")
     found = beside if os.path.exists(beside) else shutil.which("mpiexec")
     if not found:
-        raise RuntimeError("no mpiexec found beside this Python or on PATH: install the 'mpich' "
-                           "wheel or an MPI")
+        raise RuntimeError(
+            "no mpiexec found beside this Python or on PATH: install the 'mpich' wheel or an MPI"
+        )
     return found
