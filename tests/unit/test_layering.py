@@ -7,7 +7,7 @@ import ast
 from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parents[2] / "src" / "h5subfile"
-# cli > kernels | bench > files > exchange > io > mpi | layout > plan > errors | units (STYLE.md)
+# cli > kernels | bench > files > engine > io > mpi | layout > plan > errors | units (STYLE.md)
 RANK = {
     "errors": 0,
     "units": 0,
@@ -16,7 +16,7 @@ RANK = {
     "layout": 2,
     "mpi": 2,
     "io": 3,
-    "exchange": 4,
+    "engine": 4,
     "files": 5,
     "kernels": 6,
     "bench": 6,

@@ -5,7 +5,6 @@ from __future__ import annotations
 import itertools
 import math
 
-import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -14,7 +13,6 @@ from h5subfile.errors import BlockError, PlanError
 from h5subfile.layout.blocks import Block, check_blocks, corner_block, parse_block, prefix_blocks
 from h5subfile.layout.extents import plan_extents
 from h5subfile.layout.grouping import plan_groups
-from h5subfile.layout.runs import paired_runs
 from h5subfile.plan import Plan
 
 shapes = st.lists(st.integers(1, 6), min_size=1, max_size=4).map(tuple)
@@ -155,30 +153,3 @@ def test_vpic_pattern_gets_one_extent_per_group() -> None:
     blocks = prefix_blocks([5, 0, 7, 3, 4, 9], ())
     extents, _ = plan_extents(blocks, plan_groups(6, Plan(subfiles=2)))
     assert [(e.group, e.start, e.shape) for e in extents] == [(0, (0,), (12,)), (1, (12,), (16,))]
-
-
-@settings(max_examples=200)
-@given(st.data())
-def test_paired_runs_copy_like_numpy(data) -> None:
-    outer_a = data.draw(shapes)
-    ndim = len(outer_a)
-    outer_b = tuple(data.draw(st.integers(1, 6)) for _ in range(ndim))
-    count = tuple(data.draw(st.integers(0, min(a, b))) for a, b in zip(outer_a, outer_b))
-    start_a = tuple(data.draw(st.integers(0, a - c)) for a, c in zip(outer_a, count))
-    start_b = tuple(data.draw(st.integers(0, b - c)) for b, c in zip(outer_b, count))
-    source = np.arange(math.prod(outer_a)).reshape(outer_a)
-    target = np.full(outer_b, -1)
-    runs_a, runs_b, run = paired_runs(count, outer_a, start_a, outer_b, start_b)
-    flat_a, flat_b = source.reshape(-1), target.reshape(-1)
-    for a, b in zip(runs_a, runs_b):
-        flat_b[b : b + run] = flat_a[a : a + run]
-    want = np.full(outer_b, -1)
-    want[tuple(slice(s, s + c) for s, c in zip(start_b, count))] = source[
-        tuple(slice(s, s + c) for s, c in zip(start_a, count))
-    ]
-    assert np.array_equal(target, want)
-
-
-def test_full_rows_are_one_run() -> None:
-    runs_a, runs_b, run = paired_runs((3, 4), (10, 4), (2, 0), (3, 4), (0, 0))
-    assert list(runs_a) == [8] and list(runs_b) == [0] and run == 12

@@ -2,61 +2,29 @@
 
 from __future__ import annotations
 
-import math
 import time
 from collections.abc import Callable
 
 import h5py
 import numpy as np
 
-from .. import errors
 from ..layout.blocks import Block
-from ..layout.names import resolve_inside
+from ..layout.names import SourcePaths, names_master
 from ..layout.record import DatasetLayout, StoredExtent
-from ..layout.runs import paired_runs
+from ..layout.runs import box_runs
 from .filters import load_plugins
 from .h5 import open_shared_read
-from .posix import FilePool, IOStats, Piece, RawFile, as_bytes
+from .posix import FilePool, IOStats, Piece, as_bytes
 
 
-def box_pieces(data_offset: int, extent: Block, block: Block, data: np.ndarray) -> list[Piece]:
-    """The (file offset, bytes) pieces that put ``data`` (C-contiguous, shape ``block.count``)
-    into the extent stored at ``data_offset``: one piece, straight from the numpy buffer, when
-    the block is one contiguous range of the extent (always so for subfile extents)."""
-    itemsize = data.dtype.itemsize
+def box_pieces(data_offset: int, extent: Block, box: Block, data: np.ndarray) -> list[Piece]:
+    """The (file offset, bytes) pieces that put ``data`` (C-contiguous, shape ``box.count``)
+    into the extent stored at ``data_offset``, straight from the numpy buffer."""
     raw = as_bytes(data)
-    if block.count[1:] == extent.count[1:]:  # one contiguous run (always so in subfiles)
-        row = math.prod(block.count[1:]) if len(block.count) > 1 else 1
-        return [(data_offset + (block.start[0] - extent.start[0]) * row * itemsize, raw)]
-    file_runs, data_runs, run = paired_runs(
-        block.count,
-        extent.count,
-        block.relative_to(extent.start).start,
-        block.count,
-        (0,) * len(block.count),
-    )
-    nbytes = run * itemsize
     return [
-        (data_offset + file_at * itemsize, raw[data_at * itemsize : data_at * itemsize + nbytes])
-        for file_at, data_at in zip(file_runs.tolist(), data_runs.tolist())
+        (data_offset + at, raw[taken : taken + nbytes])
+        for at, taken, nbytes in box_runs(extent, box, box, data.dtype.itemsize)
     ]
-
-
-def write_box(
-    target: RawFile, data_offset: int, extent: Block, block: Block, data: np.ndarray
-) -> None:
-    """Write ``data`` (shape ``block.count``) into the extent stored at ``data_offset``."""
-    target.write_pieces(box_pieces(data_offset, extent, block, data))
-
-
-#: Describes why a dataset cannot be read: (error class name, message), raised at read time.
-Problem = tuple[str, str]
-
-
-def raise_problem(problem: Problem) -> None:
-    name, message = problem
-    cls = getattr(errors, name, errors.CorruptFileError)
-    raise cls(message)
 
 
 class BoxReader:
@@ -74,29 +42,13 @@ class BoxReader:
         stats: IOStats,
         transfer_size: int | None = None,
     ):
-        self.master_path = master_path
-        self.master_data_path = master_data_path
+        self.paths = SourcePaths(master_path, master_data_path)
         self.pool = FilePool(writable=False, stats=stats, transfer_size=transfer_size)
-        self._resolved: dict[str, str] = {}
         self._h5: h5py.File | None = None
-        self.h5py_opener: Callable[[], h5py.File] = lambda: h5py.File(self.master_data_path, "r")
+        self.h5py_opener: Callable[[], h5py.File] = lambda: h5py.File(master_data_path, "r")
         #: h5py files this process has open for writing (a leader's subfile), by path.
         self.writer_files: dict[str, h5py.File] = {}
         self._sources: dict[str, h5py.File] = {}
-
-    def path_of(self, relpath: str) -> str:
-        path = self._resolved.get(relpath)
-        if path is None:
-            path = (
-                self.master_data_path
-                if relpath in ("", ".")
-                else resolve_inside(self.master_path, relpath)
-            )
-            self._resolved[relpath] = path
-        return path
-
-    def _file(self, relpath: str) -> RawFile:
-        return self.pool.get(self.path_of(relpath))
 
     def plan(
         self, layout: DatasetLayout, itemsize: int, box: Block, out: memoryview
@@ -114,31 +66,10 @@ class BoxReader:
             if extent.chunks:
                 chunked.append((extent, common))
                 continue
-            into = pieces.setdefault(self.path_of(extent.file), [])
-            if common.count[1:] == extent.shape[1:] == box.count[1:]:  # one contiguous run
-                row = math.prod(box.count[1:]) * itemsize
-                at = (common.start[0] - box.start[0]) * row
-                into.append(
-                    (
-                        extent.offset + (common.start[0] - extent.start[0]) * row,
-                        out[at : at + common.count[0] * row],
-                    )
-                )
-                continue
-            file_runs, out_runs, run = paired_runs(
-                common.count,
-                extent.shape,
-                common.relative_to(extent.start).start,
-                box.count,
-                common.relative_to(box.start).start,
-            )
-            nbytes = run * itemsize
+            into = pieces.setdefault(self.paths.resolve(extent.file), [])
             into.extend(
-                (
-                    extent.offset + file_at * itemsize,
-                    out[out_at * itemsize : out_at * itemsize + nbytes],
-                )
-                for file_at, out_at in zip(file_runs.tolist(), out_runs.tolist())
+                (extent.offset + at, out[taken : taken + nbytes])
+                for at, taken, nbytes in box_runs(extent.block, common, box, itemsize)
             )
         return pieces, chunked, covered >= box.size
 
@@ -180,9 +111,9 @@ class BoxReader:
     def source_dataset(self, extent: StoredExtent) -> h5py.Dataset:
         """The HDF5 dataset holding a chunked extent (plugins loaded, so any filter decodes)."""
         load_plugins()
-        if extent.file in ("", "."):
+        if names_master(extent.file):
             return self.h5py_dataset(extent.dataset)
-        path = self.path_of(extent.file)
+        path = self.paths.resolve(extent.file)
         h5 = self.writer_files.get(path) or self._sources.get(path)
         if h5 is None:
             h5 = self._sources[path] = open_shared_read(path)

@@ -8,7 +8,6 @@ import os
 import posixpath
 import shutil
 from collections.abc import Iterable
-from dataclasses import dataclass, field
 from typing import Any
 
 import h5py
@@ -21,7 +20,8 @@ from ..errors import (
     MissingFileError,
     UnsafePathError,
 )
-from ..layout.names import SUBFILE_NAME, partial_path, resolve_inside, subfile_folder
+from ..layout.catalog import Catalog, NodeInfo, Problem
+from ..layout.names import SUBFILE_NAME, SourcePaths, names_master, partial_path, subfile_folder
 from ..layout.record import (
     LAYOUT_ATTR,
     ROOT_ATTR,
@@ -31,7 +31,6 @@ from ..layout.record import (
     StoredExtent,
     is_reserved,
 )
-from .boxes import Problem
 from .filters import FilterSpec
 from .h5 import (
     LIBVER,
@@ -57,38 +56,6 @@ DEFAULT_COPY_LIMIT = 64 * 2**20
 
 def now() -> str:
     return _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
-
-
-@dataclass
-class NodeInfo:
-    """What every rank knows of one group or dataset."""
-
-    kind: str  # "group" or "dataset"
-    attrs: dict[str, Any] = field(default_factory=dict)
-    shape: tuple[int, ...] = ()
-    dtype: np.dtype | None = None
-    layout: DatasetLayout | None = None  # read straight from these extents
-    via_h5py: bool = False  # read through h5py instead
-    problem: Problem | None = None  # raised when read
-    storage: str = ""  # short description for `info`
-
-
-@dataclass
-class Catalog:
-    """Every group and dataset of a file, with attributes and layouts; identical on all ranks."""
-
-    nodes: dict[str, NodeInfo]
-    record: FileRecord
-    problems: list[str] = field(default_factory=list)
-
-    def children(self, path: str) -> list[str]:
-        prefix = path.rstrip("/") + "/"
-        names = {
-            p[len(prefix) :].split("/", 1)[0]
-            for p in self.nodes
-            if p.startswith(prefix) and p != "/"
-        }
-        return sorted(names)
 
 
 def describe_storage(layout: DatasetLayout) -> str:
@@ -117,33 +84,15 @@ class _SizeCheck:
     """Checks the files that extents name, stat()ing each file once."""
 
     def __init__(self, master_path: str, master_data_path: str):
-        self.master_path = master_path
-        self.master_data_path = master_data_path
+        self.paths = SourcePaths(master_path, master_data_path)
         self.sizes: dict[str, int | None] = {}
-        self.resolved: dict[str, str | UnsafePathError] = {}
-
-    def _resolve(self, relpath: str) -> str:
-        found = self.resolved.get(relpath)
-        if found is None:
-            try:
-                found = (
-                    self.master_data_path
-                    if relpath in ("", ".")
-                    else resolve_inside(self.master_path, relpath)
-                )
-            except UnsafePathError as exc:
-                found = exc
-            self.resolved[relpath] = found
-        if isinstance(found, UnsafePathError):
-            raise found
-        return found
 
     def problem(
         self, dataset: str, extents: Iterable[StoredExtent], itemsize: int
     ) -> Problem | None:
         for extent in extents:
             try:
-                path = self._resolve(extent.file)
+                path = self.paths.resolve(extent.file)
             except UnsafePathError as exc:
                 return "UnsafePathError", f"dataset {dataset}: {exc}"
             if path not in self.sizes:
@@ -217,10 +166,10 @@ def scan(h5: h5py.File, master_path: str, master_data_path: str) -> Catalog:
                 info.via_h5py = True
                 info.storage = "virtual (plain HDF5)" if sources else "read through h5py"
                 for source in sources:
-                    if source == ".":
+                    if names_master(source):
                         continue
                     try:
-                        target = resolve_inside(master_path, source)
+                        target = check.paths.resolve(source)
                     except UnsafePathError as exc:
                         info.problem = ("UnsafePathError", f"dataset {path}: {exc}")
                         break
@@ -366,7 +315,7 @@ class MasterWriter:
             del self.h5[path]
 
     # datasets ------------------------------------------------------------------------------
-    def create_in_master(self, path: str, shape: tuple[int, ...], dtype: np.dtype) -> int:
+    def create(self, path: str, shape: tuple[int, ...], dtype: np.dtype) -> int:
         """A conventional contiguous dataset in the master (single-group sessions)."""
         return create_early_dataset(self.groups, path, shape, dtype)
 
@@ -381,17 +330,22 @@ class MasterWriter:
         """A conventional chunked dataset in the master (single-group sessions)."""
         return create_chunked_dataset(self.groups, path, shape, dtype, chunks, filters)
 
-    def create_unwritten(self, path: str, shape: tuple[int, ...], dtype: np.dtype) -> None:
-        """A dataset no rank writes (zero-size, or all blocks empty): reads as fill values."""
-        self.groups.parent_of(path).create_dataset(
-            posixpath.basename(path), shape=shape, dtype=dtype
-        )
-
-    def create_virtual(
-        self, path: str, shape: tuple[int, ...], dtype: np.dtype, extents: list[StoredExtent]
-    ) -> None:
-        sources = [(e.file, e.dataset, e.start, e.shape) for e in extents]
-        create_virtual_dataset(self.groups, path, shape, dtype, sources)
+    def publish_dataset(
+        self, path: str, shape: tuple[int, ...], dtype: np.dtype, layout: DatasetLayout
+    ) -> NodeInfo:
+        """Record a dataset whose sources exist: a VDS over its subfile extents (a dataset
+        stored in the master exists already; one that no rank writes reads as fill values),
+        and its layout record. Returns what every rank learns of it."""
+        extents = layout.extents
+        if not extents:
+            self.groups.parent_of(path).create_dataset(
+                posixpath.basename(path), shape=shape, dtype=dtype
+            )
+        elif not all(names_master(e.file) for e in extents):
+            sources = [(e.file, e.dataset, e.start, e.shape) for e in extents]
+            create_virtual_dataset(self.groups, path, shape, dtype, sources)
+        self.write_layout(path, layout)
+        return NodeInfo("dataset", {}, shape, dtype, layout, storage=describe_storage(layout))
 
     def write_layout(self, path: str, layout: DatasetLayout) -> None:
         write_text_attr(h5py.h5o.open(self.h5.id, path.encode()), LAYOUT_ATTR, layout.to_json())
@@ -421,12 +375,3 @@ class MasterWriter:
             self.h5.close()
         except Exception:  # noqa: BLE001 - best effort on an already failing path
             pass
-
-
-def source_name(path: str, index: int) -> str:
-    """Name of a dataset's extent ``index`` inside its subfile (the dataset's own path first)."""
-    return path if index == 0 else f"{path}@{index}"
-
-
-def parent_of(path: str) -> str:
-    return posixpath.dirname(path) or "/"

@@ -49,3 +49,44 @@ def resolve_inside(master_path: str, relpath: str) -> str:
             f"source path {relpath!r} in {master_path} escapes the master's folder {base}"
         )
     return target
+
+
+def names_master(relpath: str) -> bool:
+    """Whether a recorded source path names the master itself (``""`` or ``"."``)."""
+    return relpath in ("", ".")
+
+
+class SourcePaths:
+    """The one place where source paths recorded in a master become absolute paths.
+
+    ``""`` and ``"."`` name the master's own bytes, which are at ``data_path`` (the
+    ``.partial`` file while a write session is open; the master otherwise). Other paths are
+    relative to the master's folder and may not escape it (:func:`resolve_inside`). Each path
+    is resolved once; a refused path raises the same :class:`UnsafePathError` every time.
+    """
+
+    def __init__(self, master_path: str, data_path: str | None = None):
+        self.master_path = os.path.abspath(master_path)
+        self.data_path = self.master_path if data_path is None else data_path
+        self._known: dict[str, str | UnsafePathError] = {}
+
+    def resolve(self, relpath: str) -> str:
+        found = self._known.get(relpath)
+        if found is None:
+            try:
+                found = (
+                    self.data_path
+                    if names_master(relpath)
+                    else (resolve_inside(self.master_path, relpath))
+                )
+            except UnsafePathError as exc:
+                found = exc
+            self._known[relpath] = found
+        if isinstance(found, UnsafePathError):
+            raise found
+        return found
+
+
+def source_name(path: str, index: int) -> str:
+    """Name of a dataset's extent ``index`` inside its subfile (the dataset's own path first)."""
+    return path if index == 0 else f"{path}@{index}"

@@ -1,7 +1,8 @@
-"""Byte runs: how a box inside one C-ordered array maps onto contiguous pieces of another.
+"""Byte runs: how a box of a dataset maps onto contiguous pieces of its storage and of memory.
 
-Both file extents and numpy buffers are C-ordered boxes; copying a sub-box between them is a list of
-contiguous runs whose length is set by the axes where the sub-box spans both outer boxes fully.
+Both stored extents and numpy buffers are C-ordered boxes; moving a sub-box between them is a
+list of contiguous runs whose length is set by the axes where the sub-box spans both outer boxes
+fully. :func:`box_runs` is the one mapping every read and write goes through.
 """
 
 from __future__ import annotations
@@ -10,6 +11,8 @@ import math
 from collections.abc import Sequence
 
 import numpy as np
+
+from .blocks import Block
 
 
 def contiguous_axis(outer: Sequence[int], count: Sequence[int]) -> int:
@@ -41,22 +44,42 @@ def _offsets(
     return offsets
 
 
-def paired_runs(
-    count: Sequence[int],
-    outer_a: Sequence[int],
-    start_a: Sequence[int],
-    outer_b: Sequence[int],
-    start_b: Sequence[int],
-) -> tuple[np.ndarray, np.ndarray, int]:
-    """Runs copying the sub-box ``count`` at ``start_a`` in box ``outer_a`` to ``start_b`` in ``outer_b``.
+#: A byte run: (byte offset in the stored extent, byte offset in the memory buffer, length).
+ByteRun = tuple[int, int, int]
 
-    Returns ``(offsets_a, offsets_b, run_length)`` in elements: run i covers
-    ``[offsets_a[i], offsets_a[i] + run_length)`` on side a and the same on side b.
-    An empty sub-box gives no runs.
+
+def box_runs(extent: Block, common: Block, buffer: Block, itemsize: int) -> list[ByteRun]:
+    """The byte runs that move the box ``common`` between storage and memory.
+
+    The extent (box ``extent`` of a dataset) is stored in C order; the memory buffer holds
+    the box ``buffer`` in C order; ``common`` lies inside both. A write passes the written
+    box as both ``common`` and ``buffer``; a read passes the box read as ``buffer`` and its
+    intersection with the extent as ``common``.
+
+    Returns ``(extent byte offset, buffer byte offset, length in bytes)`` runs in file
+    order, covering every byte of ``common`` exactly once: a single run when ``common`` is
+    one contiguous range on both sides (a rank's block in a subfile always is).
     """
+    count = common.count
     if math.prod(count) == 0:
-        empty = np.zeros(0, dtype=np.int64)
-        return empty, empty, 0
-    j = max(contiguous_axis(outer_a, count), contiguous_axis(outer_b, count))
-    run = math.prod(count[j:])
-    return _offsets(outer_a, start_a, count, j), _offsets(outer_b, start_b, count, j), run
+        return []
+    at_file = common.relative_to(extent.start).start
+    at_memory = common.relative_to(buffer.start).start
+    j = max(contiguous_axis(extent.count, count), contiguous_axis(buffer.count, count))
+    if math.prod(count[:j]) == 1:  # one run: the common case, without numpy
+        return [
+            (
+                _linear(extent.count, at_file) * itemsize,
+                _linear(buffer.count, at_memory) * itemsize,
+                math.prod(count) * itemsize,
+            )
+        ]
+    nbytes = math.prod(count[j:]) * itemsize
+    file_runs = _offsets(extent.count, at_file, count, j) * itemsize
+    memory_runs = _offsets(buffer.count, at_memory, count, j) * itemsize
+    return [(f, m, nbytes) for f, m in zip(file_runs.tolist(), memory_runs.tolist())]
+
+
+def _linear(outer: Sequence[int], start: Sequence[int]) -> int:
+    """The C-order element index of ``start`` in a box of shape ``outer``."""
+    return sum(s * st for s, st in zip(start, _strides(outer)))

@@ -177,3 +177,20 @@ def partition(n: int, size: int, rank: int) -> tuple[int, int]:
     start = rank * share
     stop = n if rank == size - 1 else start + share
     return start, stop
+
+
+def selection_box(shape: Shape, itemsize: int, selection: Any) -> tuple[Block, Shape] | None:
+    """The box a selection covers and the selection's shape, if it is a box (integers and
+    step-1 slices); None otherwise. A plain slice of a 1-D dataset takes a short cut."""
+    if len(shape) == 1 and isinstance(selection, slice) and selection.step in (None, 1):
+        start, stop, _ = selection.indices(shape[0])
+        count = max(stop - start, 0)
+        return Block((start if count else 0,), (count,)), (count,)
+    plan = plan_read(shape, itemsize, selection)
+    if (
+        len(plan.pieces) != 1
+        or plan.reorder is not None
+        or not all(isinstance(i, slice) and i.step in (None, 1) for i in plan.pieces[0].index)
+    ):
+        return None
+    return plan.pieces[0].box, plan.out_shape

@@ -86,6 +86,30 @@ def root_only(comm: MPI.Comm, fn: Callable[[], T], root: int = 0) -> T:
     return value
 
 
+def root_plans(
+    comm: MPI.Comm,
+    local: Any,
+    local_error: BaseException | None,
+    plan: Callable[[list[Any]], tuple[list[Any], T]],
+) -> tuple[Any, T | None]:
+    """Collective: gather every rank's ``local`` on rank 0, whose ``plan`` returns one answer
+    per rank (scattered) and what rank 0 keeps for the next step of its protocol.
+
+    Returns ``(this rank's answer, kept)``; ``kept`` is None except on rank 0. Local errors
+    from any rank, and any exception raised by ``plan``, become the same exception on every
+    rank. O(P) messages in total.
+    """
+    kept: list[T] = []
+
+    def decide(gathered: list[Any]) -> list[Any]:
+        answers, keep = plan(gathered)
+        kept.append(keep)
+        return answers
+
+    answer = root_decides(comm, local, local_error, decide)
+    return answer, (kept[0] if kept else None)
+
+
 def root_decides(
     comm: MPI.Comm,
     local: Any,

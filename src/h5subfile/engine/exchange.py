@@ -16,8 +16,8 @@ from typing import Any
 import numpy as np
 from mpi4py import MPI
 
-from .io.posix import RawFile
-from .layout.twophase import Window
+from ..io.posix import RawFile
+from ..layout.twophase import Run, Window, plan_two_phase
 
 
 def _as_bytes(part: Any) -> np.ndarray:
@@ -56,6 +56,33 @@ def _starts(sizes: Sequence[int]) -> list[int]:
         starts.append(total)
         total += size
     return starts
+
+
+#: One rank's run to move: (file path, its subfile's group or -1 when reading, offset, length).
+FileRun = tuple[str, int, int, int]
+
+
+def plan_aggregated(
+    comm: MPI.Comm,
+    local: Sequence[FileRun],
+    aggregators_of_file: Callable[[int, int], Sequence[int]],
+    buffer_bytes: int,
+) -> tuple[list[list[Window]], list[str]]:
+    """Collective: every rank's runs, gathered; the same two-phase rounds computed on every
+    rank, ``aggregators_of_file(index, group)`` choosing each file's aggregators. Returns the
+    rounds and the files by index."""
+    gathered: list[list[FileRun]] = comm.allgather(local)
+    files = sorted({run[0] for rank_runs in gathered for run in rank_runs})
+    number = {file: i for i, file in enumerate(files)}
+    aggregators = {
+        number[file]: aggregators_of_file(number[file], group)
+        for rank_runs in gathered
+        for file, group, _, _ in rank_runs
+    }
+    runs: list[list[Run]] = [
+        [(number[f], o, n) for f, _, o, n in rank_runs] for rank_runs in gathered
+    ]
+    return plan_two_phase(runs, aggregators, buffer_bytes), files
 
 
 def write_two_phase(
@@ -102,7 +129,7 @@ def write_two_phase(
                         at += piece.nbytes
         del receive
         for window, buffer in zip(mine, buffers):
-            raw = memoryview(buffer)
+            raw = buffer.data
             try:
                 open_file(window.file).write_pieces(
                     [(offset, raw[at : at + n]) for offset, at, n in window.spans]
@@ -130,7 +157,7 @@ def read_two_phase(
         for window in windows:
             if window.aggregator == me:
                 buffer = np.zeros(window.size, dtype=np.uint8)
-                raw = memoryview(buffer)
+                raw = buffer.data
                 try:
                     open_file(window.file).read_pieces(
                         [(offset, raw[at : at + n]) for offset, at, n in window.spans]

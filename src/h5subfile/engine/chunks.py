@@ -1,0 +1,191 @@
+"""The chunked transfer (collective): ranks send the parts of chunks other ranks own to their
+owners (one ``Alltoallv``), compress their own chunks in parallel, and send the compressed
+chunks, in rounds of about ``buffer_size`` raw bytes per rank, to their group's leader, which
+writes them whole (``write_direct_chunk``)."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+from mpi4py import MPI
+
+from ..layout.blocks import Block
+from ..layout.chunking import chunk_box
+from .exchange import exchange_bytes
+from .messages import ChunkTarget, PreparedWrite
+from .session import Session
+
+#: A compressed chunk on its way to the leader: (sink name, chunk offset, filter mask, bytes).
+CompressedChunk = tuple[str, tuple[int, ...], int, bytes]
+#: A chunk this rank owns: (index of the write, chunk index).
+OwnedChunk = tuple[int, tuple[int, ...]]
+#: Parts of a chunk received from other ranks: (box in extent coordinates, data).
+Parts = list[tuple[Block, np.ndarray]]
+
+
+@dataclass(frozen=True)
+class _ChunkWrite:
+    """One chunked write on this rank: its data, and its block in extent coordinates."""
+
+    chunked: ChunkTarget
+    data: np.ndarray
+    block: Block
+
+
+def write_chunks(session: Session, writes: Sequence[PreparedWrite]) -> BaseException | None:
+    """Collective: write chunked datasets (every rank calls it, with or without writes of its
+    own). Returns this rank's first error for the caller to agree."""
+    stats = session.stats
+    started, busy = time.perf_counter(), stats.write_seconds + stats.compress_seconds
+    items = []
+    for write in writes:
+        assert write.target.chunked is not None
+        block = write.target.block.relative_to(write.target.extent.start)
+        items.append(_ChunkWrite(write.target.chunked, write.data, block))
+    received = _exchange_parts(session.comm, items)
+    batches = _batches(items, session.plan.buffer_bytes)
+    error = _compress_and_store(session, items, batches, received)
+    session.reader.forget_sources()  # reopen files written by other processes when reading
+    stats.exchange_seconds += (
+        time.perf_counter() - started - (stats.write_seconds + stats.compress_seconds - busy)
+    )
+    return error
+
+
+def _exchange_parts(comm: MPI.Comm, items: Sequence[_ChunkWrite]) -> dict[OwnedChunk, Parts]:
+    """Send the parts of chunks owned by other ranks to their owners (one ``Alltoallv``);
+    returns the parts received, by owned chunk."""
+    outgoing: list[list[np.ndarray]] = [[] for _ in range(comm.size)]
+    incoming = [0] * comm.size
+    for item in items:
+        for owner, _, box in item.chunked.work.send:
+            outgoing[owner].append(item.data[box.relative_to(item.block.start).slices])
+        for _, parts in item.chunked.work.owned:
+            for source, box in parts:
+                incoming[source] += box.size * item.data.itemsize
+    receive, cursor = exchange_bytes(comm, outgoing, incoming)
+    del outgoing
+    received: dict[OwnedChunk, Parts] = {}
+    for source in range(comm.size):
+        at = cursor[source]
+        for number, item in enumerate(items):
+            for index, parts in item.chunked.work.owned:
+                for sender, box in parts:
+                    if sender != source:
+                        continue
+                    nbytes = box.size * item.data.itemsize
+                    part = receive[at : at + nbytes].view(item.data.dtype).reshape(box.count)
+                    received.setdefault((number, index), []).append((box, part))
+                    at += nbytes
+    return received
+
+
+def _batches(items: Sequence[_ChunkWrite], buffer_bytes: int) -> list[list[OwnedChunk]]:
+    """This rank's owned chunks in batches of about ``buffer_bytes`` raw bytes (one round each)."""
+    batches: list[list[OwnedChunk]] = []
+    size = buffer_bytes
+    for number, item in enumerate(items):
+        nbytes = int(np.prod(item.chunked.chunks)) * item.data.itemsize
+        for index, _ in item.chunked.work.owned:
+            if not batches or size + nbytes > buffer_bytes:
+                batches.append([])
+                size = 0
+            batches[-1].append((number, index))
+            size += nbytes
+    return batches
+
+
+def _compress_and_store(
+    session: Session,
+    items: Sequence[_ChunkWrite],
+    batches: list[list[OwnedChunk]],
+    received: dict[OwnedChunk, Parts],
+) -> BaseException | None:
+    """One round per batch (as many rounds as the busiest rank of the group needs): compress
+    this rank's batch, gather the group's chunks on the leader, which writes them."""
+    comm, group_comm = session.comm, session.group_comm()
+    error: BaseException | None = None
+    rounds = group_comm.allreduce(len(batches), op=MPI.MAX)
+    for number in range(rounds):
+        payload: list[CompressedChunk] | str = []
+        try:
+            payload = [
+                _compress_chunk(session, items[i], index, received.pop((i, index), []))
+                for i, index in (batches[number] if number < len(batches) else ())
+            ]
+        except Exception as exc:  # noqa: BLE001 - reported to the leader, agreed later
+            error = exc
+            payload = f"rank {comm.rank}: compressing failed: {exc}"
+        gathered = group_comm.gather(payload, root=0)
+        if gathered is not None:
+            error = error or _store(session, gathered)
+    if group_comm.rank == 0:
+        error = error or _flush_leader(session)
+    return error
+
+
+def _store(session: Session, gathered: list[list[CompressedChunk] | str]) -> BaseException | None:
+    """The leader writes the compressed chunks of its group, whole."""
+    writing = session.writing
+    assert writing is not None and writing.leader is not None
+    stats = session.stats
+    try:
+        for chunks in gathered:
+            if isinstance(chunks, str):
+                raise OSError(chunks)
+            for sink, offset, mask, data in chunks:
+                started = time.perf_counter()
+                writing.leader.chunk_sinks[sink].id.write_direct_chunk(offset, data, mask)
+                stats.write_seconds += time.perf_counter() - started
+                stats.writes += 1
+                stats.bytes_written += len(data)
+    except Exception as exc:  # noqa: BLE001 - agreed on every rank by the caller
+        return exc
+    return None
+
+
+def _flush_leader(session: Session) -> BaseException | None:
+    """The leader flushes its file, so that readers in this session (opening it anew) see
+    the chunks."""
+    writing = session.writing
+    assert writing is not None
+    leader, root = writing.leader, writing.root
+    writer = leader.subfile if leader is not None and leader.subfile is not None else None
+    if writer is None and root is not None:
+        writer = root.master  # type: ignore[assignment]
+    try:
+        if writer is not None:
+            writer.flush()
+    except Exception as exc:  # noqa: BLE001 - agreed on every rank by the caller
+        return exc
+    return None
+
+
+def _compress_chunk(
+    session: Session, item: _ChunkWrite, index: tuple[int, ...], parts: Parts
+) -> CompressedChunk:
+    """Assemble one whole chunk (own data + parts received; zeros beyond the extent's edge)
+    and compress it."""
+    chunked, data, mine = item.chunked, item.data, item.block
+    box = chunk_box(index, chunked.chunks, chunked.extent_shape)
+    if box.count == chunked.chunks and mine.intersect(box) == box and data.flags.c_contiguous:
+        chunk = np.ascontiguousarray(data[box.relative_to(mine.start).slices])
+    else:
+        chunk = np.zeros(chunked.chunks, dtype=data.dtype)
+        common = mine.intersect(box)
+        if common is not None:
+            chunk[common.relative_to(box.start).slices] = data[
+                common.relative_to(mine.start).slices
+            ]
+        for part_box, part in parts:
+            chunk[part_box.relative_to(box.start).slices] = part
+    writing = session.writing
+    assert writing is not None
+    compressor = writing.compressors.get(data.dtype, chunked.chunks, chunked.filters)
+    started = time.perf_counter()
+    mask, stored = compressor.compress(chunk)
+    session.stats.compress_seconds += time.perf_counter() - started
+    return chunked.sink, box.start, mask, stored

@@ -1,0 +1,425 @@
+"""Creating datasets (collective), in four steps with one message type each (see
+:mod:`.messages`): requests go to rank 0, which plans; leaders create the source datasets;
+rank 0 publishes the master; every rank learns where its bytes go.
+
+Four collectives (gather, scatter, gather, broadcast), O(P) in total, for any number of
+datasets. :func:`plan_creation` is pure: it reads the catalogue and the requests only.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from ..errors import ObjectExistsError, PlanError
+from ..io.filters import resolve_filters
+from ..layout.blocks import Block, check_blocks, corner_block, parse_block, prefix_blocks
+from ..layout.catalog import Catalog, NodeInfo
+from ..layout.chunking import Member, choose_chunks, chunk_work, extent_chunks
+from ..layout.dtypes import check_dtype
+from ..layout.extents import plan_extents
+from ..layout.grouping import Grouping
+from ..layout.names import source_name, subfile_relpath
+from ..layout.record import DatasetLayout, StoredExtent
+from ..mpi.collective import check_same, root_decides, root_plans
+from ..plan import Plan
+from .messages import (
+    CONTIGUOUS,
+    BlockAssignment,
+    ChunkPlacement,
+    ChunkTarget,
+    DatasetRequest,
+    LeaderTask,
+    PlannedDataset,
+    RankAssignment,
+    RequestKind,
+    SourceOffsets,
+    Storage,
+    Transfer,
+    WriteTarget,
+)
+from .session import Session
+
+
+# Requests (every rank, local) ----------------------------------------------------------------
+def parse_storage(
+    plan: Plan,
+    ndim: int,
+    chunks: Any = None,
+    compression: Any = None,
+    compression_opts: Any = None,
+    shuffle: bool | None = None,
+    fletcher32: bool | None = None,
+) -> Storage:
+    """A dataset's chunks and filters from h5py's arguments; the plan gives the default
+    compression when ``compression`` is None."""
+    if compression is None and plan.compression is not None:
+        shuffle = plan.shuffle if shuffle is None else shuffle
+        spec = resolve_filters(plan.compression, None, shuffle, fletcher32)
+    else:
+        spec = resolve_filters(compression, compression_opts, shuffle, fletcher32)
+    if chunks is None or chunks is False:
+        if spec.is_empty:
+            return CONTIGUOUS
+        chunks = True
+    if ndim == 0:
+        raise PlanError("a scalar dataset cannot be chunked or compressed")
+    if chunks is not True:
+        try:
+            chunks = tuple(int(n) for n in chunks)
+        except (TypeError, ValueError):
+            raise PlanError(
+                f"chunks={chunks!r}: expected True or a tuple of positive integers"
+            ) from None
+    return Storage(chunks, spec)
+
+
+def shape_request(
+    session: Session,
+    path: str,
+    shape: Sequence[int] | int,
+    dtype: Any = "f4",
+    block: Sequence[slice] | None = None,
+    start: Sequence[int] | None = None,
+    count: Sequence[int] | None = None,
+    **storage: Any,
+) -> DatasetRequest:
+    """One rank's request for a dataset of a given shape (``create_dataset``'s arguments)."""
+    if isinstance(shape, (int, np.integer)):
+        shape_t: tuple[int, ...] = (int(shape),)
+    else:
+        shape_t = tuple(int(n) for n in shape)
+    if any(n < 0 for n in shape_t):
+        raise ValueError(f"shape {shape_t} has a negative dimension")
+    return DatasetRequest(
+        path,
+        check_dtype(dtype),
+        RequestKind.EXPLICIT,
+        shape_t,
+        parse_block(shape_t, block, start, count),
+        parse_storage(session.plan, len(shape_t), **storage),
+    )
+
+
+def data_request(
+    session: Session, path: str, array: np.ndarray, corner: Sequence[int] | None, storage: Storage
+) -> DatasetRequest:
+    """One rank's request for a dataset made of every rank's array (``write_dataset``)."""
+    dtype = check_dtype(array.dtype)
+    if corner is None:
+        block = Block((0,) * array.ndim, array.shape)
+        return DatasetRequest(path, dtype, RequestKind.PREFIX, None, block, storage)
+    block = corner_block(corner, array.shape)
+    return DatasetRequest(path, dtype, RequestKind.CORNER, None, block, storage)
+
+
+# Rank 0's plan (pure) ------------------------------------------------------------------------
+@dataclass(frozen=True)
+class CreationPlan:
+    """Rank 0's plan of one creation call: the datasets, and every rank's assignment."""
+
+    datasets: tuple[PlannedDataset, ...]
+    assignments: list[RankAssignment]
+
+
+def _shape_and_blocks(requests: Sequence[DatasetRequest]) -> tuple[tuple[int, ...], list[Block]]:
+    """The dataset's shape and every rank's block, from the ranks' requests."""
+    first = requests[0]
+    if first.kind is RequestKind.PREFIX:
+        lengths = [r.block.count[0] for r in requests]
+        return (sum(lengths), *first.block.count[1:]), prefix_blocks(lengths, first.block.count[1:])
+    blocks = [r.block for r in requests]
+    if first.kind is RequestKind.CORNER:
+        ndim = len(first.block.count)
+        written = [b for b in blocks if not b.is_empty]
+        return tuple(max((b.stop[a] for b in written), default=0) for a in range(ndim)), blocks
+    assert first.shape is not None
+    return first.shape, blocks
+
+
+@dataclass(frozen=True)
+class _Placed:
+    """One dataset placed: its plan, each rank's extent index, each extent's members."""
+
+    dataset: PlannedDataset
+    blocks: list[Block]  # every rank's, in dataset coordinates
+    placements: list[int | None]  # every rank's extent (None: it writes nothing)
+    members: list[tuple[Member, ...]]  # every extent's ranks and their blocks in it
+
+
+def _place(
+    path: str,
+    requests: Sequence[DatasetRequest],
+    grouping: Grouping,
+    session_files: Any,
+    chunk_bytes: int,
+) -> _Placed:
+    """Check the blocks of one dataset and plan its extents (and chunks)."""
+    first = requests[0]
+    shape, blocks = _shape_and_blocks(requests)
+    check_blocks(path, shape, blocks)
+    in_master = grouping.ngroups == 1
+    if in_master:
+        written = tuple(r for r, b in enumerate(blocks) if not b.is_empty)
+        boxes = [Block((0,) * len(shape), shape)] if written else []
+        groups, ranks = [0] * len(boxes), [written] * len(boxes)
+        placements: list[int | None] = [None if b.is_empty else 0 for b in blocks]
+    else:
+        planned, placed = plan_extents(blocks, grouping)
+        boxes = [e.block for e in planned]
+        groups, ranks = [e.group for e in planned], [e.ranks for e in planned]
+        placements = [None if p is None else p.extent for p in placed]
+    members = [
+        tuple((r, blocks[r].relative_to(box.start)) for r in extent_ranks)
+        for box, extent_ranks in zip(boxes, ranks)
+    ]
+    choice = None
+    if first.storage.chunked and boxes:
+        assert first.storage.chunks is not None
+        choice = choose_chunks(
+            shape, first.dtype.itemsize, members, first.storage.chunks, chunk_bytes
+        )
+    extents, within = [], dict[int, int]()
+    for box, group, extent_ranks in zip(boxes, groups, ranks):
+        k = within[group] = within.get(group, -1) + 1
+        file, name = ("", path) if in_master else (session_files(group), source_name(path, k))
+        chunks = () if choice is None else extent_chunks(choice.chunks, box.count)
+        extents.append(StoredExtent(file, name, box.start, box.count, -1, extent_ranks, chunks))
+    dataset = PlannedDataset(
+        path,
+        shape,
+        first.dtype,
+        in_master,
+        tuple(extents),
+        tuple(groups),
+        choice,
+        first.storage.filters,
+    )
+    return _Placed(dataset, blocks, placements, members)
+
+
+def plan_creation(
+    where: str,
+    catalog: Catalog,
+    grouping: Grouping,
+    plan: Plan,
+    session_files: Any,
+    gathered: list[list[DatasetRequest] | None],
+) -> CreationPlan:
+    """Rank 0: check the ranks' requests, place the blocks, plan extents and leader tasks.
+
+    ``where`` names the file in messages; ``session_files(group)`` names the subfile of a
+    group in this session. Pure: no I/O.
+    """
+    size = len(gathered)
+    check_same(
+        "create_dataset/write_datasets", [[r.signature for r in reqs or ()] for reqs in gathered]
+    )
+    present = [reqs for reqs in gathered if reqs is not None]  # None only with an error
+    assert len(present) == size, "root_plans raises before planning when a rank failed"
+    seen: set[str] = set()
+    placed: list[_Placed] = []
+    for index, first in enumerate(gathered[0] or []):
+        if first.path in seen:
+            raise ObjectExistsError(f"dataset {first.path} is named twice in one call")
+        seen.add(first.path)
+        existing = catalog.nodes.get(first.path)
+        if existing is not None and not existing.unfinished:
+            raise ObjectExistsError(f"{first.path} already exists in {where}")
+        catalog.missing_groups(first.path)
+        requests = [reqs[index] for reqs in present]
+        one = _place(first.path, requests, grouping, session_files, plan.chunk_bytes)
+        if existing is not None:
+            one = dataclasses.replace(
+                one, dataset=dataclasses.replace(one.dataset, replaces_unfinished=True)
+            )
+        placed.append(one)
+    paths = tuple(p.dataset.path for p in placed)
+    assignments = [
+        RankAssignment(
+            paths,
+            tuple(_assignment(p, grouping, rank) for p in placed),
+            tuple(_tasks(placed, grouping, rank)),
+        )
+        for rank in range(size)
+    ]
+    return CreationPlan(tuple(p.dataset for p in placed), assignments)
+
+
+def _assignment(placed: _Placed, grouping: Grouping, rank: int) -> BlockAssignment:
+    extent = placed.placements[rank]
+    dataset = placed.dataset
+    block = placed.blocks[rank]
+    if dataset.choice is None or extent is None:
+        return BlockAssignment(block, extent)
+    leader = grouping.leaders[dataset.groups[extent]]
+    chunks = ChunkPlacement(placed.members[extent], leader, dataset.filters)
+    return BlockAssignment(block, extent, chunks)
+
+
+def _tasks(placed: Sequence[_Placed], grouping: Grouping, rank: int) -> list[LeaderTask]:
+    """The source datasets ``rank`` creates as the leader of its group."""
+    tasks = []
+    for index, one in enumerate(placed):
+        dataset = one.dataset
+        for k, (extent, group) in enumerate(zip(dataset.extents, dataset.groups)):
+            if grouping.leaders[group] != rank:
+                continue
+            chunks = extent.chunks if dataset.choice is not None else None
+            tasks.append(
+                LeaderTask(
+                    index,
+                    k,
+                    dataset.in_master,
+                    extent.dataset,
+                    extent.shape,
+                    dataset.dtype,
+                    chunks,
+                    dataset.filters,
+                )
+            )
+    return tasks
+
+
+# The protocol (collective) -------------------------------------------------------------------
+def create_datasets(
+    session: Session, requests: list[DatasetRequest] | None, error: BaseException | None
+) -> list[str]:
+    """Collective: create the requested datasets (``requests`` is None on a rank whose
+    arguments failed, with ``error``: then every rank raises it). Returns their paths."""
+    writing = session.require_writable("create_datasets")
+    comm = session.comm
+
+    def plan_on_root(gathered: list[Any]) -> tuple[list[RankAssignment], CreationPlan]:
+        creation = plan_creation(
+            session.path,
+            session.catalog,
+            writing.grouping,
+            session.plan,
+            lambda group: subfile_relpath(session.path, writing.number, group),
+            gathered,
+        )
+        assert writing.root is not None
+        for dataset in creation.datasets:
+            if dataset.replaces_unfinished:
+                writing.root.master.replace_unfinished(dataset.path)
+        return creation.assignments, creation
+
+    assignment, creation = root_plans(comm, requests, error, plan_on_root)
+    offsets, error = create_sources(session, assignment.tasks)
+    nodes = root_decides(
+        comm, offsets, error, lambda gathered: publish(session, creation, gathered), per_rank=False
+    )
+    for path, info in nodes.items():
+        for new_group in session.catalog.missing_groups(path)[:-1]:
+            session.catalog.nodes[new_group] = NodeInfo("group")
+        session.catalog.nodes[path] = info
+    for path, block in zip(assignment.paths, assignment.blocks):
+        writing.targets[path] = _target(session, path, block)
+        if writing.targets[path] is not None:
+            writing.unwritten.add(path)
+    return list(assignment.paths)
+
+
+def create_sources(
+    session: Session, tasks: Sequence[LeaderTask]
+) -> tuple[SourceOffsets, BaseException | None]:
+    """A leader creates its source datasets (in its subfile, or the master): their byte
+    offsets (-1 for a chunked one, kept open to receive whole chunks), or the error."""
+    offsets: SourceOffsets = {}
+    writing = session.writing
+    assert writing is not None
+    try:
+        for task in tasks:
+            assert writing.leader is not None
+            if task.in_master:
+                assert writing.root is not None
+                writer: Any = writing.root.master
+            else:
+                new = writing.leader.subfile is None
+                writer = writing.leader.open_subfile()
+                if new:
+                    session.reader.writer_files[writer.path] = writer.h5
+            if task.chunks is None:
+                offsets[(task.dataset, task.extent)] = writer.create(
+                    task.name, task.shape, task.dtype
+                )
+                continue
+            sink = writer.create_chunked(
+                task.name, task.shape, task.dtype, task.chunks, task.filters.h5py_kwargs()
+            )
+            writing.leader.chunk_sinks[task.name] = sink
+            offsets[(task.dataset, task.extent)] = -1
+    except Exception as exc:  # noqa: BLE001 - agreed on every rank by the next step
+        return offsets, exc
+    return offsets, None
+
+
+def publish(
+    session: Session, creation: CreationPlan | None, gathered: list[SourceOffsets]
+) -> dict[str, NodeInfo]:
+    """Rank 0: record the new datasets in the master (VDS, layout records)."""
+    writing = session.writing
+    assert writing is not None and writing.root is not None and creation is not None
+    master = writing.root.master
+    offsets: SourceOffsets = {}
+    for part in gathered:
+        offsets.update(part)
+    nodes: dict[str, NodeInfo] = {}
+    for index, dataset in enumerate(creation.datasets):
+        stored = tuple(
+            dataclasses.replace(extent, offset=offsets[(index, k)])
+            for k, extent in enumerate(dataset.extents)
+        )
+        layout = DatasetLayout(writing.number, stored, complete=True)
+        if dataset.choice is not None and stored:
+            layout = dataclasses.replace(
+                layout,
+                chunks=dataset.choice.chunks,
+                chunks_aligned=dataset.choice.aligned,
+                filters=dataset.filters.to_dict(),
+            )
+        nodes[dataset.path] = master.publish_dataset(
+            dataset.path, dataset.shape, dataset.dtype, layout
+        )
+    if master.commit_mode == "in-place":
+        master.flush()  # the new datasets are on disk before any rank writes data
+    return nodes
+
+
+def transfer_for(layout: DatasetLayout | None, plan: Plan) -> Transfer:
+    """How the bytes of a dataset created in this session are written: the same on every
+    rank (from the catalogue and the plan)."""
+    if layout is not None and layout.chunks:
+        return Transfer.CHUNKED
+    return Transfer.TWO_PHASE if plan.aggregators is not None else Transfer.DIRECT
+
+
+def _target(session: Session, path: str, assigned: BlockAssignment) -> WriteTarget | None:
+    """Where this rank writes its block of ``path`` (None when it writes nothing)."""
+    info = session.catalog.nodes[path]
+    if assigned.extent is None or info.layout is None:
+        return None
+    extent = info.layout.extents[assigned.extent]
+    writing = session.writing
+    assert writing is not None
+    chunked = None
+    if assigned.chunks is not None:
+        placement = assigned.chunks
+        work = chunk_work(list(placement.members), extent.chunks, extent.shape, session.rank)
+        chunked = ChunkTarget(
+            work, extent.chunks, extent.shape, placement.filters, placement.leader, extent.dataset
+        )
+    return WriteTarget(
+        assigned.block,
+        session.reader.paths.resolve(extent.file),
+        extent.offset,
+        extent.block,
+        writing.grouping.group_of_rank[session.rank],
+        transfer_for(info.layout, session.plan),
+        chunked,
+    )

@@ -1,0 +1,200 @@
+"""What ranks send each other, and what each rank keeps of a dataset it writes: frozen, named.
+
+The dataset-creation protocol (:mod:`.create`) runs in four steps, each a message type:
+
+1. every rank sends rank 0 its :class:`DatasetRequest` per dataset;
+2. rank 0 plans (:class:`PlannedDataset`) and answers every rank with a
+   :class:`RankAssignment`: its block of each dataset and, for group leaders, the
+   :class:`LeaderTask` of each source dataset to create;
+3. leaders create their sources and send rank 0 the byte offsets (:data:`SourceOffsets`);
+4. rank 0 publishes the master and broadcasts what every rank learns of the new datasets.
+
+Each rank then holds a :class:`WriteTarget` per dataset: where its bytes go.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from ..io.filters import FilterSpec
+from ..layout.blocks import Block
+from ..layout.chunking import ChunkChoice, ChunkWork, Member
+from ..layout.record import StoredExtent
+
+
+@dataclass(frozen=True)
+class Storage:
+    """How a dataset is stored: contiguous, or chunked (``chunks``: True = the plan picks,
+    or a shape) with ``filters``."""
+
+    chunks: bool | tuple[int, ...] | None = None
+    filters: FilterSpec = FilterSpec()
+
+    @property
+    def chunked(self) -> bool:
+        return self.chunks is not None
+
+
+CONTIGUOUS = Storage()
+
+
+class RequestKind(enum.Enum):
+    """How a dataset's shape and blocks are given."""
+
+    EXPLICIT = "explicit"  # the shape is given; each rank declares its block
+    PREFIX = "prefix"  # blocks along axis 0 at the prefix sum of the ranks' lengths
+    CORNER = "corner"  # blocks at given corners; the shape is the end of their union
+
+
+@dataclass(frozen=True)
+class DatasetRequest:
+    """One rank's request to create a dataset (what create_dataset/write_dataset were given)."""
+
+    path: str
+    dtype: np.dtype
+    kind: RequestKind
+    shape: tuple[int, ...] | None
+    block: Block
+    storage: Storage = CONTIGUOUS
+
+    @property
+    def signature(self) -> tuple[Any, ...]:
+        """What every rank must pass identically (checked by rank 0)."""
+        dtype = self.dtype.str if self.dtype.fields is None else self.dtype.descr
+        common = (self.path, dtype, self.kind.value, self.storage)
+        if self.kind is RequestKind.EXPLICIT:
+            return (*common, self.shape)
+        if self.kind is RequestKind.PREFIX:
+            return (*common, self.block.count[1:])
+        return (*common, len(self.block.count))
+
+
+@dataclass(frozen=True)
+class PlannedDataset:
+    """Rank 0's plan for one new dataset: its extents (offsets still unknown: -1), each with
+    the group whose leader creates it."""
+
+    path: str
+    shape: tuple[int, ...]
+    dtype: np.dtype
+    in_master: bool
+    extents: tuple[StoredExtent, ...]
+    groups: tuple[int, ...]
+    choice: ChunkChoice | None = None
+    filters: FilterSpec = FilterSpec()
+    replaces_unfinished: bool = False
+
+
+@dataclass(frozen=True)
+class ChunkPlacement:
+    """Where a rank's block of a chunked dataset goes: the blocks of every rank of its extent
+    (extent coordinates), and the leader whose HDF5 handle writes the compressed chunks."""
+
+    members: tuple[Member, ...]
+    leader: int
+    filters: FilterSpec
+
+
+@dataclass(frozen=True)
+class BlockAssignment:
+    """One rank's part of one new dataset: its block and the extent storing it (None when the
+    rank writes nothing)."""
+
+    block: Block
+    extent: int | None
+    chunks: ChunkPlacement | None = None
+
+
+@dataclass(frozen=True)
+class LeaderTask:
+    """A source dataset a group leader creates: in its subfile, or (single-group sessions) as
+    the dataset itself in the master."""
+
+    dataset: int  # index of the dataset in the call
+    extent: int  # index of the extent in the dataset's layout
+    in_master: bool
+    name: str
+    shape: tuple[int, ...]
+    dtype: np.dtype
+    chunks: tuple[int, ...] | None = None  # the source's chunk shape; None: contiguous
+    filters: FilterSpec = FilterSpec()
+
+
+@dataclass(frozen=True)
+class RankAssignment:
+    """Rank 0's answer to one rank after planning a creation call."""
+
+    paths: tuple[str, ...]
+    blocks: tuple[BlockAssignment, ...]  # one per dataset, in call order
+    tasks: tuple[LeaderTask, ...]  # empty unless the rank leads a group
+
+
+#: Byte offset of each created source, by (dataset index, extent index); -1 when chunked.
+SourceOffsets = dict[tuple[int, int], int]
+
+
+class Transfer(enum.Enum):
+    """How a dataset's bytes travel from the ranks to the disk (chosen once per dataset)."""
+
+    DIRECT = "direct"  # every rank writes its own bytes at their offsets
+    TWO_PHASE = "two-phase"  # aggregators gather the bytes of a file and write large pieces
+    CHUNKED = "chunked"  # ranks compress whole chunks; the group's leader writes them
+
+
+@dataclass(frozen=True)
+class ChunkTarget:
+    """What a rank does for a chunked dataset: its chunk work, and where chunks go."""
+
+    work: ChunkWork
+    chunks: tuple[int, ...]  # the extent's chunk shape
+    extent_shape: tuple[int, ...]
+    filters: FilterSpec
+    leader: int  # the rank whose HDF5 handle writes the chunks (the group's leader)
+    sink: str  # the dataset's name in the leader's file
+
+
+@dataclass(frozen=True)
+class WriteTarget:
+    """Where a rank writes its block of a dataset created in this session."""
+
+    block: Block
+    file: str  # absolute path
+    offset: int  # byte offset of the extent's data in the file (-1 if chunked)
+    extent: Block  # the extent's box, in dataset coordinates
+    group: int
+    transfer: Transfer
+    chunked: ChunkTarget | None = None
+
+
+class _WholeBlock:
+    """The selection of a write of a rank's whole block."""
+
+    def __repr__(self) -> str:
+        return "WHOLE_BLOCK"
+
+
+WHOLE_BLOCK: Any = _WholeBlock()
+
+
+@dataclass(frozen=True)
+class WriteRequest:
+    """One rank's write to one dataset: ``data`` for ``selection`` (a box inside its block, in
+    numpy/h5py index form) or for its whole block."""
+
+    path: str
+    data: Any
+    selection: Any = WHOLE_BLOCK
+
+
+@dataclass(frozen=True)
+class PreparedWrite:
+    """A validated write: C-contiguous ``data`` of the dataset's dtype, shaped like ``box``."""
+
+    path: str
+    target: WriteTarget
+    box: Block
+    data: np.ndarray

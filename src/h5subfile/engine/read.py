@@ -1,0 +1,138 @@
+"""Reads: independent (any rank, any selection, no communication) or collective (two-phase
+through the plan's aggregators). :func:`route` decides once how a dataset is read."""
+
+from __future__ import annotations
+
+import enum
+import time
+from typing import Any
+
+import numpy as np
+
+from ..errors import H5SubfileError, SelectionError
+from ..io.posix import Piece, as_bytes
+from ..layout.catalog import NodeInfo, raise_problem
+from ..layout.selection import assemble, partition, plan_read, selection_box
+from ..mpi.collective import agree
+from .exchange import plan_aggregated, read_two_phase
+from .session import Session
+
+
+class Route(enum.Enum):
+    """How a dataset's bytes are read."""
+
+    DIRECT = "direct"  # straight from the stored bytes (layout record or contiguous storage)
+    H5PY = "h5py"  # through h5py: chunked, compressed, foreign virtual, variable-length, scalar
+
+
+def route(info: NodeInfo) -> Route:
+    """How to read a dataset, or the error it must raise (missing subfile, unfinished...)."""
+    if info.problem is not None:
+        raise_problem(info.problem)
+    assert info.dtype is not None
+    if info.via_h5py or info.layout is None or info.dtype.kind == "O" or not info.shape:
+        return Route.H5PY
+    return Route.DIRECT
+
+
+def read(session: Session, path: str, selection: Any = ()) -> Any:
+    """Read a selection (numpy/h5py style) on this rank only."""
+    info = session.node(path)
+    reader = session.reader
+    assert info.dtype is not None
+    if route(info) is Route.H5PY:
+        if info.dtype.kind == "O" or not info.shape:
+            # Variable-length or scalar data: h5py reads it (and checks the selection).
+            return np.asarray(reader.h5py_dataset(path)[selection])
+        plan = plan_read(info.shape, info.dtype.itemsize, selection)
+        arrays = [reader.read_h5py(path, info.dtype, piece.box) for piece in plan.pieces]
+        return assemble(plan, arrays)
+    assert info.layout is not None
+    plan = plan_read(info.shape, info.dtype.itemsize, selection)
+    arrays = [reader.read_direct(info.layout, info.dtype, piece.box) for piece in plan.pieces]
+    return assemble(plan, arrays)
+
+
+def read_into(session: Session, path: str, dest: np.ndarray, selection: Any = ()) -> None:
+    """Read ``selection`` into ``dest`` (h5py's ``read_direct``): for a box selection into a
+    C-contiguous ``dest`` of the dataset's dtype, without an intermediate array."""
+    info = session.node(path)
+    if route(info) is Route.DIRECT and dest.dtype == info.dtype and dest.flags.c_contiguous:
+        assert info.dtype is not None and info.layout is not None
+        found = selection_box(info.shape, info.dtype.itemsize, selection)
+        if found is not None and dest.shape == found[1]:
+            box = found[0]
+            session.reader.read_direct(info.layout, info.dtype, box, dest.reshape(box.count))
+            return
+    dest[...] = read(session, path, selection)
+
+
+def read_partition(session: Session, path: str) -> np.ndarray:
+    """This rank's BD-CATS share along axis 0; collective when the plan has aggregators."""
+    info = session.node(path)
+    if not info.shape:
+        raise SelectionError(f"{path} is a scalar dataset; it has no axis 0 to split")
+    comm = session.comm
+    start, stop = partition(info.shape[0], comm.size, comm.rank)
+    if session.plan.aggregators is not None:
+        return read_collective(session, path, slice(start, stop))
+    result: np.ndarray = read(session, path, slice(start, stop))
+    return result
+
+
+def read_collective(session: Session, path: str, selection: Any = ()) -> Any:
+    """Collective: every rank reads its own selection; with the plan's aggregators, a few
+    ranks per file read large pieces and send every rank its bytes (two-phase I/O)."""
+    info = session.node(path)
+    plan, how, error = None, None, None
+    try:
+        how = route(info)
+        assert info.dtype is not None
+        if info.dtype.kind == "O" or not info.shape:
+            raise SelectionError(f"{path}: collective reads take N-D datasets of fixed-size types")
+        plan = plan_read(info.shape, info.dtype.itemsize, selection)
+    except H5SubfileError as exc:
+        error = exc
+    agree(session.comm, error)
+    assert plan is not None and info.dtype is not None
+    if session.plan.aggregators is None or how is not Route.DIRECT:
+        return read(session, path, selection)
+    assert info.layout is not None
+    reader = session.reader
+    outputs = [np.empty(piece.box.count, dtype=info.dtype) for piece in plan.pieces]
+    pieces: list[tuple[str, Piece]] = []
+    for piece, out in zip(plan.pieces, outputs):
+        if out.size == 0:
+            continue
+        by_file, chunked, complete = reader.plan(
+            info.layout, info.dtype.itemsize, piece.box, as_bytes(out)
+        )
+        if not complete:
+            out.reshape(-1).view(np.uint8).fill(0)  # zero bytes (fill(0) writes "0" into strings)
+        pieces.extend((file, p) for file, file_pieces in by_file.items() for p in file_pieces)
+        reader.read_chunked(chunked, piece.box, out)
+    agree(session.comm, _read_aggregated(session, pieces))
+    return assemble(plan, outputs)
+
+
+def _read_aggregated(session: Session, pieces: list[tuple[str, Piece]]) -> BaseException | None:
+    """Collective two-phase read: ``aggregators`` ranks per file (spread over the readers)
+    read, then scatter."""
+    size = session.comm.size
+    count = min(session.plan.aggregators or 1, size)
+    stats = session.stats
+    started, read_before = time.perf_counter(), stats.read_seconds
+    rounds, files = plan_aggregated(
+        session.comm,
+        [(file, -1, offset, len(buffer)) for file, (offset, buffer) in pieces],
+        lambda i, _: tuple(sorted({(i * count + j) % size for j in range(count)})),
+        session.plan.buffer_bytes,
+    )
+    error = read_two_phase(
+        session.comm,
+        rounds,
+        [buffer for _, (_, buffer) in pieces],
+        lambda i: session.reader.pool.get(files[i]),
+    )
+    stats.exchange_seconds += time.perf_counter() - started - (stats.read_seconds - read_before)
+    return error

@@ -1,0 +1,226 @@
+"""An open file on one rank: what every rank holds, and what group leaders and rank 0 add.
+
+- :class:`Session` (every rank, any mode): path, mode, communicator, plan, the catalogue of
+  groups and datasets (identical on every rank), the reader, I/O counters.
+- :class:`Writing` (every rank of a write session): grouping, session number, where this
+  rank writes each dataset it created, what it has written.
+- :class:`LeaderRole` (the leader of each group, in a write session): the subfile it creates
+  and the chunked datasets it fills.
+- :class:`RootRole` (rank 0, in a write session): the master.
+
+:func:`open_session` builds them (collective).
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from typing import Any
+
+import h5py
+from mpi4py import MPI
+
+from .._version import __version__
+from ..errors import FileModeError, H5SubfileError, ObjectNotFoundError, PlanError
+from ..io.boxes import BoxReader
+from ..io.filters import Compressors
+from ..io.h5 import open_shared_read
+from ..io.master import MasterWriter, open_for_reading
+from ..io.posix import FilePool, IOStats
+from ..io.subfile import SubfileWriter
+from ..layout.catalog import Catalog, NodeInfo
+from ..layout.grouping import Grouping, plan_groups
+from ..layout.names import resolve_inside, subfile_relpath
+from ..mpi.collective import agree, checked_collective, root_only
+from ..mpi.nodes import node_of_ranks
+from ..plan import READ_FIELDS, Plan
+from .messages import WriteTarget
+
+MODES = ("r", "r+", "w", "w-", "x", "a")
+
+
+@dataclass
+class RootRole:
+    """Rank 0 in a write session: it alone changes the master."""
+
+    master: MasterWriter
+
+
+@dataclass
+class LeaderRole:
+    """A group's leader in a write session: it creates its subfile's datasets."""
+
+    path: str  # the subfile (absolute)
+    alignment: int | None
+    subfile: SubfileWriter | None = None  # created with the first source dataset
+    chunk_sinks: dict[str, h5py.Dataset] = field(default_factory=dict)  # chunked, by name
+
+    def open_subfile(self) -> SubfileWriter:
+        if self.subfile is None:
+            self.subfile = SubfileWriter(self.path, self.alignment)
+        return self.subfile
+
+
+@dataclass
+class Writing:
+    """Every rank's part of a write session."""
+
+    grouping: Grouping
+    number: int  # the session's number in the file's record
+    pool: FilePool  # the files this rank writes bytes to
+    root: RootRole | None = None
+    leader: LeaderRole | None = None
+    targets: dict[str, WriteTarget | None] = field(default_factory=dict)
+    unwritten: set[str] = field(default_factory=set)
+    partly_written: dict[str, int] = field(default_factory=dict)  # elements, by dset[...] = x
+    compressors: Compressors = field(default_factory=Compressors)
+    group_comm: MPI.Comm | None = None
+
+
+class Session:
+    """Everything one open file holds on one rank (shared by its Group/Dataset facades)."""
+
+    def __init__(self, path: str, mode: str, comm: MPI.Comm, plan: Plan, catalog: Catalog):
+        self.path = os.path.abspath(path)
+        self.mode = mode
+        self.comm = comm
+        self.plan = plan
+        self.catalog = catalog
+        self.stats = IOStats()
+        self.writing: Writing | None = None
+        self.reader = BoxReader(self.path, self.path, self.stats, plan.transfer_size)
+        self.collective_depth = 0
+        self.closed = False
+
+    @property
+    def writable(self) -> bool:
+        return self.mode != "r"
+
+    @property
+    def rank(self) -> int:
+        return int(self.comm.rank)
+
+    def node(self, path: str) -> NodeInfo:
+        info = self.catalog.nodes.get(path)
+        if info is None:
+            raise ObjectNotFoundError(f"no object {path!r} in {self.path}")
+        return info
+
+    def require_open(self) -> None:
+        if self.closed:
+            raise FileModeError(f"{self.path} is closed")
+
+    def require_writable(self, what: str) -> Writing:
+        """This rank's write session, or FileModeError naming ``what`` was refused."""
+        if self.closed:
+            raise FileModeError(f"{what}: {self.path} is closed")
+        if self.writing is None:
+            raise FileModeError(f"{what}: {self.path} is open read-only (mode 'r')")
+        return self.writing
+
+    def group_comm(self) -> MPI.Comm:
+        """The ranks of this rank's subfile (its leader is rank 0); made on first use
+        (collective over the file's communicator)."""
+        writing = self.require_writable("group communicator")
+        if writing.group_comm is None:
+            group = writing.grouping.group_of_rank[self.rank]
+            writing.group_comm = self.comm.Split(group, self.rank)
+        return writing.group_comm
+
+    def release(self) -> None:
+        """Free this session's compressors and group communicator (local)."""
+        writing = self.writing
+        if writing is None:
+            return
+        writing.compressors.close()
+        if writing.leader is not None:
+            writing.leader.chunk_sinks.clear()
+        if writing.group_comm is not None:
+            writing.group_comm.Free()
+            writing.group_comm = None
+
+
+def parse_plan(mode: str, fields: dict[str, Any]) -> Plan:
+    """The plan of a session opened in ``mode`` from ``File``'s keyword arguments (local)."""
+    if mode not in MODES:
+        raise FileModeError(f"mode {mode!r} is not one of {', '.join(MODES)}")
+    if mode != "r":
+        return Plan.parse(**fields)
+    ignored = sorted(k for k, v in fields.items() if v is not None and k not in READ_FIELDS)
+    if ignored:
+        raise PlanError(
+            f"{', '.join(ignored)}: only apply when writing (mode 'r' "
+            f"takes {', '.join(READ_FIELDS)})"
+        )
+    return Plan.parse(**fields).read_only()
+
+
+def open_session(path: str, mode: str, comm: MPI.Comm, fields: dict[str, Any]) -> Session:
+    """Collective: open ``path`` in ``mode`` on every rank of ``comm``.
+
+    Every rank checks its plan; then every rank's (path, mode, plan) must be the same before
+    any mode-specific collective (for reading, that check and rank 0's scan of the master
+    share one round).
+    """
+    plan, error = None, None
+    try:
+        plan = parse_plan(mode, fields)
+    except H5SubfileError as exc:
+        error = exc
+    agree(comm, error)
+    assert plan is not None
+    path = os.path.abspath(path)
+    signature = ("open", path, mode, plan.to_dict())
+    scan = (lambda: open_for_reading(path)) if mode == "r" else (lambda: None)
+    catalog = checked_collective(comm, "File(path, mode, ...)", signature, scan)
+    if mode == "r":
+        assert catalog is not None
+        session = Session(path, mode, comm, plan, catalog)
+        data_path = session.path
+        session.reader.h5py_opener = lambda: open_shared_read(data_path)
+        return session
+    return _begin_writing(path, mode, comm, plan)
+
+
+def _begin_writing(path: str, mode: str, comm: MPI.Comm, plan: Plan) -> Session:
+    """Collective: the grouping (every rank, same inputs), then rank 0 opens the master."""
+    nodes = node_of_ranks(comm) if plan.grouping == "node" else None
+    grouping, error = None, None
+    try:
+        grouping = plan_groups(comm.size, plan, nodes)
+    except H5SubfileError as exc:
+        error = exc
+    agree(comm, error)
+    assert grouping is not None
+    info = {
+        "ranks": comm.size,
+        "plan": plan.to_dict(),
+        "grouping": grouping.describe(),
+        "subfiles": [],
+        "version": __version__,
+    }
+    masters: list[MasterWriter] = []  # rank 0's, kept for its RootRole
+
+    def begin() -> tuple[Catalog, int, str]:
+        master = MasterWriter(path, mode, info, plan.alignment)
+        masters.append(master)
+        return master.catalog, master.session.id, master.data_path
+
+    catalog, number, data_path = root_only(comm, begin)
+    session = Session(path, mode, comm, plan, catalog)
+    writing = Writing(grouping, number, FilePool(True, session.stats, plan.transfer_size))
+    if masters:
+        writing.root = RootRole(masters[0])
+    group = grouping.group_of_rank[comm.rank]
+    if grouping.leaders[group] == comm.rank:
+        subfile = resolve_inside(path, subfile_relpath(path, number, group))
+        writing.leader = LeaderRole(subfile, plan.alignment)
+    session.writing = writing
+    session.reader = BoxReader(path, data_path, session.stats, plan.transfer_size)
+    if writing.root is not None:
+        master_h5 = writing.root.master.h5
+        session.reader.h5py_opener = lambda: master_h5
+        session.reader.writer_files[data_path] = master_h5
+    else:
+        session.reader.h5py_opener = lambda: open_shared_read(data_path)
+    return session

@@ -1,0 +1,83 @@
+"""Groups and attributes (collective): rank 0 changes the master, every rank learns the result."""
+
+from __future__ import annotations
+
+import hashlib
+from typing import Any
+
+import numpy as np
+
+from ..errors import ObjectExistsError, ObjectNotFoundError
+from ..io.master import MasterWriter
+from ..layout.catalog import NodeInfo
+from ..layout.record import is_reserved
+from ..mpi.collective import checked_collective
+from .session import Session
+
+
+def _master(session: Session) -> MasterWriter:
+    """Rank 0's master writer (only called on rank 0, inside a root-only step)."""
+    writing = session.writing
+    assert writing is not None and writing.root is not None
+    return writing.root.master
+
+
+def create_group(session: Session, path: str) -> None:
+    """Collective: create group ``path`` and its missing parents."""
+    session.require_writable("create_group")
+    catalog = session.catalog
+
+    def create_on_root() -> list[str]:
+        if path in catalog.nodes:
+            raise ObjectExistsError(f"{path} already exists in {session.path}")
+        new = catalog.missing_groups(path)
+        _master(session).create_group(path)
+        return new
+
+    created = checked_collective(
+        session.comm, "create_group", ("create_group", path), create_on_root
+    )
+    for new_path in created:
+        catalog.nodes[new_path] = NodeInfo("group")
+
+
+def value_signature(value: Any) -> Any:
+    """A small, comparable summary of an attribute value (to check collective agreement)."""
+    try:
+        array = np.asarray(value)
+        if array.dtype.kind != "O":
+            digest = hashlib.sha1(array.tobytes()).hexdigest()[:16]
+            return (array.dtype.str, array.shape, digest)
+    except (TypeError, ValueError):
+        pass
+    return repr(value)
+
+
+def set_attr(session: Session, path: str, name: str, value: Any) -> None:
+    """Collective: set attribute ``name`` of ``path`` (every rank passes the same value)."""
+    session.require_writable(f"setting attribute {name!r}")
+    if not isinstance(name, str) or not name or is_reserved(name):
+        raise ValueError(f"attribute name {name!r} is invalid or reserved for h5subfile")
+    signature = ("attrs.set", path, name, value_signature(value))
+    stored = checked_collective(
+        session.comm,
+        f"{path}.attrs[{name!r}] = ...",
+        signature,
+        lambda: _master(session).set_attr(path, name, value),
+    )
+    session.node(path).attrs[name] = stored
+
+
+def delete_attr(session: Session, path: str, name: str) -> None:
+    """Collective: delete attribute ``name`` of ``path``."""
+    session.require_writable(f"deleting attribute {name!r}")
+    attrs = session.node(path).attrs
+    if name not in attrs:
+        raise ObjectNotFoundError(f"no attribute {name!r} on {path}")
+    checked_collective(
+        session.comm,
+        f"del {path}.attrs[{name!r}]",
+        ("attrs.del", path, name),
+        lambda: _master(session).delete_attr(path, name),
+    )
+    del attrs[name]

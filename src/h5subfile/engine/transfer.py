@@ -1,0 +1,137 @@
+"""Writes: validate every request (:mod:`.prepare`), agree, then dispatch each dataset to the
+transfer chosen for it when it was created (:class:`~.messages.Transfer`), as ADIOS2's
+engines do ``Put`` -> ``DoPut``:
+
+- ``DIRECT``: every rank writes its own bytes at their file offsets (a rank's neighbouring
+  pieces go out in one vectored call); no gather, no copy.
+- ``TWO_PHASE``: the plan's aggregators of each subfile gather its bytes and write large
+  pieces (:mod:`.exchange`).
+- ``CHUNKED``: ranks compress whole chunks; the group's leader writes them (:mod:`.chunks`).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+
+from ..errors import H5SubfileError, SelectionError
+from ..io.boxes import box_pieces
+from ..io.posix import Piece
+from ..layout.grouping import aggregators_of
+from ..mpi.collective import agree
+from .chunks import write_chunks
+from .create import transfer_for
+from .exchange import plan_aggregated, write_two_phase
+from .messages import PreparedWrite, Transfer, WriteRequest
+from .prepare import prepare
+from .session import Session
+
+
+def put(session: Session, requests: Sequence[WriteRequest]) -> None:
+    """Collective: every rank writes its part of the given datasets (the same datasets, in
+    the same order, on every rank); everything is checked and agreed first."""
+    prepared: list[PreparedWrite] = []
+    error: BaseException | None = None
+    try:
+        prepared = [p for r in requests if (p := prepare(session, r)) is not None]
+    except (H5SubfileError, ValueError, TypeError) as exc:
+        error = exc
+    agree(session.comm, error)
+    # The transfers used by this call, from the catalogue and the plan: the same on every rank.
+    used = {transfer_for(session.node(r.path).layout, session.plan) for r in requests}
+    for transfer in Transfer:
+        if transfer in used:
+            mine = [p for p in prepared if p.target.transfer is transfer]
+            error = TRANSFERS[transfer](session, mine) or error
+    if error is None:
+        for write in prepared:
+            record_written(session, write)
+    agree(session.comm, error)
+
+
+def put_independent(session: Session, request: WriteRequest) -> None:
+    """Write part of this rank's block, without communication (``dset[box] = data``)."""
+    write = prepare(session, request)
+    if write is None:
+        return
+    if write.target.transfer is Transfer.CHUNKED:
+        raise SelectionError(
+            f"{write.path} is chunked: chunks are compressed whole, so each rank writes its "
+            "whole block collectively (Dataset.write, write_dataset)"
+        )
+    writing = session.require_writable("write")
+    target = write.target
+    writing.pool.get(target.file).write_pieces(
+        box_pieces(target.offset, target.extent, write.box, write.data)
+    )
+    record_written(session, write)
+
+
+def record_written(session: Session, write: PreparedWrite) -> None:
+    """Count what this rank wrote of its block (close reports blocks not completely written)."""
+    writing = session.writing
+    assert writing is not None
+    if write.box == write.target.block:
+        writing.unwritten.discard(write.path)
+        return
+    done = writing.partly_written.get(write.path, 0) + write.box.size
+    writing.partly_written[write.path] = done
+    if done >= write.target.block.size:
+        writing.unwritten.discard(write.path)
+
+
+def _pieces(writes: Sequence[PreparedWrite]) -> list[tuple[str, int, Piece]]:
+    """(file, group, piece) of every byte run of the given writes."""
+    return [
+        (w.target.file, w.target.group, piece)
+        for w in writes
+        for piece in box_pieces(w.target.offset, w.target.extent, w.box, w.data)
+    ]
+
+
+def write_direct(session: Session, writes: Sequence[PreparedWrite]) -> BaseException | None:
+    """Every rank writes its own pieces, one vectored call per file where they are
+    neighbours. Local: returns the error for the caller to agree."""
+    writing = session.writing
+    assert writing is not None
+    try:
+        by_file: dict[str, list[Piece]] = {}
+        for file, _, piece in _pieces(writes):
+            by_file.setdefault(file, []).append(piece)
+        for file, pieces in by_file.items():
+            writing.pool.get(file).write_pieces(pieces)
+    except Exception as exc:  # noqa: BLE001 - agreed on every rank by the caller
+        return exc
+    return None
+
+
+def write_aggregated(session: Session, writes: Sequence[PreparedWrite]) -> BaseException | None:
+    """Collective two-phase write: the plan's aggregators of each subfile write its bytes."""
+    writing = session.writing
+    assert writing is not None
+    grouping, count = writing.grouping, session.plan.aggregators or 1
+    stats = session.stats
+    started, written = time.perf_counter(), stats.write_seconds
+    pieces = _pieces(writes)
+    runs = [(file, group, offset, len(data)) for file, group, (offset, data) in pieces]
+    rounds, files = plan_aggregated(
+        session.comm,
+        runs,
+        lambda _, group: aggregators_of(grouping.members[group], count),
+        session.plan.buffer_bytes,
+    )
+    error = write_two_phase(
+        session.comm,
+        rounds,
+        [data for _, _, (_, data) in pieces],
+        lambda i: writing.pool.get(files[i]),
+    )
+    stats.exchange_seconds += time.perf_counter() - started - (stats.write_seconds - written)
+    return error
+
+
+TRANSFERS: dict[Transfer, Callable[[Session, Sequence[PreparedWrite]], BaseException | None]] = {
+    Transfer.DIRECT: write_direct,
+    Transfer.TWO_PHASE: write_aggregated,
+    Transfer.CHUNKED: write_chunks,
+}

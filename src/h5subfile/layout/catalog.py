@@ -1,0 +1,81 @@
+"""The catalogue of an open file: every group and dataset with its attributes and layout.
+
+Rank 0 builds it (by scanning the master, or while creating objects) and every rank holds
+the same copy, so that navigation and reads need no communication.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from .. import errors
+from .record import DatasetLayout, FileRecord
+
+#: Why a dataset cannot be read: (error class name, message), raised when it is read.
+Problem = tuple[str, str]
+
+
+def raise_problem(problem: Problem) -> None:
+    """Raise the error a :data:`Problem` describes."""
+    name, message = problem
+    cls = getattr(errors, name, errors.CorruptFileError)
+    raise cls(message)
+
+
+@dataclass
+class NodeInfo:
+    """What every rank knows of one group or dataset."""
+
+    kind: str  # "group" or "dataset"
+    attrs: dict[str, Any] = field(default_factory=dict)
+    shape: tuple[int, ...] = ()
+    dtype: np.dtype | None = None
+    layout: DatasetLayout | None = None  # read straight from these extents
+    via_h5py: bool = False  # read through h5py instead
+    problem: Problem | None = None  # raised when read
+    storage: str = ""  # short description for `info`
+
+    @property
+    def unfinished(self) -> bool:
+        """A dataset left incomplete by a session that did not finish (its name can be reused)."""
+        return (
+            self.kind == "dataset"
+            and self.problem is not None
+            and self.problem[0] == "IncompleteFileError"
+        )
+
+
+@dataclass
+class Catalog:
+    """Every group and dataset of a file, with attributes and layouts; identical on all ranks."""
+
+    nodes: dict[str, NodeInfo]
+    record: FileRecord
+    problems: list[str] = field(default_factory=list)
+
+    def children(self, path: str) -> list[str]:
+        prefix = path.rstrip("/") + "/"
+        names = {
+            p[len(prefix) :].split("/", 1)[0]
+            for p in self.nodes
+            if p.startswith(prefix) and p != "/"
+        }
+        return sorted(names)
+
+    def missing_groups(self, path: str) -> list[str]:
+        """Groups to create so that ``path`` (a new object) has its parents; refuses datasets."""
+        new: list[str] = []
+        parts = path.strip("/").split("/")
+        for depth in range(1, len(parts) + 1):
+            prefix = "/" + "/".join(parts[:depth])
+            info = self.nodes.get(prefix)
+            if info is None:
+                new.append(prefix)
+            elif info.kind != "group" and depth < len(parts):
+                raise errors.ObjectExistsError(
+                    f"cannot create {path}: {prefix} is a dataset, not a group"
+                )
+        return new
