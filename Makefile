@@ -1,4 +1,5 @@
-# Two set-up commands: `make demo` (the main job) and `make test` (the test suite).
+# Set-up commands: `make demo` (the main job), `make test` (the test suite) and `make lint`
+# (ruff and mypy; CI runs it before the tests).
 # Each creates the local virtual environment .venv from PyPI wheels on first use.
 PYTHON ?= python3
 VENV := .venv
@@ -22,7 +23,9 @@ test: $(STAMP)
 	$(PY) -m pytest -q
 
 lint: $(STAMP)
-	$(VENV)/bin/ruff check src tests
+	$(VENV)/bin/ruff check src tests benchmarks
+	$(VENV)/bin/ruff format --check src tests benchmarks
+	$(VENV)/bin/mypy
 
 # Optional baseline: parallel HDF5 (Debian's libhdf5-mpich-dev, HDF5 1.10.8) with mpi4py and h5py
 # compiled against Debian's MPICH, plus h5subfile itself, so that every API of `h5subfile bench`
@@ -52,4 +55,4 @@ $(PHDF5_STAMP): pyproject.toml
 	touch $(PHDF5_STAMP)
 
 clean:
-	rm -rf $(VENV) $(PHDF5_VENV) .pytest_cache .ruff_cache .hypothesis build src/*.egg-info
+	rm -rf $(VENV) $(PHDF5_VENV) .pytest_cache .ruff_cache .mypy_cache .hypothesis build src/*.egg-info

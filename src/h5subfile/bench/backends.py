@@ -16,6 +16,7 @@ import numpy as np
 from mpi4py import MPI
 
 from .._version import __version__
+from ..errors import CorruptFileError
 from ..io.posix import IOStats, RawFile, as_bytes
 from .options import BenchOptions
 
@@ -29,7 +30,7 @@ class Backend(ABC):
 
     name = ""
 
-    def __init__(self, options: BenchOptions, comm: MPI.Comm):
+    def __init__(self, options: BenchOptions, comm: MPI.Intracomm):
         self.options = options
         self.comm = comm
         self.rank = comm.rank
@@ -156,7 +157,7 @@ class MPIIOBackend(Backend):
         """The hints the MPI library reports for an open file (MPI_File_get_info)."""
         info = self.fh.Get_info()
         try:
-            return {key: info.Get(key) for key in info.keys()}
+            return dict(info.items())
         finally:
             info.Free()
 
@@ -212,7 +213,7 @@ class H5SubfileBackend(_HDF5Layout):
         return {k: v for k, v in self.plan().items() if k in READ_FIELDS}
 
     def open(self, writing: bool, source_rank: int) -> None:
-        from ..files import File
+        from ..files import Dataset, File
 
         self.source = source_rank
         words = self.options.block // 8
@@ -234,7 +235,14 @@ class H5SubfileBackend(_HDF5Layout):
             self.datasets = self.file.create_datasets(specs)
         else:
             self.file = File(self.path(source_rank), "r", comm=self.file_comm, **self.read_plan())
-            self.datasets = [self.file[name] for name in self.names()]
+            self.datasets = []
+            for name in self.names():
+                dataset = self.file[name]
+                if not isinstance(dataset, Dataset):
+                    raise CorruptFileError(
+                        f"{self.file.filename}: /{name} is a group, not a dataset"
+                    )
+                self.datasets.append(dataset)
 
     def transfer(self, writing: bool, segment: int, within: int, words: np.ndarray) -> None:
         owner = self.rank if writing else self.source

@@ -131,7 +131,7 @@ def _result(
     )
 
 
-def run(options: BenchOptions, comm: MPI.Comm, progress: bool = False) -> list[PhaseResult]:
+def run(options: BenchOptions, comm: MPI.Intracomm, progress: bool = False) -> list[PhaseResult]:
     """Collective: run every iteration; every rank returns the same results."""
     cls = BACKENDS[options.api]
     reason = cls.unavailable()

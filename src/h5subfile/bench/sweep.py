@@ -41,10 +41,10 @@ from ..mpi.launch import mpiexec
 from ..units import parse_size
 from .options import APIS, ROMIO9
 
-try:
+if sys.version_info >= (3, 11):
     import tomllib
-except ModuleNotFoundError:  # Python 3.10
-    import tomli as tomllib  # type: ignore[no-redef]
+else:
+    import tomli as tomllib
 
 
 @dataclass(frozen=True)

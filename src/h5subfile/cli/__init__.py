@@ -20,7 +20,7 @@ VERBS = (vpic, bdcats, bench, info, demo)
 
 def _rank() -> int:
     mpi = sys.modules.get("mpi4py.MPI")
-    return mpi.COMM_WORLD.rank if mpi is not None else 0  # type: ignore[attr-defined]
+    return mpi.COMM_WORLD.rank if mpi is not None else 0
 
 
 class _Parser(argparse.ArgumentParser):
@@ -48,7 +48,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         raise
     except Exception as exc:  # noqa: BLE001 - the job must end, not hang
         mpi = sys.modules.get("mpi4py.MPI")
-        if getattr(exc, "collective", False) or mpi is None or mpi.COMM_WORLD.size == 1:  # type: ignore[attr-defined]
+        if getattr(exc, "collective", False) or mpi is None or mpi.COMM_WORLD.size == 1:
             if _rank() == 0:
                 print(f"h5subfile {args.verb}: error: {exc}", file=sys.stderr, flush=True)
             return 1
@@ -57,5 +57,5 @@ def main(argv: Sequence[str] | None = None) -> int:
             file=sys.stderr,
             flush=True,
         )
-        mpi.COMM_WORLD.Abort(1)  # type: ignore[attr-defined]
+        mpi.COMM_WORLD.Abort(1)
         return 1

@@ -5,10 +5,15 @@ from __future__ import annotations
 import argparse
 import shlex
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..units import parse_size
 from .common import add_plan_flags, plan_arguments
+
+if TYPE_CHECKING:  # imported when a verb runs, not when the command line is parsed
+    from mpi4py import MPI
+
+    from ..bench.options import BenchOptions
 
 #: Plan fields with bench flags of their own (-e is fsync; --alignment also serves phdf5).
 OWN_FLAGS = ("subfiles", "ranks_per_subfile", "fsync", "alignment")
@@ -104,7 +109,7 @@ def add_parser(verbs: Any) -> None:
     parser.set_defaults(run=run)
 
 
-def options_from(args: argparse.Namespace) -> Any:
+def options_from(args: argparse.Namespace) -> BenchOptions:
     from ..bench.options import BenchOptions, parse_hints
     from ..plan import parse_subfiles
 
@@ -148,7 +153,7 @@ def _write(path: str | None, text: str) -> None:
         out.write(text)
 
 
-def details_for(options: Any, comm: Any, nodes: tuple[int, ...]) -> dict[str, Any]:
+def details_for(options: BenchOptions, comm: MPI.Comm, nodes: tuple[int, ...]) -> dict[str, Any]:
     """The API version and, for h5subfile, the plan and grouping used."""
     from ..bench.backends import BACKENDS
     from ..layout.grouping import plan_groups
@@ -191,12 +196,14 @@ def run(args: argparse.Namespace) -> int:
     from ..mpi.nodes import node_of_ranks
 
     comm = MPI.COMM_WORLD
-    options, error = None, None
+    options: BenchOptions | None = None
+    error: ValueError | None = None
     try:
         options = options_from(args)
     except ValueError as exc:  # the same on every rank: agreed, printed once
         error = exc
     agree(comm, error)
+    assert options is not None  # agree raised on every rank otherwise
     nodes = node_of_ranks(comm)
     tasks_per_node = nodes.count(nodes[0])
     reason = BACKENDS[options.api].unavailable()

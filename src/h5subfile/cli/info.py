@@ -27,7 +27,7 @@ def describe(path: str) -> dict[str, Any]:
     """Describe the file (run on one rank)."""
     from mpi4py import MPI
 
-    from ..files import File
+    from ..files import Dataset, File
 
     with File(path, "r", comm=MPI.COMM_SELF) as f:
         datasets = []
@@ -35,7 +35,7 @@ def describe(path: str) -> dict[str, Any]:
 
         def visit(name: str) -> None:
             obj = f[name]
-            if not hasattr(obj, "dtype"):
+            if not isinstance(obj, Dataset):  # groups: their members are visited too
                 return
             entry = {
                 "name": obj.name,

@@ -91,7 +91,7 @@ def as_bytes(array: np.ndarray) -> memoryview:
     """A flat byte view of a C-contiguous array (no copy)."""
     if not array.flags.c_contiguous:
         raise ValueError("as_bytes needs a C-contiguous array")
-    return memoryview(array.reshape(-1).view(np.uint8))
+    return array.reshape(-1).view(np.uint8).data
 
 
 class RawFile:

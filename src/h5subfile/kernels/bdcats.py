@@ -24,7 +24,7 @@ import numpy as np
 from mpi4py import MPI
 
 from ..errors import CorruptFileError, H5SubfileError
-from ..files import File
+from ..files import Dataset, File, Group
 from ..layout.selection import partition
 from ..mpi.collective import agree
 from .metrics import Metrics, reduce_metrics
@@ -79,6 +79,25 @@ def _indices(selection: slice | np.ndarray) -> np.ndarray:
     return selection.astype(np.uint64)
 
 
+def _step_datasets(f: File, name: str) -> list[tuple[str, Dataset]]:
+    """The datasets of step group ``name`` to read: the VPIC-IO fields it has, else every member."""
+    group = f[name]
+    if not isinstance(group, Group):
+        raise CorruptFileError(
+            f"{f.filename}: /{name} is a dataset, not a group: not a VPIC-IO file"
+        )
+    fields = [n for n, _ in FIELDS if n in group] or sorted(group.keys())
+    datasets = []
+    for field in fields:
+        dataset = group[field]
+        if not isinstance(dataset, Dataset):
+            raise CorruptFileError(
+                f"{f.filename}: /{name}/{field} is a group, not a dataset: not a VPIC-IO file"
+            )
+        datasets.append((field, dataset))
+    return datasets
+
+
 def run_bdcats(
     path: str,
     pattern: Pattern,
@@ -100,19 +119,22 @@ def run_bdcats(
     started = time.perf_counter()
     with File(path, "r", comm=comm, **plan) as f:
         steps = sorted((int(m.group(1)), name) for name in f.keys() if (m := _STEP.match(name)))
-        error = None
+        error: H5SubfileError | None = None
+        reads: list[tuple[int, str, list[tuple[str, Dataset]]]] = []
         if not steps:
             error = CorruptFileError(f"{path} has no Timestep_<n> groups: not a VPIC-IO file")
         elif verify and f.attrs.get(KERNEL_ATTR) != KERNEL_NAME:
             error = CorruptFileError(
                 f"--verify needs a file written by 'h5subfile vpic'; {path} was not"
             )
+        else:
+            try:
+                reads = [(step, name, _step_datasets(f, name)) for step, name in steps]
+            except CorruptFileError as exc:
+                error = exc
         agree(comm, error)
-        for number, (step, name) in enumerate(steps):
-            group = f[name]
-            fields = [n for n, _ in FIELDS if n in group] or sorted(group.keys())
-            for field in fields:
-                dataset = group[field]
+        for number, (step, name, datasets) in enumerate(reads):
+            for field, dataset in datasets:
                 t = time.perf_counter()
                 selection = select(pattern, dataset.shape[0], comm.size, comm.rank)
                 excluded += time.perf_counter() - t
@@ -129,7 +151,7 @@ def run_bdcats(
                         bad.append(f"{name}/{field}: {wrong} of {data.size} values differ")
                     excluded += time.perf_counter() - t
             if progress and comm.rank == 0:
-                print(f"bdcats: step {number + 1}/{len(steps)} read", file=sys.stderr, flush=True)
+                print(f"bdcats: step {number + 1}/{len(reads)} read", file=sys.stderr, flush=True)
         raw = f.stats.data_read_seconds
     observed = time.perf_counter() - started - excluded
     error = VerificationError("; ".join(bad[:5])) if bad else None

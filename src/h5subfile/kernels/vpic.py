@@ -54,7 +54,7 @@ def run_vpic(
     path: str,
     particles: int,
     steps: int,
-    comm: MPI.Comm | None = None,
+    comm: MPI.Intracomm | None = None,
     progress: bool = False,
     **plan: Any,
 ) -> Metrics:

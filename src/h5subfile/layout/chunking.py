@@ -95,12 +95,13 @@ def choose_chunks(
                     chunks[axis] = fitting
         picked = tuple(chunks)
         return ChunkChoice(picked, chunks_aligned(members, picked), True)
+    not_a_shape = f"chunks={requested!r}: expected True or a tuple of positive integers"
+    if isinstance(requested, bool):  # False: a flag, not a shape
+        raise PlanError(not_a_shape)
     try:
         given = tuple(int(n) for n in requested)
     except (TypeError, ValueError):
-        raise PlanError(
-            f"chunks={requested!r}: expected True or a tuple of positive integers"
-        ) from None
+        raise PlanError(not_a_shape) from None
     if len(given) != ndim or any(n < 1 for n in given):
         raise PlanError(
             f"chunks={requested!r}: expected {ndim} positive integer(s) for a "

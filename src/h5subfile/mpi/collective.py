@@ -27,7 +27,7 @@ def _class_for(name: str) -> type[errors.H5SubfileError]:
     cls = getattr(errors, name, None)
     if isinstance(cls, type) and issubclass(cls, errors.H5SubfileError):
         return cls
-    if name in {c.__name__ for c in (OSError, *OSError.__subclasses__())}:
+    if name in {OSError.__name__, *(c.__name__ for c in OSError.__subclasses__())}:
         return errors.RankIOError
     return errors.RankFailedError
 
@@ -145,9 +145,9 @@ def root_decides(
     ok, value = comm.scatter(answer, root=0) if per_rank else comm.bcast(answer, root=0)
     if not ok:
         name, message = value
-        exc = _class_for(name)(message)
-        exc.collective = True
-        raise exc
+        error = _class_for(name)(message)
+        error.collective = True
+        raise error
     return value
 
 
