@@ -49,60 +49,8 @@ def draw_all(result: dict[str, Any], out: str, title: str, prefix: str = "") -> 
     transfers = sorted({k[2] for k in table})
     top_ranks = ranks_all[-1]
 
-    # 1. bandwidth vs subfiling factor (the paper's Figs. 10-13)
-    factor_keys = [k for k in table if k[0].startswith("subfile k=")]
-    if factor_keys:
-        transfer = max(k[2] for k in factor_keys)
-        fig, axes = plt.subplots(1, 2, figsize=(11, 4.2))
-        for ax, access in zip(axes, ("write", "read")):
-            for ranks in ranks_all:
-                points = sorted(
-                    (int(k[0].split("k=")[1]), table[k].get(access))
-                    for k in factor_keys
-                    if k[1] == ranks and k[2] == transfer
-                )
-                points = [(x, y) for x, y in points if y is not None]
-                if points:
-                    ax.plot(*zip(*points), marker="o", label=f"{ranks} ranks")
-                    fpp = table.get(("posix -F", ranks, transfer), {}).get(access)
-                    if fpp:
-                        ax.axhline(
-                            fpp,
-                            linestyle=":",
-                            color=ax.lines[-1].get_color(),
-                            label=f"raw POSIX file per process, {ranks} ranks",
-                        )
-            ax.set_xscale("log", base=2)
-            ax.set_xlabel("subfiling factor (ranks per subfile)")
-            ax.set_ylabel(f"{access} bandwidth (MiB/s)")
-            ax.set_title(f"{access}, transfer {transfer // 1024} KiB")
-            ax.legend(fontsize=7)
-        fig.suptitle(f"{title}: bandwidth vs subfiling factor — {stamp}")
-        _save(fig, out, "bandwidth_vs_subfiling_factor.png", written)
-        plt.close(fig)
-
-    # 2. bandwidth vs transfer size (the Lustre tuning slides), at the largest rank count
-    if len(transfers) > 1:
-        fig, axes = plt.subplots(1, 2, figsize=(11, 4.2))
-        variants = sorted({k[0] for k in table if k[1] == top_ranks and "[" not in k[0]})
-        for ax, access in zip(axes, ("write", "read")):
-            for variant in variants:
-                points = [
-                    (t / 1024, table[(variant, top_ranks, t)].get(access))
-                    for t in transfers
-                    if (variant, top_ranks, t) in table
-                ]
-                points = [(x, y) for x, y in points if y is not None]
-                if len(points) > 1:
-                    ax.plot(*zip(*points), marker="o", label=variant)
-            ax.set_xscale("log", base=2)
-            ax.set_xlabel("transfer size (KiB)")
-            ax.set_ylabel(f"{access} bandwidth (MiB/s)")
-            ax.set_title(f"{access}, {top_ranks} ranks")
-            ax.legend(fontsize=7)
-        fig.suptitle(f"{title}: bandwidth vs transfer size — {stamp}")
-        _save(fig, out, "bandwidth_vs_transfer_size.png", written)
-        plt.close(fig)
+    _vs_factor(plt, table, ranks_all, out, written, title, stamp)
+    _vs_transfer(plt, table, transfers, top_ranks, out, written, title, stamp)
 
     # 3. bars per API (the CURIE study's Table 2), largest rank count and transfer size
     transfer = transfers[-1]
@@ -139,6 +87,82 @@ def draw_all(result: dict[str, Any], out: str, title: str, prefix: str = "") -> 
             f"transfer {transfer // 1024} KiB — {stamp}",
         )
     return written
+
+
+def _vs_factor(
+    plt: Any,
+    table: dict[Any, Any],
+    ranks_all: list[int],
+    out: str,
+    written: list[str],
+    title: str,
+    stamp: str,
+) -> None:
+    """Bandwidth vs subfiling factor, one line per rank count (the paper's Figs. 10-13)."""
+    factor_keys = [k for k in table if k[0].startswith("subfile k=")]
+    if factor_keys:
+        transfer = max(k[2] for k in factor_keys)
+        fig, axes = plt.subplots(1, 2, figsize=(11, 4.2))
+        for ax, access in zip(axes, ("write", "read")):
+            for ranks in ranks_all:
+                points = sorted(
+                    (int(k[0].split("k=")[1]), table[k].get(access))
+                    for k in factor_keys
+                    if k[1] == ranks and k[2] == transfer
+                )
+                points = [(x, y) for x, y in points if y is not None]
+                if points:
+                    ax.plot(*zip(*points), marker="o", label=f"{ranks} ranks")
+                    fpp = table.get(("posix -F", ranks, transfer), {}).get(access)
+                    if fpp:
+                        ax.axhline(
+                            fpp,
+                            linestyle=":",
+                            color=ax.lines[-1].get_color(),
+                            label=f"raw POSIX file per process, {ranks} ranks",
+                        )
+            ax.set_xscale("log", base=2)
+            ax.set_xlabel("subfiling factor (ranks per subfile)")
+            ax.set_ylabel(f"{access} bandwidth (MiB/s)")
+            ax.set_title(f"{access}, transfer {transfer // 1024} KiB")
+            ax.legend(fontsize=7)
+        fig.suptitle(f"{title}: bandwidth vs subfiling factor — {stamp}")
+        _save(fig, out, "bandwidth_vs_subfiling_factor.png", written)
+        plt.close(fig)
+
+
+def _vs_transfer(
+    plt: Any,
+    table: dict[Any, Any],
+    transfers: list[int],
+    top_ranks: int,
+    out: str,
+    written: list[str],
+    title: str,
+    stamp: str,
+) -> None:
+    """Bandwidth vs transfer size at the largest rank count (the Lustre tuning slides)."""
+    if len(transfers) > 1:
+        fig, axes = plt.subplots(1, 2, figsize=(11, 4.2))
+        variants = sorted({k[0] for k in table if k[1] == top_ranks and "[" not in k[0]})
+        for ax, access in zip(axes, ("write", "read")):
+            for variant in variants:
+                points = [
+                    (t / 1024, table[(variant, top_ranks, t)].get(access))
+                    for t in transfers
+                    if (variant, top_ranks, t) in table
+                ]
+                points = [(x, y) for x, y in points if y is not None]
+                if len(points) > 1:
+                    ax.plot(*zip(*points), marker="o", label=variant)
+            ax.set_xscale("log", base=2)
+            ax.set_xlabel("transfer size (KiB)")
+            ax.set_ylabel(f"{access} bandwidth (MiB/s)")
+            ax.set_title(f"{access}, {top_ranks} ranks")
+            ax.legend(fontsize=7)
+        fig.suptitle(f"{title}: bandwidth vs transfer size — {stamp}")
+        _save(fig, out, "bandwidth_vs_transfer_size.png", written)
+        plt.close(fig)
 
 
 def _romio(

@@ -28,6 +28,14 @@ def add_parser(verbs: Any) -> None:
         "itself) and write results JSON and PNG plots.",
         conflict_handler="resolve",
     )
+    _add_ior_flags(parser)
+    _add_api_flags(parser)
+    _add_output_flags(parser)
+    parser.set_defaults(run=run)
+
+
+def _add_ior_flags(parser: argparse.ArgumentParser) -> None:
+    """IOR's own options, with IOR's meanings."""
     parser.add_argument(
         "-a",
         dest="api",
@@ -75,6 +83,10 @@ def add_parser(verbs: Any) -> None:
         metavar="KEY=VALUE",
         help="MPI-IO hint (repeatable); also IOR_HINT__MPI__<key>=<value>",
     )
+
+
+def _add_api_flags(parser: argparse.ArgumentParser) -> None:
+    """Options of particular APIs (subfiling, phdf5) and the h5subfile plan."""
     parser.add_argument("--subfiles", default=None, help="subfile API: subfiles, 'node', 'rank'")
     parser.add_argument(
         "--ranks-per-subfile",
@@ -93,6 +105,10 @@ def add_parser(verbs: Any) -> None:
     )
     parser.add_argument("--no-fill", action="store_true", help="phdf5: never write fill values")
     add_plan_flags(parser, skip=OWN_FLAGS)
+
+
+def _add_output_flags(parser: argparse.ArgumentParser) -> None:
+    """What to print or write, and sweeps."""
     parser.add_argument(
         "--json",
         metavar="PATH",
@@ -106,7 +122,6 @@ def add_parser(verbs: Any) -> None:
         help="run the matrix described in FILE.toml (see docs/BENCHMARKS.md)",
     )
     parser.add_argument("--out", default=None, help="--sweep: folder for results and plots")
-    parser.set_defaults(run=run)
 
 
 def options_from(args: argparse.Namespace) -> BenchOptions:

@@ -12,6 +12,8 @@ from dataclasses import dataclass
 import numpy as np
 from mpi4py import MPI
 
+from ..io.master import MasterWriter
+from ..io.subfile import SubfileWriter
 from ..layout.blocks import Block
 from ..layout.chunking import chunk_box
 from .exchange import exchange_bytes
@@ -153,9 +155,11 @@ def _flush_leader(session: Session) -> BaseException | None:
     writing = session.writing
     assert writing is not None
     leader, root = writing.leader, writing.root
-    writer = leader.subfile if leader is not None and leader.subfile is not None else None
-    if writer is None and root is not None:
-        writer = root.master  # type: ignore[assignment]
+    writer: SubfileWriter | MasterWriter | None = None
+    if leader is not None and leader.subfile is not None:
+        writer = leader.subfile
+    elif root is not None:
+        writer = root.master  # a single-group session's chunks are in the master
     try:
         if writer is not None:
             writer.flush()

@@ -129,31 +129,9 @@ def resolve_filters(
             raise PlanError(f"compression_opts={compression_opts!r} given without a compression")
         return FilterSpec(None, None, (), shuffle, fletcher32)
     if isinstance(compression, h5py.filters.FilterRefBase):  # hdf5plugin.Zstd(...) and friends
-        name = type(compression).__name__.lower()
-        if compression_opts is not None:
-            raise PlanError(
-                f"compression_opts={compression_opts!r}: the options of a filter "
-                f"object ({type(compression).__name__}) are given to its constructor"
-            )
-        _, filter_id, options = _plugin_spec(name, compression)
-        return FilterSpec(
-            name if name in PLUGINS else f"filter-{filter_id}",
-            filter_id,
-            options,
-            shuffle,
-            fletcher32,
-        )
+        return _from_filter_object(compression, compression_opts, shuffle, fletcher32)
     if isinstance(compression, (int, np.integer)) and not isinstance(compression, bool):
-        filter_id = int(compression)
-        if filter_id == h5py.h5z.FILTER_DEFLATE:
-            return resolve_filters("gzip", compression_opts, shuffle, fletcher32)
-        if filter_id == h5py.h5z.FILTER_LZF:
-            return resolve_filters("lzf", compression_opts, shuffle, fletcher32)
-        load_plugins()
-        if not h5py.h5z.filter_avail(filter_id):
-            raise PlanError(f"compression={filter_id}: no HDF5 filter with this id is available")
-        options = () if compression_opts is None else tuple(int(v) for v in compression_opts)
-        return FilterSpec(f"filter-{filter_id}", filter_id, options, shuffle, fletcher32)
+        return _from_filter_id(int(compression), compression_opts, shuffle, fletcher32)
     if not isinstance(compression, str):
         raise PlanError(
             f"compression={compression!r}: expected a name ({', '.join(NAMES)}), "
@@ -187,6 +165,43 @@ def resolve_filters(
             f"compression={compression!r}: unknown filter; known: {', '.join(NAMES)}, "
             "or an hdf5plugin filter object"
         )
+    return _from_plugin_name(name, compression_opts, shuffle, fletcher32)
+
+
+def _from_filter_object(
+    compression: Any, compression_opts: Any, shuffle: bool, fletcher32: bool
+) -> FilterSpec:
+    """An hdf5plugin (or h5py) filter object: its options come from its constructor."""
+    name = type(compression).__name__.lower()
+    if compression_opts is not None:
+        raise PlanError(
+            f"compression_opts={compression_opts!r}: the options of a filter "
+            f"object ({type(compression).__name__}) are given to its constructor"
+        )
+    _, filter_id, options = _plugin_spec(name, compression)
+    shown = name if name in PLUGINS else f"filter-{filter_id}"
+    return FilterSpec(shown, filter_id, options, shuffle, fletcher32)
+
+
+def _from_filter_id(
+    filter_id: int, compression_opts: Any, shuffle: bool, fletcher32: bool
+) -> FilterSpec:
+    """An HDF5 filter id, with ``compression_opts`` as its cd_values."""
+    if filter_id == h5py.h5z.FILTER_DEFLATE:
+        return resolve_filters("gzip", compression_opts, shuffle, fletcher32)
+    if filter_id == h5py.h5z.FILTER_LZF:
+        return resolve_filters("lzf", compression_opts, shuffle, fletcher32)
+    load_plugins()
+    if not h5py.h5z.filter_avail(filter_id):
+        raise PlanError(f"compression={filter_id}: no HDF5 filter with this id is available")
+    options = () if compression_opts is None else tuple(int(v) for v in compression_opts)
+    return FilterSpec(f"filter-{filter_id}", filter_id, options, shuffle, fletcher32)
+
+
+def _from_plugin_name(
+    name: str, compression_opts: Any, shuffle: bool, fletcher32: bool
+) -> FilterSpec:
+    """A filter of :data:`PLUGINS` by name, with a level or a dict of its class's arguments."""
     class_name, level_keyword = PLUGINS[name]
     plugin_class = getattr(load_plugins(), class_name)
     if compression_opts is None:
