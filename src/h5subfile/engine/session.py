@@ -80,7 +80,17 @@ class Writing:
 class Session:
     """Everything one open file holds on one rank (shared by its Group/Dataset facades)."""
 
-    def __init__(self, path: str, mode: str, comm: MPI.Comm, plan: Plan, catalog: Catalog):
+    def __init__(
+        self,
+        path: str,
+        mode: str,
+        comm: MPI.Comm,
+        plan: Plan,
+        catalog: Catalog,
+        data_path: str | None = None,
+    ):
+        """``data_path``: where the master's bytes are while this session writes it (its
+        ``.partial`` copy, or the master itself)."""
         self.path = os.path.abspath(path)
         self.mode = mode
         self.comm = comm
@@ -88,7 +98,9 @@ class Session:
         self.catalog = catalog
         self.stats = IOStats()
         self.writing: Writing | None = None
-        self.reader = BoxReader(self.path, self.path, self.stats, plan.transfer_size)
+        data_path = self.path if data_path is None else data_path
+        self.reader = BoxReader(self.path, data_path, self.stats, plan.transfer_size)
+        self.reader.h5py_opener = lambda: open_shared_read(data_path)
         self.collective_depth = 0
         self.closed = False
 
@@ -175,10 +187,7 @@ def open_session(path: str, mode: str, comm: MPI.Comm, fields: dict[str, Any]) -
     catalog = checked_collective(comm, "File(path, mode, ...)", signature, scan)
     if mode == "r":
         assert catalog is not None
-        session = Session(path, mode, comm, plan, catalog)
-        data_path = session.path
-        session.reader.h5py_opener = lambda: open_shared_read(data_path)
-        return session
+        return Session(path, mode, comm, plan, catalog)
     return _begin_writing(path, mode, comm, plan)
 
 
@@ -207,7 +216,7 @@ def _begin_writing(path: str, mode: str, comm: MPI.Comm, plan: Plan) -> Session:
         return master.catalog, master.session.id, master.data_path
 
     catalog, number, data_path = root_only(comm, begin)
-    session = Session(path, mode, comm, plan, catalog)
+    session = Session(path, mode, comm, plan, catalog, data_path)
     writing = Writing(grouping, number, FilePool(True, session.stats, plan.transfer_size))
     if masters:
         writing.root = RootRole(masters[0])
@@ -216,11 +225,8 @@ def _begin_writing(path: str, mode: str, comm: MPI.Comm, plan: Plan) -> Session:
         subfile = resolve_inside(path, subfile_relpath(path, number, group))
         writing.leader = LeaderRole(subfile, plan.alignment)
     session.writing = writing
-    session.reader = BoxReader(path, data_path, session.stats, plan.transfer_size)
-    if writing.root is not None:
+    if writing.root is not None:  # rank 0 reads the master through its own handle
         master_h5 = writing.root.master.h5
         session.reader.h5py_opener = lambda: master_h5
         session.reader.writer_files[data_path] = master_h5
-    else:
-        session.reader.h5py_opener = lambda: open_shared_read(data_path)
     return session
