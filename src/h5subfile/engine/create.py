@@ -341,7 +341,7 @@ def create_sources(
                 writer: Any = writing.root.master
             else:
                 new = writing.leader.subfile is None
-                writer = writing.leader.open_subfile()
+                writer = writing.leader.open_subfile(session.reader.paths)
                 if new:
                     session.reader.writer_files[writer.path] = writer.h5
             if task.chunks is None:

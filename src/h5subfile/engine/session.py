@@ -30,7 +30,7 @@ from ..io.posix import FilePool, IOStats
 from ..io.subfile import SubfileWriter
 from ..layout.catalog import Catalog, NodeInfo
 from ..layout.grouping import Grouping, plan_groups
-from ..layout.names import resolve_inside, subfile_relpath
+from ..layout.names import SourcePaths, subfile_relpath
 from ..mpi.collective import agree, checked_collective, root_only
 from ..mpi.nodes import node_of_ranks
 from ..plan import READ_FIELDS, Plan
@@ -50,14 +50,15 @@ class RootRole:
 class LeaderRole:
     """A group's leader in a write session: it creates its subfile's datasets."""
 
-    path: str  # the subfile (absolute)
+    relpath: str  # the subfile, relative to the master's folder (as recorded)
     alignment: int | None
     subfile: SubfileWriter | None = None  # created with the first source dataset
     chunk_sinks: dict[str, h5py.Dataset] = field(default_factory=dict)  # chunked, by name
 
-    def open_subfile(self) -> SubfileWriter:
+    def open_subfile(self, paths: SourcePaths) -> SubfileWriter:
+        """The subfile, created on first use (inside a step whose errors are agreed)."""
         if self.subfile is None:
-            self.subfile = SubfileWriter(self.path, self.alignment)
+            self.subfile = SubfileWriter(paths.resolve(self.relpath), self.alignment)
         return self.subfile
 
 
@@ -222,8 +223,7 @@ def _begin_writing(path: str, mode: str, comm: MPI.Comm, plan: Plan) -> Session:
         writing.root = RootRole(masters[0])
     group = grouping.group_of_rank[comm.rank]
     if grouping.leaders[group] == comm.rank:
-        subfile = resolve_inside(path, subfile_relpath(path, number, group))
-        writing.leader = LeaderRole(subfile, plan.alignment)
+        writing.leader = LeaderRole(subfile_relpath(path, number, group), plan.alignment)
     session.writing = writing
     if writing.root is not None:  # rank 0 reads the master through its own handle
         master_h5 = writing.root.master.h5

@@ -63,7 +63,7 @@ def describe_storage(layout: DatasetLayout) -> str:
     if not layout.extents:
         return "unwritten (fill values)"
     files = {e.file for e in layout.extents}
-    if all(e.file == "" for e in layout.extents):
+    if all(names_master(e.file) for e in layout.extents):
         where = "in the master"
     else:
         where = f"virtual: {len(layout.extents)} extent(s) in {len(files)} subfile(s)"

@@ -29,13 +29,18 @@ def partial_path(master_path: str) -> str:
     return master_path + ".partial"
 
 
+def names_master(relpath: str) -> bool:
+    """Whether a recorded source path names the master itself (``""`` or ``"."``)."""
+    return relpath in ("", ".")
+
+
 def resolve_inside(master_path: str, relpath: str) -> str:
     """Absolute path of ``relpath`` (relative to the master's folder), refusing escapes.
 
     ``""`` and ``"."`` name the master itself. Absolute paths and paths leaving the master's
     folder (``..``, symlinked folders) raise :class:`UnsafePathError`.
     """
-    if relpath in ("", "."):
+    if names_master(relpath):
         return os.path.abspath(master_path)
     base = os.path.realpath(os.path.dirname(os.path.abspath(master_path)))
     if os.path.isabs(relpath):
@@ -49,11 +54,6 @@ def resolve_inside(master_path: str, relpath: str) -> str:
             f"source path {relpath!r} in {master_path} escapes the master's folder {base}"
         )
     return target
-
-
-def names_master(relpath: str) -> bool:
-    """Whether a recorded source path names the master itself (``""`` or ``"."``)."""
-    return relpath in ("", ".")
 
 
 class SourcePaths:
