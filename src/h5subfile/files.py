@@ -24,7 +24,7 @@ from mpi4py import MPI
 from .engine import commit, create, structure, transfer
 from .engine import read as reads
 from .engine.messages import WHOLE_BLOCK, DatasetRequest, WriteRequest
-from .engine.session import MODES, Session, open_session
+from .engine.session import Session, open_session
 from .errors import (
     DataShapeError,
     H5SubfileError,
@@ -39,7 +39,7 @@ from .layout.grouping import Grouping
 from .layout.record import DatasetLayout
 from .plan import Plan
 
-__all__ = ["MODES", "AttributeManager", "Dataset", "File", "Group"]
+__all__ = ["AttributeManager", "Dataset", "File", "Group"]
 
 
 def _join(base: str, name: str) -> str:

@@ -9,7 +9,7 @@ datasets. :func:`plan_creation` is pure: it reads the catalogue and the requests
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -155,7 +155,7 @@ def _place(
     path: str,
     requests: Sequence[DatasetRequest],
     grouping: Grouping,
-    session_files: Any,
+    session_files: Callable[[int], str],
     chunk_bytes: int,
 ) -> _Placed:
     """Check the blocks of one dataset and plan its extents (and chunks)."""
@@ -183,7 +183,8 @@ def _place(
         choice = choose_chunks(
             shape, first.dtype.itemsize, members, first.storage.chunks, chunk_bytes
         )
-    extents, within = [], dict[int, int]()
+    extents: list[StoredExtent] = []
+    within: dict[int, int] = {}  # extents of each group so far: the k-th is named path@k
     for box, group, extent_ranks in zip(boxes, groups, ranks):
         k = within[group] = within.get(group, -1) + 1
         file, name = ("", path) if in_master else (session_files(group), source_name(path, k))
@@ -207,7 +208,7 @@ def plan_creation(
     catalog: Catalog,
     grouping: Grouping,
     plan: Plan,
-    session_files: Any,
+    session_files: Callable[[int], str],
     gathered: list[list[DatasetRequest] | None],
 ) -> CreationPlan:
     """Rank 0: check the ranks' requests, place the blocks, plan extents and leader tasks.
