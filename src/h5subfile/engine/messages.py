@@ -9,14 +9,15 @@ The dataset-creation protocol (:mod:`.create`) runs in four steps, each a messag
 3. leaders create their sources and send rank 0 the byte offsets (:data:`SourceOffsets`);
 4. rank 0 publishes the master and broadcasts what every rank learns of the new datasets.
 
-Each rank then holds a :class:`WriteTarget` per dataset: where its bytes go.
+Each rank then holds a :class:`WriteTarget` per dataset: where its bytes go. A write is a
+:class:`WriteRequest`, checked into a :class:`PreparedWrite` and moved by its :class:`Transfer`.
 """
 
 from __future__ import annotations
 
 import enum
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -180,19 +181,19 @@ class _WholeBlock:
 WHOLE_BLOCK: Any = _WholeBlock()
 
 
-@dataclass(frozen=True)
-class WriteRequest:
+class WriteRequest(NamedTuple):
     """One rank's write to one dataset: ``data`` for ``selection`` (a box inside its block, in
-    numpy/h5py index form) or for its whole block."""
+    numpy/h5py index form) or for its whole block. Local to the rank (a named tuple: it is
+    made on every ``dset[box] = data``, where a few microseconds count)."""
 
     path: str
     data: Any
     selection: Any = WHOLE_BLOCK
 
 
-@dataclass(frozen=True)
-class PreparedWrite:
-    """A validated write: C-contiguous ``data`` of the dataset's dtype, shaped like ``box``."""
+class PreparedWrite(NamedTuple):
+    """A validated write: C-contiguous ``data`` of the dataset's dtype, shaped like ``box``
+    (local to the rank, like :class:`WriteRequest`)."""
 
     path: str
     target: WriteTarget

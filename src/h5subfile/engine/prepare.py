@@ -100,5 +100,5 @@ def _check_inside(target: Any, box: Block, rank: int, path: str) -> None:
                 "with create_dataset(..., block=...) first"
             )
         return
-    if box.size and target.block.intersect(box) != box:
+    if not target.block.contains(box):
         raise SelectionError(f"rank {rank}: {box} is not inside its block {target.block} of {path}")

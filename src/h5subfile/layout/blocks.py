@@ -39,6 +39,15 @@ class Block:
         """This box with its corner measured from ``origin`` (e.g. an extent's corner)."""
         return Block(tuple(s - o for s, o in zip(self.start, origin)), self.count)
 
+    def contains(self, other: Block) -> bool:
+        """Whether the box ``other`` lies inside this one (an empty box always does)."""
+        if 0 in other.count:
+            return True
+        return all(
+            lo <= s and s + c <= lo + n
+            for lo, n, s, c in zip(self.start, self.count, other.start, other.count)
+        )
+
     def intersect(self, other: Block) -> Block | None:
         """The common box of two blocks, or None when they do not meet."""
         start = tuple(max(a, b) for a, b in zip(self.start, other.start))

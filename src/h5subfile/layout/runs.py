@@ -61,6 +61,17 @@ def box_runs(extent: Block, common: Block, buffer: Block, itemsize: int) -> list
     one contiguous range on both sides (a rank's block in a subfile always is).
     """
     count = common.count
+    if count[1:] == extent.count[1:] == buffer.count[1:] and count:  # whole rows: one run
+        row = math.prod(count[1:]) * itemsize
+        if count[0] == 0 or row == 0:
+            return []
+        return [
+            (
+                (common.start[0] - extent.start[0]) * row,
+                (common.start[0] - buffer.start[0]) * row,
+                count[0] * row,
+            )
+        ]
     if math.prod(count) == 0:
         return []
     at_file = common.relative_to(extent.start).start
