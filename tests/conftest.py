@@ -39,19 +39,39 @@ APPEND = "test_roundtrip.py::test_append_from_another_rank_count"
 READ = (
     "test_roundtrip.py::test_read_back_bit_for_bit",
     "test_storage.py::test_every_filter_and_chunk_shape_reads_back",
+    "test_plain_files.py",
 )
 #: In order. The round-trip files are written with 1-4 ranks, appended to with 2 ranks (the
 #: files of 1 and 3 writers) and 3 ranks (2 and 4 writers), then read with 1-5 ranks; the storage
 #: files are written with 4 ranks and read with 1-5. Self-contained modules share these jobs.
 STAGES = (
     Stage("write-1", 1, (WRITE,)),
-    Stage("write-3", 3, (WRITE, "test_bad_input.py")),
+    Stage(
+        "write-3",
+        3,
+        (WRITE, "test_bad_input.py", "test_independent_writes.py", "test_mpiio_hints.py"),
+    ),
     Stage(
         "write-4",
         4,
-        (WRITE, "test_storage.py::test_write", "test_storage.py::test_write_aggregated"),
+        (
+            WRITE,
+            "test_storage.py::test_write",
+            "test_storage.py::test_write_aggregated",
+            "test_independent_writes.py",
+        ),
     ),
-    Stage("write-append-2", 2, (WRITE, f"{APPEND}[in-place]")),
+    Stage(
+        "write-append-2",
+        2,
+        (
+            WRITE,
+            f"{APPEND}[in-place]",
+            "test_independent_writes.py",
+            "test_damage.py",
+            "test_mpiio_hints.py",
+        ),
+    ),
     Stage(
         "append-read-3",
         3,
@@ -60,6 +80,7 @@ STAGES = (
             *READ,
             "test_storage.py::test_two_phase_reads",
             "test_storage.py::test_every_aggregator_count_writes_the_same_bytes",
+            "test_damage.py",
         ),
     ),
     Stage("read-1", 1, READ),
