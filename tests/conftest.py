@@ -1,11 +1,18 @@
-"""Shared test helpers: running scripts under mpiexec with a timeout."""
+"""Shared test helpers: running multi-rank pytest modules and scripts under mpiexec with a timeout.
+
+The multi-rank tests are pytest modules in tests/mpi, run under ``mpiexec -n N python -m mpi4py
+-m pytest`` by :func:`run_mpi_pytest`; the jobs of one suite run (``STAGES``) share a data folder,
+so that files written with one rank count are read with others. They are never collected here.
+"""
 
 from __future__ import annotations
 
 import os
+import shlex
 import signal
 import subprocess
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -13,6 +20,213 @@ import pytest
 ROOT = Path(__file__).resolve().parent
 SCRIPTS = ROOT / "mpi"
 MPIEXEC = Path(sys.executable).parent / "mpiexec"
+
+collect_ignore = ["mpi"]  # multi-rank modules: run under mpiexec (test_mpi.py), not in this process
+
+
+@dataclass(frozen=True)
+class Stage:
+    """One mpiexec job of the suite: pytest node ids (relative to tests/mpi) run on ``ranks``."""
+
+    name: str
+    ranks: int
+    tests: tuple[str, ...]
+
+
+WRITE = "test_roundtrip.py::test_write"
+APPEND = "test_roundtrip.py::test_append_from_another_rank_count"
+#: Every reader rank count, once every file is written.
+READ = (
+    "test_roundtrip.py::test_read_back_bit_for_bit",
+    "test_storage.py::test_every_filter_and_chunk_shape_reads_back",
+    "test_plain_files.py",
+)
+#: In order. The round-trip files are written with 1-4 ranks, appended to with 2 ranks (the
+#: files of 1 and 3 writers) and 3 ranks (2 and 4 writers), then read with 1-5 ranks; the storage
+#: files are written with 4 ranks and read with 1-5. Self-contained modules share these jobs.
+STAGES = (
+    Stage("write-1", 1, (WRITE,)),
+    Stage(
+        "write-3",
+        3,
+        (WRITE, "test_bad_input.py", "test_independent_writes.py", "test_mpiio_hints.py"),
+    ),
+    Stage(
+        "write-4",
+        4,
+        (
+            WRITE,
+            "test_storage.py::test_write",
+            "test_storage.py::test_write_aggregated",
+            "test_independent_writes.py",
+        ),
+    ),
+    Stage(
+        "write-append-2",
+        2,
+        (
+            WRITE,
+            f"{APPEND}[in-place]",
+            "test_independent_writes.py",
+            "test_damage.py",
+            "test_mpiio_hints.py",
+        ),
+    ),
+    Stage(
+        "append-read-3",
+        3,
+        (
+            f"{APPEND}[replace]",
+            *READ,
+            "test_storage.py::test_two_phase_reads",
+            "test_storage.py::test_every_aggregator_count_writes_the_same_bytes",
+            "test_damage.py",
+        ),
+    ),
+    Stage("read-1", 1, READ),
+    Stage("read-2", 2, READ),
+    Stage("read-4", 4, READ),
+    Stage("read-5", 5, READ),
+)
+
+
+@dataclass
+class MpiRun:
+    """What one mpiexec job of pytest did: its status (None: killed after the timeout), each
+    rank's stdout and stderr, and mpiexec's own output."""
+
+    command: list[str]
+    status: int | None
+    timeout: float
+    logs: Path
+    launcher: str
+
+    @property
+    def rerun(self) -> str:
+        """The same job by hand, from the repository root, output on the terminal."""
+        ranks = self.command[self.command.index("-n") + 1]
+        pytest_args = self.command[self.command.index("pytest") + 1 :]
+        kept = [a for a in pytest_args if not a.startswith(("--basetemp", "--mpi-test-timeout"))]
+        return shlex.join(
+            [str(MPIEXEC), "-n", ranks, sys.executable, "-m", "mpi4py", "-m", "pytest", *kept]
+        )
+
+    @property
+    def ok(self) -> bool:
+        return self.status == 0
+
+    def output(self, rank: int, stream: str = "out") -> str:
+        path = self.logs / f"{stream}.{rank}"
+        return path.read_text(errors="replace") if path.exists() else ""
+
+    def report(self) -> str:
+        """Rank 0's pytest report of the failing tests (every failing rank's report is in it);
+        when the job ended otherwise (a crash, or hung until the test timeout or the job's),
+        the end of every rank's output."""
+        ranks = len(list(self.logs.glob("out.*")))
+        head = (
+            f"killed after {self.timeout:.0f} s" if self.status is None else f"status {self.status}"
+        )
+        lines = [f"{ranks} rank(s), {head}; rerun: {self.rerun}"]
+        out = self.output(0)
+        for marker in ("= ERRORS =", "= FAILURES =", "= short test summary info ="):
+            if marker in out:
+                return "\n".join([*lines, out[out.rfind("\n", 0, out.index(marker)) + 1 :]])
+        for rank in range(ranks):
+            for stream in ("out", "err"):
+                text = self.output(rank, stream).strip()
+                if text:
+                    lines += [f"--- rank {rank} std{stream} (end)", text[-3000:]]
+        if self.launcher.strip():
+            lines += ["--- mpiexec", self.launcher.strip()[-3000:]]
+        return "\n".join(lines)
+
+
+def run_mpi_pytest(
+    ranks: int,
+    tests: tuple[str, ...] | list[str],
+    folder: Path,
+    data: Path,
+    timeout: float = 300,
+    test_timeout: float = 120,
+) -> MpiRun:
+    """Run pytest node ids of tests/mpi on ``ranks`` ranks (``python -m mpi4py -m pytest``), with
+    ``data`` as the folder shared between jobs, each rank's output in ``folder``/logs, and the
+    whole job killed after ``timeout`` seconds; a single test taking ``test_timeout`` seconds
+    makes every rank dump its stack and exit."""
+    logs = folder / "logs"
+    logs.mkdir(parents=True)
+    command = [
+        str(MPIEXEC),
+        "-n",
+        str(ranks),
+        "-outfile-pattern",
+        f"{logs}/out.%r",
+        "-errfile-pattern",
+        f"{logs}/err.%r",
+        sys.executable,
+        "-m",
+        "mpi4py",
+        "-m",
+        "pytest",
+        "-q",
+        "-p",
+        "no:cacheprovider",
+        f"--basetemp={folder / 'tmp'}",
+        f"--mpi-data={data}",
+        f"--mpi-test-timeout={test_timeout:g}",
+        *(f"tests/mpi/{test}" for test in tests),
+    ]
+    # Only pytest's own plugins (hypothesis' costs ~1 s per rank); output as it is written, so
+    # that a job that is killed or aborted still shows where it was.
+    env = dict(os.environ, PYTEST_DISABLE_PLUGIN_AUTOLOAD="1", PYTHONUNBUFFERED="1")
+    process = subprocess.Popen(
+        command,
+        cwd=ROOT.parent,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        env=env,
+        start_new_session=True,
+    )
+    try:
+        launcher, _ = process.communicate(timeout=timeout)
+        status = process.returncode
+    except subprocess.TimeoutExpired:
+        os.killpg(process.pid, signal.SIGKILL)
+        launcher, _ = process.communicate()
+        status = None
+    return MpiRun(command, status, timeout, logs, launcher)
+
+
+class Stages:
+    """The suite's mpiexec jobs, each run once per session, in order: a job runs after every
+    job before it in ``STAGES`` (whose files it may read)."""
+
+    def __init__(self, folder: Path) -> None:
+        self.folder = folder
+        self.data = folder / "data"
+        self.runs: dict[str, MpiRun] = {}
+
+    def run(self, name: str) -> MpiRun:
+        for stage in STAGES:
+            if stage.name not in self.runs:
+                folder = self.folder / stage.name
+                self.runs[stage.name] = run_mpi_pytest(stage.ranks, stage.tests, folder, self.data)
+            if stage.name == name:
+                return self.runs[name]
+        raise KeyError(name)
+
+    def data_after(self, name: str) -> Path:
+        """The data folder once stage ``name`` ran (whether its tests passed is test_mpi.py's
+        to say)."""
+        self.run(name)
+        return self.data
+
+
+@pytest.fixture(scope="session")
+def mpi_stages(tmp_path_factory: pytest.TempPathFactory) -> Stages:
+    return Stages(tmp_path_factory.mktemp("mpi"))
 
 
 def run_mpi(
@@ -23,8 +237,9 @@ def run_mpi(
     env: dict[str, str] | None = None,
     check: bool = True,
 ) -> subprocess.CompletedProcess[str]:
-    """Run ``tests/mpi/<script>`` on ``ranks`` ranks under ``python -m mpi4py`` (a failing rank
-    aborts the job), killing the whole job after ``timeout`` seconds so nothing can hang."""
+    """Run the script ``tests/mpi/<script>`` (a job whose effects a test examines from outside:
+    a crash, peak memory) on ``ranks`` ranks under ``python -m mpi4py`` (a failing rank aborts
+    the job), killing the whole job after ``timeout`` seconds so nothing can hang."""
     command = [
         str(MPIEXEC),
         "-n",

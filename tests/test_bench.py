@@ -14,7 +14,7 @@ import h5py
 import numpy as np
 import pytest
 
-from conftest import ROOT, run_cli, run_mpi
+from conftest import ROOT, run_cli
 from h5subfile.bench import pattern
 from h5subfile.bench.options import ROMIO9, BenchOptionError, BenchOptions, parse_hints
 from h5subfile.bench.report import SUMMARY_HEADER, TABLE_HEADER
@@ -66,21 +66,6 @@ def test_sweep_expansion() -> None:
     assert count("mpiio", 4) == 2 * 2 * 2 * 10  # transfers x fpp x collective x (none + 9)
     assert count("subfile", 2) == 2 * 2  # factor 4 > 2 ranks is skipped
     assert count("subfile", 4) == 2 * 3
-
-
-def test_mpiio_hints_reach_the_file(tmp_path: Path) -> None:
-    out = run_mpi(
-        2,
-        "hints.py",
-        tmp_path / "h.dat",
-        "cb_buffer_size=8388608",
-        "romio_cb_write=enable",
-        env={"IOR_HINT__MPI__romio_ds_write": "disable"},
-    )
-    hints = json.loads(out.stdout.strip().splitlines()[-1])
-    assert hints["cb_buffer_size"] == "8388608"
-    assert hints["romio_cb_write"] == "enable"
-    assert hints["romio_ds_write"] == "disable"
 
 
 def expected_transfer(writer: int, segment: int, index: int) -> np.ndarray:
@@ -381,19 +366,3 @@ def test_sweep_writes_results_and_plots(tmp_path: Path) -> None:
         data = (out / name).read_bytes()
         assert data[:8] == b"\x89PNG\r\n\x1a\n" and len(data) > 10_000, name
     assert not shutil.which("nonexistent-tool")  # the sweep needs no extra tools
-
-
-def test_independent_partial_writes_and_read_direct(tmp_path: Path) -> None:
-    """The API the benchmark relies on: dset[box] = data pieces, read_direct, create_datasets."""
-    reports = json.loads(run_mpi(3, "partial_writes.py", tmp_path).stdout.strip().splitlines()[-1])
-    for rank, report in enumerate(reports):
-        assert report["outside_block"][0] == "SelectionError"
-        assert f"rank {rank}" in report["outside_block"][1]
-        assert "is not inside its block" in report["outside_block"][1]
-        assert report["strided_write"][0] == "SelectionError"
-        assert report["wrong_shape"][0] == "DataShapeError"
-        # every rank wrote only 4 of its 10 line elements: close publishes, then says so
-        assert report["close"][0] == "IncompleteFileError"
-        assert "/line (ranks 0, 1, 2)" in report["close"][1] and "/grid" not in report["close"][1]
-        assert report["grid_ok"] and report["read_direct_ok"] and report["read_direct_column_ok"]
-        assert report["line"][0] == "IncompleteFileError"

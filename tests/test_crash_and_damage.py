@@ -1,5 +1,7 @@
-"""A job killed mid-append never damages what earlier closes completed; unfinished, missing,
-truncated or escaping pieces give clear errors naming them, identically on every rank."""
+"""A job killed mid-append never damages what earlier closes completed; unfinished pieces give
+clear errors naming them, identically on every rank (probed by separate jobs before and after the
+crash). Missing, truncated and escaping pieces: tests/mpi/test_damage.py; info names a missing
+subfile here."""
 
 from __future__ import annotations
 
@@ -8,7 +10,6 @@ import subprocess
 import sys
 from pathlib import Path
 
-import h5py
 import pytest
 
 from conftest import run_cli, run_mpi
@@ -75,40 +76,11 @@ def test_killed_first_write_is_reported_as_never_completed(tmp_path: Path) -> No
     assert "was never completed" in message
 
 
-def test_missing_subfile_is_named(tmp_path: Path) -> None:
+def test_info_names_a_missing_subfile(tmp_path: Path) -> None:
     path = tmp_path / "run.h5"
     write_base(path)
     (tmp_path / "run.subfiles" / "s0-00001.h5").unlink()
-    report = probe(path, "/Timestep_0/x")
-    kind, message = report["/Timestep_0/x"]
-    assert kind == "MissingFileError"
-    assert "run.subfiles/s0-00001.h5" in message
-    assert any("s0-00001.h5" in p for p in report["problems"])
     info = subprocess.run(
         [sys.executable, "-m", "h5subfile", "info", str(path)], capture_output=True, text=True
     )
     assert info.returncode == 1 and "MISSING" in info.stdout
-
-
-def test_truncated_subfile_is_named(tmp_path: Path) -> None:
-    path = tmp_path / "run.h5"
-    write_base(path)
-    subfile = tmp_path / "run.subfiles" / "s0-00000.h5"
-    with open(subfile, "r+b") as handle:
-        handle.truncate(subfile.stat().st_size // 2)
-    kind, message = probe(path, "/Timestep_1/px")["/Timestep_1/px"]
-    assert kind == "TruncatedFileError"
-    assert "s0-00000.h5" in message and "truncated" in message
-
-
-@pytest.mark.parametrize("evil", ["../outside.h5", "/etc/passwd", "run.subfiles/../../x.h5"])
-def test_escaping_source_path_is_refused(tmp_path: Path, evil: str) -> None:
-    path = tmp_path / "run.h5"
-    write_base(path)
-    with h5py.File(path, "r+") as f:
-        record = json.loads(f["Timestep_0/x"].attrs["h5subfile.layout"])
-        record["extents"][0]["file"] = evil
-        f["Timestep_0/x"].attrs["h5subfile.layout"] = json.dumps(record)
-    kind, message = probe(path, "/Timestep_0/x")["/Timestep_0/x"]
-    assert kind == "UnsafePathError"
-    assert evil in message

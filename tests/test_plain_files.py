@@ -1,5 +1,6 @@
 """Files written by anything else (here plain h5py, laid out like h5bench's VPIC-IO) are read
-the same way: any rank count, BD-CATS-IO kernel, info."""
+the same way: by the BD-CATS-IO kernel and info here, with any rank count in
+tests/mpi/test_plain_files.py."""
 
 from __future__ import annotations
 
@@ -10,39 +11,17 @@ from pathlib import Path
 
 import pytest
 
-from conftest import run_cli, run_mpi, run_python
+from conftest import SCRIPTS, run_cli, run_python
 
-WRITE_PLAIN = """
-import h5py, numpy as np, sys
-with h5py.File(sys.argv[1], 'w') as f:
-    f.attrs['creator'] = 'plain h5py'
-    for step in range(2):
-        g = f.create_group(f'Timestep_{step}')
-        for name in ('x', 'y', 'z', 'px', 'py', 'pz', 'id_1', 'id_2'):
-            dtype = 'i4' if name == 'id_1' else 'f4'
-            g.create_dataset(name, data=np.arange(1001, dtype=dtype))
-    f.create_dataset('chunked', data=np.arange(200).reshape(20, 10), chunks=(4, 5),
-                     compression='gzip', shuffle=True)
-    dcpl = h5py.h5p.create(h5py.h5p.DATASET_CREATE)
-    dcpl.set_layout(h5py.h5d.COMPACT)
-    h5py.h5d.create(f.id, b'compact', h5py.h5t.STD_I16LE, h5py.h5s.create_simple((5,)), dcpl=dcpl)
-    f['compact'][...] = np.arange(5, dtype='i2')
-    f['scalar'] = 42.5
-    f['strings'] = np.array(['a', 'bc'], dtype=h5py.string_dtype())
-"""
+WRITE_PLAIN = "import sys; sys.path.insert(0, sys.argv[2]); from common import write_plain; write_plain(sys.argv[1])"
 
 
 @pytest.fixture(scope="module")
 def plain(tmp_path_factory: pytest.TempPathFactory) -> Path:
     path = tmp_path_factory.mktemp("plain") / "h5bench_like.h5"
-    result = run_python(WRITE_PLAIN, str(path))
+    result = run_python(WRITE_PLAIN, str(path), str(SCRIPTS))
     assert result.returncode == 0, result.stderr
     return path
-
-
-@pytest.mark.parametrize("readers", [1, 3])
-def test_plain_file_read_with_any_rank_count(plain: Path, readers: int) -> None:
-    assert run_mpi(readers, "read_plain.py", plain).stdout.strip() == "ok"
 
 
 def test_bdcats_reads_plain_vpic_layout(plain: Path) -> None:

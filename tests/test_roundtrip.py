@@ -1,9 +1,10 @@
-"""Round trips: 1-4 writers with every grouping, appends from other rank counts (both commit
-strategies), 1-5 readers, bit-for-bit; and the same files read by plain h5py, h5dump, h5repack."""
+"""Round trips: the files that 1-4 writers with every grouping and appends from other rank counts
+(both commit strategies) left, read back bit for bit by 1-5 readers in tests/mpi/test_roundtrip.py
+(stages of tests/test_mpi.py), are what they should be, and plain h5py, h5dump and h5repack read
+them."""
 
 from __future__ import annotations
 
-import glob
 import shutil
 import subprocess
 import sys
@@ -12,30 +13,16 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from conftest import ROOT, SCRIPTS, run_mpi
+from conftest import ROOT, SCRIPTS, Stages
 
 sys.path.insert(0, str(SCRIPTS))
 from common import expected  # noqa: E402
 
-NODE_ENV = {"H5SUBFILE_RANKS_PER_NODE": "2"}
-
 
 @pytest.fixture(scope="module")
-def matrix(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    folder = tmp_path_factory.mktemp("matrix")
-    for writers in (1, 2, 3, 4):
-        run_mpi(writers, "write_matrix.py", folder, env=NODE_ENV)
-    # A restarted job on another rank count appends a group: the atomic (copy + rename) commit...
-    run_mpi(3, "append.py", "2", *sorted(glob.glob(f"{folder}/w[24]_*.h5")))
-    # ...and the in-place commit used for masters that hold a lot of raw data.
-    run_mpi(
-        2,
-        "append.py",
-        "rank",
-        *sorted(glob.glob(f"{folder}/w[13]_*.h5")),
-        env={"H5SUBFILE_MASTER_COPY_LIMIT": "0"},
-    )
-    return folder
+def matrix(mpi_stages: Stages) -> Path:
+    """Written with 1-4 ranks and appended to with 3 and 2 ranks by tests/mpi/test_roundtrip.py."""
+    return mpi_stages.data_after("append-read-3") / "matrix"
 
 
 def test_matrix_has_every_layout(matrix: Path) -> None:
@@ -60,12 +47,6 @@ def test_matrix_has_every_layout(matrix: Path) -> None:
     assert sessions("w3_two.h5")[1]["commit"] == "in-place"
     assert all(s["closed"] for s in sessions("w3_two.h5"))
     assert not list(matrix.glob("*.partial"))
-
-
-@pytest.mark.parametrize("readers", [1, 2, 3, 4, 5])
-def test_read_with_any_rank_count(matrix: Path, readers: int) -> None:
-    out = run_mpi(readers, "read_matrix.py", matrix).stdout
-    assert "checked" in out
 
 
 def test_plain_h5py_reads_everything(matrix: Path) -> None:

@@ -30,4 +30,5 @@ for path in sorted(glob.glob(f"{sys.argv[1]}/*.h5")):
             assert same(f[name]["x"][...], expected(f"/{name}/x", f[name]["x"].shape, "f8"))
             count += 1
 assert "h5subfile" not in sys.modules
+assert count, f"no *.h5 in {sys.argv[1]}"
 print(f"plain h5py checked {count} datasets")

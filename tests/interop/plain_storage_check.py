@@ -28,4 +28,5 @@ for path in sorted(glob.glob(f"{sys.argv[1]}/storage_*.h5")):
             mask[tuple(slice(c, c + k) for c, k in zip(corner, shape))] = True
         assert np.array_equal(d[...], np.where(mask, want, 0)), path
         count += 1
+assert count, f"no storage_*.h5 in {sys.argv[1]}"
 print(f"plain h5py checked {count}")

@@ -1,5 +1,6 @@
-"""What the MPI round-trip scripts write and check: datasets whose every value is a known function
-of (name, shape, dtype), written with many decompositions, so that any reader can verify them."""
+"""What the multi-rank round-trip tests write and check: datasets whose every value is a known
+function of (name, shape, dtype), written with many decompositions, so that any reader can verify
+them; and a file written by plain h5py."""
 
 from __future__ import annotations
 
@@ -106,3 +107,31 @@ def same(a: np.ndarray, b: np.ndarray) -> bool:
     if a.dtype.kind == "f" and a.dtype.itemsize > 8:  # x86 long double: 6 bytes of padding
         return bool(np.array_equal(a, b, equal_nan=True))
     return a.tobytes() == b.tobytes()
+
+
+def write_plain(path: str) -> None:
+    """A file written by plain h5py (not h5subfile), laid out like h5bench's VPIC-IO, with
+    chunked/compressed, compact, scalar and variable-length datasets too."""
+    import h5py
+
+    with h5py.File(path, "w") as f:
+        f.attrs["creator"] = "plain h5py"
+        for step in range(2):
+            g = f.create_group(f"Timestep_{step}")
+            for name in ("x", "y", "z", "px", "py", "pz", "id_1", "id_2"):
+                dtype = "i4" if name == "id_1" else "f4"
+                g.create_dataset(name, data=np.arange(1001, dtype=dtype))
+        f.create_dataset(
+            "chunked",
+            data=np.arange(200).reshape(20, 10),
+            chunks=(4, 5),
+            compression="gzip",
+            shuffle=True,
+        )
+        dcpl = h5py.h5p.create(h5py.h5p.DATASET_CREATE)
+        dcpl.set_layout(h5py.h5d.COMPACT)
+        space = h5py.h5s.create_simple((5,))
+        h5py.h5d.create(f.id, b"compact", h5py.h5t.STD_I16LE, space, dcpl=dcpl)
+        f["compact"][...] = np.arange(5, dtype="i2")
+        f["scalar"] = 42.5
+        f["strings"] = np.array(["a", "bc"], dtype=h5py.string_dtype())

@@ -1,0 +1,20 @@
+"""The exception hierarchy: every h5subfile error is an H5SubfileError and also the built-in
+users would catch. (That each is raised clearly and identically on every rank is tested in
+tests/mpi/test_bad_input.py.)"""
+
+from __future__ import annotations
+
+
+def test_errors_subclass_builtins() -> None:
+    import h5subfile as hs
+
+    assert issubclass(hs.BlockError, ValueError)
+    assert issubclass(hs.MissingFileError, FileNotFoundError)
+    assert issubclass(hs.TruncatedFileError, OSError)
+    assert issubclass(hs.ObjectNotFoundError, KeyError)
+    assert issubclass(hs.SelectionError, IndexError)
+    assert all(
+        issubclass(getattr(hs, n), hs.H5SubfileError)
+        for n in hs.__all__
+        if n.endswith("Error") and n != "H5SubfileError"
+    )
