@@ -14,7 +14,6 @@ from __future__ import annotations
 import dataclasses
 import os
 import posixpath
-import warnings
 from collections.abc import Iterator, Mapping, MutableMapping, Sequence
 from typing import Any
 
@@ -24,7 +23,7 @@ from mpi4py import MPI
 from .engine import commit, create, structure, transfer
 from .engine import read as reads
 from .engine.messages import WHOLE_BLOCK, DatasetRequest, WriteRequest
-from .engine.session import Session, open_session
+from .engine.session import Session, open_session, warn_problems
 from .errors import (
     DataShapeError,
     H5SubfileError,
@@ -170,6 +169,8 @@ class Group(_Object):
         return None
 
     def __repr__(self) -> str:
+        if self._session.closed:
+            return f"<Closed h5subfile.Group {self._path!r}>"
         return f"<h5subfile.Group {self._path!r} ({len(self)} members)>"
 
     # structure (collective) ------------------------------------------------------------------
@@ -372,6 +373,8 @@ class Dataset(_Object):
         return self.shape[0]
 
     def __repr__(self) -> str:
+        if self._session.closed:
+            return f"<Closed h5subfile.Dataset {self._path!r}>"
         return f"<h5subfile.Dataset {self._path!r}: shape {self.shape}, type {self.dtype.str!r}>"
 
     @property
@@ -507,9 +510,8 @@ class File(Group):
         fields = dict(plan_fields, subfiles=subfiles, ranks_per_subfile=ranks_per_subfile)
         session = open_session(os.fspath(path), mode, comm, dict(fields, fsync=fsync))
         super().__init__(session, "/")
-        if comm.rank == 0:
-            for problem in session.catalog.problems:
-                warnings.warn(f"{session.path}: {problem}", RuntimeWarning, stacklevel=2)
+        if session.catalog.problems:  # the same on every rank
+            warn_problems(session, stacklevel=3)
 
     @classmethod
     def _from_session(cls, session: Session) -> File:
@@ -578,4 +580,4 @@ class File(Group):
         else:
             # An error on this rank only: a collective close could hang. Leave the old file
             # untouched (the unfinished session is reported by readers).
-            commit.abandon(self._session)
+            self._session.abandon()

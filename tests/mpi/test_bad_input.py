@@ -59,6 +59,11 @@ EXPECTED = {
     "write_read_only": ("FileModeError", ["read-only"]),
     "unwritten_blocks_at_close": ("IncompleteFileError", ["/never (ranks 0, 1, 2)"]),
     "read_unwritten_dataset": ("IncompleteFileError", ["/never was not completely written"]),
+    "warning_as_error_on_rank_0": (
+        "RankFailedError",
+        ["[rank 0] RuntimeWarning", "/never was not completely written"],
+    ),
+    "lossy_collective_write": ("DataShapeError", ["float64", "astype('int32')"]),
     "close_after_refused_writes": ("IncompleteFileError", ["/wd (ranks 0, 1, 2); /ws"]),
 }
 
@@ -291,6 +296,21 @@ def read_unwritten_dataset(s: Scene) -> None:
     with opened_with_problems(f"{s.folder}/unwritten.h5") as g:
         assert np.array_equal(g["fine"][...], np.repeat(np.arange(s.comm.size, dtype="i2"), 3))
         g["never"][...]
+
+
+@scenario
+def warning_as_error_on_rank_0(s: Scene) -> None:
+    # Only rank 0 warns of a file's problems; where warnings are errors, every rank raises.
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", RuntimeWarning)
+        hs.File(f"{s.folder}/unwritten.h5", "r")
+
+
+@scenario
+def lossy_collective_write(s: Scene) -> None:
+    d = s.f.create_dataset("lc", (6,), "i4", start=(2 * s.rank,), count=(2,))
+    with d.collective:
+        d[2 * s.rank : 2 * s.rank + 2] = np.zeros(2, "f8")
 
 
 @pytest.fixture(scope="module")

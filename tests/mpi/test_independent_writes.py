@@ -99,3 +99,43 @@ def test_read_direct(comm, published: hs.File, pieces: Pieces) -> None:
 def test_incomplete_dataset_refuses_to_be_read(comm, published: hs.File) -> None:
     with raises_on_every_rank(comm, hs.IncompleteFileError):
         published["line"][...]
+
+
+def test_every_write_path_converts_alike(comm, shared_tmp) -> None:
+    """One validation serves write(), dset[box] = x (independent and collective) and
+    write_dataset: safe casts and Python values are converted on every path, lossy casts
+    refused on every path (write() and dset[box] = x used to disagree)."""
+    rank = comm.rank
+    with hs.File(shared_tmp / "convert.h5", "w", subfiles=2) as f:
+        names = ("whole", "pieces", "collective", "values")
+        made = f.create_datasets(
+            {
+                n: dict(shape=(4 * comm.size,), dtype="i8", start=(4 * rank,), count=(4,))
+                for n in names
+            }
+        )
+        whole, pieces, collective, values = made
+        mine = np.arange(4 * rank, 4 * rank + 4, dtype="i4")  # int32 into int64: safe
+        whole.write(mine)
+        pieces[4 * rank : 4 * rank + 2] = mine[:2]
+        pieces[4 * rank + 2 : 4 * rank + 4] = mine[2:]
+        with collective.collective:
+            collective[4 * rank : 4 * rank + 4] = mine
+        values[4 * rank : 4 * rank + 2] = [4 * rank, 4 * rank + 1]  # a list: the dataset's dtype
+        values[4 * rank + 2 : 4 * rank + 4] = 7  # a scalar fills the selection
+        lossy = np.zeros(4, "f8")
+        with pytest.raises(hs.DataShapeError, match="float64.*int64.*astype"):
+            pieces[4 * rank : 4 * rank + 4] = lossy
+        with raises_on_every_rank(comm, hs.DataShapeError, "float64", "astype('int64')"):
+            whole.write(lossy)
+        with raises_on_every_rank(comm, hs.DataShapeError, "float64", "astype('int64')"):
+            with collective.collective:
+                collective[4 * rank : 4 * rank + 4] = lossy
+    with hs.File(shared_tmp / "convert.h5", "r") as f:
+        want = np.arange(4 * comm.size, dtype="i8")
+        for name in ("whole", "pieces", "collective"):
+            assert f[name].dtype == np.dtype("i8")
+            assert np.array_equal(f[name][...], want), name
+        got = f["values"][...].reshape(comm.size, 4)
+        assert np.array_equal(got[:, :2], want.reshape(comm.size, 4)[:, :2])
+        assert (got[:, 2:] == 7).all()

@@ -13,6 +13,21 @@ def test_errors_subclass_builtins() -> None:
     assert issubclass(hs.TruncatedFileError, OSError)
     assert issubclass(hs.ObjectNotFoundError, KeyError)
     assert issubclass(hs.SelectionError, IndexError)
+    assert issubclass(hs.FileExistsH5SubfileError, FileExistsError)
+    assert issubclass(hs.RankIOError, OSError)
+    assert issubclass(hs.RankFailedError, RuntimeError)
+
+
+def test_every_error_class_is_exported() -> None:
+    import h5subfile as hs
+    from h5subfile import errors
+
+    defined = {
+        name
+        for name, value in vars(errors).items()
+        if isinstance(value, type) and issubclass(value, errors.H5SubfileError)
+    }
+    assert defined <= set(hs.__all__), sorted(defined - set(hs.__all__))
     assert all(
         issubclass(getattr(hs, n), hs.H5SubfileError)
         for n in hs.__all__

@@ -1,4 +1,5 @@
-"""Ending a session: the collective close that publishes the master, or abandoning it."""
+"""Ending a write session: the collective close that publishes the master (abandoning a
+session, without communication, is :meth:`~.session.Session.abandon`)."""
 
 from __future__ import annotations
 
@@ -43,7 +44,7 @@ def close(session: Session) -> None:
             per_rank=False,
         )
     except BaseException:
-        abandon(session)
+        session.abandon()
         raise
     session.reader.close()
     session.closed = True
@@ -90,21 +91,3 @@ def commit_on_root(session: Session, unwritten: list[list[str]]) -> str | None:
         f"{described}; these datasets are marked incomplete and refuse to be read"
     )
 
-
-def abandon(session: Session) -> None:
-    """Close this rank's handles without publishing anything (no communication)."""
-    session.closed = True
-    writing = session.writing
-    closers = [session.reader.close]
-    if writing is not None:
-        writing.group_comm = None  # not freed: freeing is collective, others are elsewhere
-        closers += [writing.pool.close_all, session.release]
-        if writing.leader is not None and writing.leader.subfile is not None:
-            closers.append(writing.leader.subfile.close)
-        if writing.root is not None:
-            closers.append(writing.root.master.abandon)
-    for closer in closers:
-        try:
-            closer()
-        except Exception:  # noqa: BLE001 - best effort on an already failing path
-            pass

@@ -14,6 +14,8 @@
 from __future__ import annotations
 
 import os
+import warnings
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -140,6 +142,25 @@ class Session:
             writing.group_comm = self.comm.Split(group, self.rank)
         return writing.group_comm
 
+    def abandon(self) -> None:
+        """Close this rank's handles without publishing anything (no communication): after
+        an error on this rank only, or an agreed one; the old file stays as it was."""
+        self.closed = True
+        writing = self.writing
+        closers: list[Callable[[], None]] = [self.reader.close]
+        if writing is not None:
+            writing.group_comm = None  # not freed: freeing is collective, others are elsewhere
+            closers += [writing.pool.close_all, self.release]
+            if writing.leader is not None and writing.leader.subfile is not None:
+                closers.append(writing.leader.subfile.close)
+            if writing.root is not None:
+                closers.append(writing.root.master.abandon)
+        for closer in closers:
+            try:
+                closer()
+            except Exception:  # noqa: BLE001 - best effort on an already failing path
+                pass
+
     def release(self) -> None:
         """Free this session's compressors and group communicator (local)."""
         writing = self.writing
@@ -230,3 +251,24 @@ def _begin_writing(path: str, mode: str, comm: MPI.Comm, plan: Plan) -> Session:
         session.reader.h5py_opener = lambda: master_h5
         session.reader.writer_files[data_path] = master_h5
     return session
+
+
+def warn_problems(session: Session, stacklevel: int) -> None:
+    """Collective: rank 0 warns once of what is wrong with the file (RuntimeWarning).
+
+    Where warnings are errors (``python -W error``, pytest's ``filterwarnings``), rank 0's
+    warning becomes an exception that every rank raises, after abandoning the session,
+    instead of rank 0 alone leaving the others waiting in their next collective call.
+    """
+    error = None
+    if session.rank == 0:
+        try:
+            for problem in session.catalog.problems:
+                warnings.warn(f"{session.path}: {problem}", RuntimeWarning, stacklevel=stacklevel)
+        except Warning as exc:
+            error = exc
+    try:
+        agree(session.comm, error)
+    except H5SubfileError:
+        session.abandon()
+        raise
