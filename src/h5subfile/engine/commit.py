@@ -90,4 +90,3 @@ def commit_on_root(session: Session, unwritten: list[list[str]]) -> str | None:
         f"{session.path} was closed but some ranks never wrote the blocks they declared: "
         f"{described}; these datasets are marked incomplete and refuse to be read"
     )
-
