@@ -17,11 +17,9 @@ from ..io.subfile import SubfileWriter
 from ..layout.blocks import Block
 from ..layout.chunking import chunk_box
 from .exchange import exchange_bytes
-from .messages import ChunkTarget, PreparedWrite
+from .messages import ChunkTarget, CompressedChunk, CompressionFailed, PreparedWrite
 from .session import Session
 
-#: A compressed chunk on its way to the leader: (sink name, chunk offset, filter mask, bytes).
-CompressedChunk = tuple[str, tuple[int, ...], int, bytes]
 #: A chunk this rank owns: (index of the write, chunk index).
 OwnedChunk = tuple[int, tuple[int, ...]]
 #: Parts of a chunk received from other ranks: (box in extent coordinates, data).
@@ -112,7 +110,7 @@ def _compress_and_store(
     error: BaseException | None = None
     rounds = group_comm.allreduce(len(batches), op=MPI.MAX)
     for number in range(rounds):
-        payload: list[CompressedChunk] | str = []
+        payload: list[CompressedChunk] | CompressionFailed = []
         try:
             payload = [
                 _compress_chunk(session, items[i], index, received.pop((i, index), []))
@@ -120,7 +118,7 @@ def _compress_and_store(
             ]
         except Exception as exc:  # noqa: BLE001 - reported to the leader, agreed later
             error = exc
-            payload = f"rank {comm.rank}: compressing failed: {exc}"
+            payload = CompressionFailed(comm.rank, str(exc))
         gathered = group_comm.gather(payload, root=0)
         if gathered is not None:
             error = error or _store(session, gathered)
@@ -129,21 +127,24 @@ def _compress_and_store(
     return error
 
 
-def _store(session: Session, gathered: list[list[CompressedChunk] | str]) -> BaseException | None:
+def _store(
+    session: Session, gathered: list[list[CompressedChunk] | CompressionFailed]
+) -> BaseException | None:
     """The leader writes the compressed chunks of its group, whole."""
     writing = session.writing
     assert writing is not None and writing.leader is not None
     stats = session.stats
     try:
         for chunks in gathered:
-            if isinstance(chunks, str):
-                raise OSError(chunks)
-            for sink, offset, mask, data in chunks:
+            if isinstance(chunks, CompressionFailed):
+                raise OSError(f"rank {chunks.rank}: compressing failed: {chunks.message}")
+            for chunk in chunks:
                 started = time.perf_counter()
-                writing.leader.chunk_sinks[sink].id.write_direct_chunk(offset, data, mask)
+                sink = writing.leader.chunk_sinks[chunk.sink]
+                sink.id.write_direct_chunk(chunk.offset, chunk.data, chunk.mask)
                 stats.write_seconds += time.perf_counter() - started
                 stats.writes += 1
-                stats.bytes_written += len(data)
+                stats.bytes_written += len(chunk.data)
     except Exception as exc:  # noqa: BLE001 - agreed on every rank by the caller
         return exc
     return None
@@ -192,4 +193,4 @@ def _compress_chunk(
     started = time.perf_counter()
     mask, stored = compressor.compress(chunk)
     session.stats.compress_seconds += time.perf_counter() - started
-    return chunked.sink, box.start, mask, stored
+    return CompressedChunk(chunked.sink, box.start, mask, stored)

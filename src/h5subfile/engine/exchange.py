@@ -18,6 +18,7 @@ from mpi4py import MPI
 
 from ..io.posix import RawFile
 from ..layout.twophase import Run, Window, plan_two_phase
+from .messages import FileRun
 
 
 def _as_bytes(part: Any) -> np.ndarray:
@@ -58,10 +59,6 @@ def _starts(sizes: Sequence[int]) -> list[int]:
     return starts
 
 
-#: One rank's run to move: (file path, its subfile's group or -1 when reading, offset, length).
-FileRun = tuple[str, int, int, int]
-
-
 def plan_aggregated(
     comm: MPI.Comm,
     local: Sequence[FileRun],
@@ -71,16 +68,16 @@ def plan_aggregated(
     """Collective: every rank's runs, gathered; the same two-phase rounds computed on every
     rank, ``aggregators_of_file(index, group)`` choosing each file's aggregators. Returns the
     rounds and the files by index."""
-    gathered: list[list[FileRun]] = comm.allgather(local)
-    files = sorted({run[0] for rank_runs in gathered for run in rank_runs})
+    gathered: list[list[FileRun]] = comm.allgather(list(local))
+    files = sorted({run.file for rank_runs in gathered for run in rank_runs})
     number = {file: i for i, file in enumerate(files)}
     aggregators = {
-        number[file]: aggregators_of_file(number[file], group)
+        number[run.file]: aggregators_of_file(number[run.file], run.group)
         for rank_runs in gathered
-        for file, group, _, _ in rank_runs
+        for run in rank_runs
     }
     runs: list[list[Run]] = [
-        [(number[f], o, n) for f, _, o, n in rank_runs] for rank_runs in gathered
+        [(number[run.file], run.offset, run.nbytes) for run in rank_runs] for rank_runs in gathered
     ]
     return plan_two_phase(runs, aggregators, buffer_bytes), files
 

@@ -10,7 +10,9 @@ The dataset-creation protocol (:mod:`.create`) runs in four steps, each a messag
 4. rank 0 publishes the master and broadcasts what every rank learns of the new datasets.
 
 Each rank then holds a :class:`WriteTarget` per dataset: where its bytes go. A write is a
-:class:`WriteRequest`, checked into a :class:`PreparedWrite` and moved by its :class:`Transfer`.
+:class:`WriteRequest`, checked into a :class:`PreparedWrite` and moved by its :class:`Transfer`;
+the two-phase transfer gathers every rank's :class:`FileRun`\s, the chunked one sends each
+group's leader :class:`CompressedChunk`\s (or a :class:`CompressionFailed`).
 """
 
 from __future__ import annotations
@@ -199,3 +201,31 @@ class PreparedWrite(NamedTuple):
     target: WriteTarget
     box: Block
     data: np.ndarray
+
+
+@dataclass(frozen=True)
+class CompressedChunk:
+    """A chunk a rank compressed, on its way to its group's leader (one gather per round)."""
+
+    sink: str  # the source dataset's name in the leader's file
+    offset: tuple[int, ...]  # the chunk's corner in the source dataset
+    mask: int  # HDF5's filter mask (filters skipped)
+    data: bytes
+
+
+@dataclass(frozen=True)
+class CompressionFailed:
+    """Sent to the leader instead of a round's chunks when compressing failed on a rank."""
+
+    rank: int
+    message: str
+
+
+@dataclass(frozen=True)
+class FileRun:
+    """One rank's run of bytes for two-phase I/O (gathered from every rank)."""
+
+    file: str  # path
+    group: int  # the subfile's group (-1 when reading: aggregators are spread over readers)
+    offset: int
+    nbytes: int

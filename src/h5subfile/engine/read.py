@@ -15,6 +15,7 @@ from ..layout.catalog import NodeInfo, raise_problem
 from ..layout.selection import assemble, partition, plan_read, selection_box
 from ..mpi.collective import agree
 from .exchange import plan_aggregated, read_two_phase
+from .messages import FileRun
 from .session import Session
 
 
@@ -124,7 +125,7 @@ def _read_aggregated(session: Session, pieces: list[tuple[str, Piece]]) -> BaseE
     started, read_before = time.perf_counter(), stats.read_seconds
     rounds, files = plan_aggregated(
         session.comm,
-        [(file, -1, offset, len(buffer)) for file, (offset, buffer) in pieces],
+        [FileRun(file, -1, offset, len(buffer)) for file, (offset, buffer) in pieces],
         lambda i, _: tuple(sorted({(i * count + j) % size for j in range(count)})),
         session.plan.buffer_bytes,
     )

@@ -22,7 +22,7 @@ from ..mpi.collective import agree
 from .chunks import write_chunks
 from .create import transfer_for
 from .exchange import plan_aggregated, write_two_phase
-from .messages import PreparedWrite, Transfer, WriteRequest
+from .messages import FileRun, PreparedWrite, Transfer, WriteRequest
 from .prepare import prepare
 from .session import Session
 
@@ -113,7 +113,7 @@ def write_aggregated(session: Session, writes: Sequence[PreparedWrite]) -> BaseE
     stats = session.stats
     started, written = time.perf_counter(), stats.write_seconds
     pieces = _pieces(writes)
-    runs = [(file, group, offset, len(data)) for file, group, (offset, data) in pieces]
+    runs = [FileRun(file, group, offset, len(data)) for file, group, (offset, data) in pieces]
     rounds, files = plan_aggregated(
         session.comm,
         runs,
