@@ -11,8 +11,8 @@ The dataset-creation protocol (:mod:`.create`) runs in four steps, each a messag
 
 Each rank then holds a :class:`WriteTarget` per dataset: where its bytes go. A write is a
 :class:`WriteRequest`, checked into a :class:`PreparedWrite` and moved by its :class:`Transfer`;
-the two-phase transfer gathers every rank's :class:`FileRun`\s, the chunked one sends each
-group's leader :class:`CompressedChunk`\s (or a :class:`CompressionFailed`).
+the two-phase transfer gathers every rank's runs (:class:`FileRun`), the chunked one sends each
+group's leader its compressed chunks (:class:`CompressedChunk`, or :class:`CompressionFailed`).
 """
 
 from __future__ import annotations
