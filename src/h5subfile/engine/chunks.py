@@ -12,8 +12,7 @@ from dataclasses import dataclass
 import numpy as np
 from mpi4py import MPI
 
-from ..io.master import MasterWriter
-from ..io.subfile import SubfileWriter
+from ..io.h5 import SourceFile
 from ..layout.blocks import Block
 from ..layout.chunking import chunk_box
 from .exchange import exchange_bytes
@@ -156,7 +155,7 @@ def _flush_leader(session: Session) -> BaseException | None:
     writing = session.writing
     assert writing is not None
     leader, root = writing.leader, writing.root
-    writer: SubfileWriter | MasterWriter | None = None
+    writer: SourceFile | None = None
     if leader is not None and leader.subfile is not None:
         writer = leader.subfile
     elif root is not None:

@@ -17,6 +17,7 @@ import numpy as np
 
 from ..errors import ObjectExistsError, PlanError
 from ..io.filters import resolve_filters
+from ..io.h5 import SourceFile
 from ..layout.blocks import Block, check_blocks, corner_block, parse_block, prefix_blocks
 from ..layout.catalog import Catalog, NodeInfo
 from ..layout.chunking import Member, choose_chunks, chunk_work, extent_chunks
@@ -337,14 +338,7 @@ def create_sources(
     try:
         for task in tasks:
             assert writing.leader is not None
-            if task.in_master:
-                assert writing.root is not None
-                writer: Any = writing.root.master
-            else:
-                new = writing.leader.subfile is None
-                writer = writing.leader.open_subfile(session.reader.paths)
-                if new:
-                    session.reader.writer_files[writer.path] = writer.h5
+            writer = _source_file(session, task.in_master)
             if task.chunks is None:
                 offsets[(task.dataset, task.extent)] = writer.create(
                     task.name, task.shape, task.dtype
@@ -358,6 +352,20 @@ def create_sources(
     except Exception as exc:  # noqa: BLE001 - agreed on every rank by the next step
         return offsets, exc
     return offsets, None
+
+
+def _source_file(session: Session, in_master: bool) -> SourceFile:
+    """Where a leader creates a source: the master (single-group sessions), or its subfile,
+    created on first use and from then on also read through the same handle."""
+    writing = session.writing
+    assert writing is not None and writing.leader is not None
+    if in_master:
+        assert writing.root is not None
+        return writing.root.master
+    if writing.leader.subfile is None:
+        subfile = writing.leader.open_subfile(session.reader.paths)
+        session.reader.writer_files[subfile.path] = subfile.h5
+    return writing.leader.open_subfile(session.reader.paths)
 
 
 def publish(

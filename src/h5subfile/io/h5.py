@@ -184,3 +184,29 @@ def read_attrs(obj: h5py.HLObject, skip: Any = None) -> dict[str, Any]:
         except (OSError, TypeError, ValueError) as exc:
             values[name] = f"<unreadable attribute: {exc}>"
     return values
+
+
+class SourceFile:
+    """An HDF5 file open on one rank in which source datasets are created: a group leader's
+    subfile, or the master of a single-group session. Subclasses open ``h5``."""
+
+    h5: h5py.File
+    groups: Groups
+
+    def create(self, path: str, shape: tuple[int, ...], dtype: np.dtype) -> int:
+        """A contiguous, early-allocated, unfilled dataset; returns its data's byte offset."""
+        return create_early_dataset(self.groups, path, shape, dtype)
+
+    def create_chunked(
+        self,
+        path: str,
+        shape: tuple[int, ...],
+        dtype: np.dtype,
+        chunks: tuple[int, ...],
+        filters: dict[str, Any],
+    ) -> h5py.Dataset:
+        """A chunked dataset, filled later with whole compressed chunks."""
+        return create_chunked_dataset(self.groups, path, shape, dtype, chunks, filters)
+
+    def flush(self) -> None:
+        self.h5.flush()

@@ -36,8 +36,7 @@ from .h5 import (
     LIBVER,
     META_BLOCK_SIZE,
     Groups,
-    create_chunked_dataset,
-    create_early_dataset,
+    SourceFile,
     create_file,
     create_virtual_dataset,
     direct_offset,
@@ -232,7 +231,7 @@ def remove_subfiles(folder: str, session: int | None = None) -> None:
             pass  # not empty: files that are not ours stay
 
 
-class MasterWriter:
+class MasterWriter(SourceFile):
     """Rank 0's handle on the master during a write session.
 
     Commit strategies: ``replace`` (the master is written as ``NAME.h5.partial``, for an append
@@ -315,21 +314,6 @@ class MasterWriter:
             del self.h5[path]
 
     # datasets ------------------------------------------------------------------------------
-    def create(self, path: str, shape: tuple[int, ...], dtype: np.dtype) -> int:
-        """A conventional contiguous dataset in the master (single-group sessions)."""
-        return create_early_dataset(self.groups, path, shape, dtype)
-
-    def create_chunked(
-        self,
-        path: str,
-        shape: tuple[int, ...],
-        dtype: np.dtype,
-        chunks: tuple[int, ...],
-        filters: dict[str, Any],
-    ) -> h5py.Dataset:
-        """A conventional chunked dataset in the master (single-group sessions)."""
-        return create_chunked_dataset(self.groups, path, shape, dtype, chunks, filters)
-
     def publish_dataset(
         self, path: str, shape: tuple[int, ...], dtype: np.dtype, layout: DatasetLayout
     ) -> NodeInfo:
@@ -349,9 +333,6 @@ class MasterWriter:
 
     def write_layout(self, path: str, layout: DatasetLayout) -> None:
         write_text_attr(h5py.h5o.open(self.h5.id, path.encode()), LAYOUT_ATTR, layout.to_json())
-
-    def flush(self) -> None:
-        self.h5.flush()
 
     # commit --------------------------------------------------------------------------------
     def commit(self, subfiles: list[str], fsync: bool) -> None:
