@@ -59,7 +59,8 @@ class BoxReader:
         chunked: list[tuple[StoredExtent, Block]] = []
         covered = 0
         for extent in layout.extents:
-            common = box.intersect(extent.block)
+            stored = extent.block
+            common = box.intersect(stored)
             if common is None:
                 continue
             covered += common.size
@@ -69,7 +70,7 @@ class BoxReader:
             into = pieces.setdefault(self.paths.resolve(extent.file), [])
             into.extend(
                 (extent.offset + at, out[taken : taken + nbytes])
-                for at, taken, nbytes in box_runs(extent.block, common, box, itemsize)
+                for at, taken, nbytes in box_runs(stored, common, box, itemsize)
             )
         return pieces, chunked, covered >= box.size
 

@@ -13,6 +13,7 @@ import json
 import math
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
+from functools import cached_property
 from typing import Any
 
 from ..errors import CorruptFileError
@@ -36,8 +37,9 @@ class StoredExtent:
     ranks: tuple[int, ...] = ()
     chunks: tuple[int, ...] = ()  # the source dataset's chunk shape; () if contiguous
 
-    @property
+    @cached_property
     def block(self) -> Block:
+        """The extent's box in dataset coordinates (made once: every read asks for it)."""
         return Block(self.start, self.shape)
 
     def nbytes(self, itemsize: int) -> int:
