@@ -126,6 +126,8 @@ def test_every_write_path_converts_alike(comm, shared_tmp) -> None:
         lossy = np.zeros(4, "f8")
         with pytest.raises(hs.DataShapeError, match="float64.*int64.*astype"):
             pieces[4 * rank : 4 * rank + 4] = lossy
+        with pytest.raises(hs.DataShapeError, match="float64.*int64.*astype"):
+            pieces[4 * rank] = np.float64(1.5)  # a numpy scalar follows the rule for arrays
         with raises_on_every_rank(comm, hs.DataShapeError, "float64", "astype('int64')"):
             whole.write(lossy)
         with raises_on_every_rank(comm, hs.DataShapeError, "float64", "astype('int64')"):

@@ -120,9 +120,11 @@ def _compress_and_store(
             payload = CompressionFailed(comm.rank, str(exc))
         gathered = group_comm.gather(payload, root=0)
         if gathered is not None:
-            error = error or _store(session, gathered)
+            stored = _store(session, gathered)  # keeps writing later rounds after an error
+            error = error or stored
     if group_comm.rank == 0:
-        error = error or _flush_leader(session)
+        flushed = _flush_leader(session)
+        error = error or flushed
     return error
 
 

@@ -90,10 +90,10 @@ def shape_request(
     **storage: Any,
 ) -> DatasetRequest:
     """One rank's request for a dataset of a given shape (``create_dataset``'s arguments)."""
-    if isinstance(shape, (int, np.integer)):
-        shape_t: tuple[int, ...] = (int(shape),)
+    if np.isscalar(shape):  # as before: 10, 10.0 and "10" all mean (10,)
+        shape_t: tuple[int, ...] = (int(shape),)  # type: ignore[arg-type]
     else:
-        shape_t = tuple(int(n) for n in shape)
+        shape_t = tuple(int(n) for n in shape)  # type: ignore[union-attr]
     if any(n < 0 for n in shape_t):
         raise ValueError(f"shape {shape_t} has a negative dimension")
     return DatasetRequest(

@@ -24,7 +24,12 @@ from .session import Session
 
 def convert(data: Any, dtype: np.dtype, where: str) -> np.ndarray:
     """``data`` as a C-contiguous array of ``dtype``, or DataShapeError when converting it
-    would lose information (``where`` names the rank and dataset)."""
+    would lose information (``where`` names the rank and dataset). Numpy scalars and other
+    array types (anything with a dtype and a shape) follow the rule for arrays."""
+    if isinstance(data, np.generic) or (
+        not isinstance(data, np.ndarray) and hasattr(data, "dtype") and hasattr(data, "shape")
+    ):
+        data = np.asarray(data)
     if not isinstance(data, np.ndarray):
         try:
             return np.asarray(data, dtype=dtype, order="C")
@@ -73,7 +78,7 @@ def prepare(session: Session, request: WriteRequest) -> PreparedWrite | None:
         _check_inside(target, box, rank, path)
         if target is None:
             return None  # an empty selection on a rank without a block
-    if target.transfer is Transfer.CHUNKED and box != target.block:
+    if target.transfer is Transfer.CHUNKED and box != target.block and box.size:
         raise SelectionError(
             f"{path} is chunked: each rank writes its whole block at once "
             "(Dataset.write or write_dataset), so that chunks are compressed whole"
