@@ -115,10 +115,6 @@ class _Object:
         return hash((id(self._session), self._path))
 
 
-#: The keyword arguments of create_dataset/write_dataset(s) that choose the storage.
-STORAGE_ARGS = ("chunks", "compression", "compression_opts", "shuffle", "fletcher32")
-
-
 class Group(_Object):
     """A group: a container of groups and datasets, like ``h5py.Group``."""
 
