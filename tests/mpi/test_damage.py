@@ -35,6 +35,13 @@ def run(comm, shared_tmp: Path) -> Path:
     return path
 
 
+def subfile_of(master: Path, session: int, group: int) -> Path:
+    """The subfile of ``group`` written by write session ``session`` of ``master``."""
+    folder = master.with_suffix(".subfiles")
+    (found,) = folder.glob(f"s{session}-*-{group:05d}.h5")
+    return found
+
+
 @contextmanager
 def opened(comm, path: Path) -> Iterator[hs.File]:
     """Open a damaged file (rank 0 warns about what it found); its problems, agreed by all."""
@@ -47,22 +54,23 @@ def opened(comm, path: Path) -> Iterator[hs.File]:
 
 
 def test_missing_subfile_is_named(comm, run: Path) -> None:
-    on_root(comm, (run.parent / "run.subfiles" / "s0-00001.h5").unlink)
+    subfile = subfile_of(run, 0, 1)
+    on_root(comm, subfile.unlink)
     with opened(comm, run) as f:
-        with raises_on_every_rank(comm, hs.MissingFileError, "run.subfiles/s0-00001.h5"):
+        with raises_on_every_rank(comm, hs.MissingFileError, f"run.subfiles/{subfile.name}"):
             f["/Timestep_0/x"][...]
-        assert any("s0-00001.h5" in p for p in f.problems), f.problems
+        assert any(subfile.name in p for p in f.problems), f.problems
 
 
 def test_truncated_subfile_is_named(comm, run: Path) -> None:
     def truncate() -> None:
-        subfile = run.parent / "run.subfiles" / "s0-00000.h5"
         with open(subfile, "r+b") as handle:
             handle.truncate(subfile.stat().st_size // 2)
 
+    subfile = subfile_of(run, 0, 0)
     on_root(comm, truncate)
     with opened(comm, run) as f:
-        with raises_on_every_rank(comm, hs.TruncatedFileError, "s0-00000.h5", "truncated"):
+        with raises_on_every_rank(comm, hs.TruncatedFileError, subfile.name, "truncated"):
             f["/Timestep_1/px"][...]
 
 

@@ -10,7 +10,12 @@ import pytest
 
 from h5subfile.errors import CorruptFileError, PlanError, UnsafePathError, UnsupportedDtypeError
 from h5subfile.layout.dtypes import check_dtype
-from h5subfile.layout.names import resolve_inside, subfile_folder, subfile_relpath
+from h5subfile.layout.names import (
+    SUBFILE_NAME,
+    resolve_inside,
+    subfile_folder,
+    subfile_relpath,
+)
 from h5subfile.layout.record import DatasetLayout, FileRecord, Session, StoredExtent
 from h5subfile.plan import PLAN_FIELDS, Plan
 from h5subfile.units import format_bytes, parse_count, parse_size
@@ -56,7 +61,9 @@ def test_plan_parse_and_environment() -> None:
 def test_names(tmp_path) -> None:
     master = str(tmp_path / "run.h5")
     assert subfile_folder(master) == str(tmp_path / "run.subfiles")
-    assert subfile_relpath(master, 3, 12) == "run.subfiles/s3-00012.h5"
+    assert subfile_relpath(master, 3, "0123abcd" * 4, 12) == "run.subfiles/s3-0123abcd-00012.h5"
+    assert SUBFILE_NAME.match("s3-0123abcd-00012.h5").groups() == ("3", "0123abcd", "00012")
+    assert SUBFILE_NAME.match("s3-00012.h5").groups() == ("3", None, "00012")  # format <= 2
     assert resolve_inside(master, "run.subfiles/s0-00000.h5").startswith(str(tmp_path))
     assert resolve_inside(master, "") == master
     for evil in ("../x.h5", "/etc/passwd", "run.subfiles/../../x.h5"):

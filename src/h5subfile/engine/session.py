@@ -70,6 +70,7 @@ class Writing:
 
     grouping: Grouping
     number: int  # the session's number in the file's record
+    session_id: str  # the session's unique id (record, subfile names and identities)
     pool: FilePool  # the files this rank writes bytes to
     root: RootRole | None = None
     leader: LeaderRole | None = None
@@ -232,19 +233,23 @@ def _begin_writing(path: str, mode: str, comm: MPI.Comm, plan: Plan) -> Session:
     }
     masters: list[MasterWriter] = []  # rank 0's, kept for its RootRole
 
-    def begin() -> tuple[Catalog, int, str]:
+    def begin() -> tuple[Catalog, int, str, str]:
         master = MasterWriter(path, mode, info, plan.alignment)
         masters.append(master)
-        return master.catalog, master.session.id, master.data_path
+        return master.catalog, master.session.id, master.session.uuid, master.data_path
 
-    catalog, number, data_path = root_only(comm, begin)
+    catalog, number, session_id, data_path = root_only(comm, begin)
     session = Session(path, mode, comm, plan, catalog, data_path)
-    writing = Writing(grouping, number, FilePool(True, session.stats, plan.transfer_size))
+    writing = Writing(
+        grouping, number, session_id, FilePool(True, session.stats, plan.transfer_size)
+    )
     if masters:
         writing.root = RootRole(masters[0])
     group = grouping.group_of_rank[comm.rank]
     if grouping.leaders[group] == comm.rank:
-        writing.leader = LeaderRole(subfile_relpath(path, number, group), plan.alignment)
+        writing.leader = LeaderRole(
+            subfile_relpath(path, number, session_id, group), plan.alignment
+        )
     session.writing = writing
     if writing.root is not None:  # rank 0 reads the master through its own handle
         master_h5 = writing.root.master.h5

@@ -7,6 +7,7 @@ import datetime as _dt
 import os
 import posixpath
 import shutil
+import uuid
 from collections.abc import Iterable
 from typing import Any
 
@@ -285,6 +286,7 @@ class MasterWriter(SourceFile):
             mode=mode,
             started=now(),
             commit=self.commit_mode,
+            uuid=uuid.uuid4().hex,
             **session_info,
         )
         record.sessions.append(self.session)

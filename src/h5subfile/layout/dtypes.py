@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import numpy as np
@@ -50,3 +51,48 @@ def _check(dt: np.dtype, top: np.dtype) -> None:
         return
     advice = _ADVICE.get(kind, "supported: bool, integers, floats, complex, 'S<n>', compound")
     raise UnsupportedDtypeError(f"dtype {top} cannot be stored: {advice}")
+
+
+def dtype_text(dtype: np.dtype) -> str:
+    """The element type as recorded in a layout record: numpy's ``dtype.str`` (``"<f4"``), or
+    for a structured type JSON of its names, formats, offsets and itemsize, from which
+    :func:`dtype_from_text` rebuilds it exactly."""
+    if dtype.fields is None:
+        return dtype.str
+    return json.dumps(_describe(dtype), separators=(",", ":"))
+
+
+def _describe(dtype: np.dtype) -> Any:
+    if dtype.subdtype is not None:
+        base, shape = dtype.subdtype
+        return {"base": _describe(base), "shape": list(shape)}
+    if dtype.fields is None:
+        return dtype.str
+    names = list(dtype.names or ())
+    return {
+        "names": names,
+        "formats": [_describe(dtype.fields[n][0]) for n in names],
+        "offsets": [dtype.fields[n][1] for n in names],
+        "itemsize": dtype.itemsize,
+    }
+
+
+def dtype_from_text(text: str) -> np.dtype:
+    """The dtype :func:`dtype_text` recorded (ValueError, TypeError or KeyError if ``text`` is
+    not one)."""
+    return _build(json.loads(text)) if text.startswith("{") else np.dtype(text)
+
+
+def _build(described: Any) -> np.dtype:
+    if isinstance(described, str):
+        return np.dtype(described)
+    if "base" in described:
+        return np.dtype((_build(described["base"]), tuple(described["shape"])))
+    return np.dtype(
+        {
+            "names": described["names"],
+            "formats": [_build(f) for f in described["formats"]],
+            "offsets": described["offsets"],
+            "itemsize": described["itemsize"],
+        }
+    )

@@ -7,8 +7,10 @@ import re
 
 from ..errors import UnsafePathError
 
-#: Subfiles of write session S for group G are ``<stem>.subfiles/s<S>-<G:05d>.h5``.
-SUBFILE_NAME = re.compile(r"^s(\d+)-(\d{5,})\.h5$")
+#: Subfiles of write session S (id U) for group G are ``<stem>.subfiles/s<S>-<U[:8]>-<G:05d>.h5``
+#: (format 3; before it ``s<S>-<G:05d>.h5``): no two sessions name a subfile alike.
+SUBFILE_NAME = re.compile(r"^s(\d+)-(?:([0-9a-f]{8})-)?(\d{5,})\.h5$")
+TOKEN_LENGTH = 8
 
 
 def subfile_folder(master_path: str) -> str:
@@ -18,10 +20,11 @@ def subfile_folder(master_path: str) -> str:
     return os.path.join(head, stem + ".subfiles")
 
 
-def subfile_relpath(master_path: str, session: int, group: int) -> str:
-    """Path of a subfile relative to the master's folder (as stored in the VDS and the record)."""
+def subfile_relpath(master_path: str, session: int, session_id: str, group: int) -> str:
+    """Path of a subfile relative to the master's folder (as stored in the VDS and the record):
+    unique per session through the first characters of the session's id."""
     folder = os.path.basename(subfile_folder(master_path))
-    return f"{folder}/s{session}-{group:05d}.h5"
+    return f"{folder}/s{session}-{session_id[:TOKEN_LENGTH]}-{group:05d}.h5"
 
 
 def partial_path(master_path: str) -> str:

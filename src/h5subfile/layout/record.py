@@ -19,7 +19,7 @@ from typing import Any
 from ..errors import CorruptFileError
 from .blocks import Block
 
-FORMAT_VERSION = 2  # 2: chunked and compressed extents
+FORMAT_VERSION = 3  # 2: chunked and compressed extents; 3: session ids, dtypes, integrity
 ROOT_ATTR = "h5subfile"
 LAYOUT_ATTR = "h5subfile.layout"
 RESERVED_PREFIX = "h5subfile"
@@ -56,6 +56,7 @@ class DatasetLayout:
     chunks: tuple[int, ...] = ()  # the dataset's chunk shape (each extent's, clipped to it)
     chunks_aligned: bool = True  # no chunk straddles two ranks' blocks
     filters: dict[str, Any] = field(default_factory=dict)  # io.filters.FilterSpec.to_dict()
+    dtype: str = ""  # the element type written (numpy's ``dtype.str``); "" before format 3
 
     def to_json(self) -> str:
         data = asdict(self)
@@ -84,6 +85,7 @@ class DatasetLayout:
                 tuple(int(v) for v in data.get("chunks", ())),
                 bool(data.get("chunks_aligned", True)),
                 dict(data.get("filters") or {}),
+                str(data.get("dtype", "")),
             )
         except (ValueError, KeyError, TypeError) as exc:
             raise CorruptFileError(f"damaged layout record of {where}: {exc}") from None
@@ -104,6 +106,7 @@ class Session:
     closed: str | None = None
     commit: str = "replace"
     extra: dict[str, Any] = field(default_factory=dict)
+    uuid: str = ""  # unique id of the session (32 hex digits); "" before format 3
 
 
 @dataclass
