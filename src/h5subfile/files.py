@@ -572,7 +572,7 @@ class File(Group):
     def __exit__(self, exc_type: Any, exc: BaseException | None, tb: Any) -> None:
         if exc is None or getattr(exc, "collective", False):
             # Every rank is here (no error, or one agreed on all ranks): publish what was written.
-            self.close()
+            commit.close(self._session, exc)
         else:
             # An error on this rank only: a collective close could hang. Leave the old file
             # untouched (the unfinished session is reported by readers).

@@ -8,6 +8,7 @@ datasets. :func:`plan_creation` is pure: it reads the catalogue and the requests
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -15,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import ObjectExistsError, PlanError
+from ..errors import H5SubfileError, ObjectExistsError, PlanError
 from ..io.filters import resolve_filters
 from ..io.h5 import SourceFile
 from ..layout.blocks import Block, check_blocks, corner_block, parse_block, prefix_blocks
@@ -292,7 +293,19 @@ def create_datasets(
     session: Session, requests: list[DatasetRequest] | None, error: BaseException | None
 ) -> list[str]:
     """Collective: create the requested datasets (``requests`` is None on a rank whose
-    arguments failed, with ``error``: then every rank raises it). Returns their paths."""
+    arguments failed, with ``error``: then every rank raises it). Returns their paths. An
+    agreed error marks the session as failed (see :func:`.commit.close`)."""
+    writing = session.require_writable("create_datasets")
+    try:
+        return _create_datasets(session, requests, error)
+    except H5SubfileError as exc:
+        writing.note_failure(exc)
+        raise
+
+
+def _create_datasets(
+    session: Session, requests: list[DatasetRequest] | None, error: BaseException | None
+) -> list[str]:
     writing = session.require_writable("create_datasets")
     comm = session.comm
 
@@ -322,8 +335,9 @@ def create_datasets(
         session.catalog.nodes[path] = info
     for path, block in zip(assignment.paths, assignment.blocks):
         writing.targets[path] = _target(session, path, block)
-        if writing.targets[path] is not None:
-            writing.unwritten.add(path)
+        target = writing.targets[path]
+        if target is not None:
+            writing.unwritten[path] = [target.block]
     return list(assignment.paths)
 
 
@@ -379,22 +393,29 @@ def publish(
     for part in gathered:
         offsets.update(part)
     nodes: dict[str, NodeInfo] = {}
-    for index, dataset in enumerate(creation.datasets):
-        stored = tuple(
-            dataclasses.replace(extent, offset=offsets[(index, k)])
-            for k, extent in enumerate(dataset.extents)
-        )
-        layout = DatasetLayout(writing.number, stored, complete=True)
-        if dataset.choice is not None and stored:
-            layout = dataclasses.replace(
-                layout,
-                chunks=dataset.choice.chunks,
-                chunks_aligned=dataset.choice.aligned,
-                filters=dataset.filters.to_dict(),
+    try:
+        for index, dataset in enumerate(creation.datasets):
+            stored = tuple(
+                dataclasses.replace(extent, offset=offsets[(index, k)])
+                for k, extent in enumerate(dataset.extents)
             )
-        nodes[dataset.path] = master.publish_dataset(
-            dataset.path, dataset.shape, dataset.dtype, layout
-        )
+            layout = DatasetLayout(writing.number, stored, complete=True)
+            if dataset.choice is not None and stored:
+                layout = dataclasses.replace(
+                    layout,
+                    chunks=dataset.choice.chunks,
+                    chunks_aligned=dataset.choice.aligned,
+                    filters=dataset.filters.to_dict(),
+                )
+            nodes[dataset.path] = master.publish_dataset(
+                dataset.path, dataset.shape, dataset.dtype, layout
+            )
+    except Exception:
+        # No rank learns of this call's datasets: none may stay in the master.
+        for dataset in creation.datasets[: len(nodes) + 1]:
+            with contextlib.suppress(Exception):
+                master.unlink(dataset.path)
+        raise
     if master.commit_mode == "in-place":
         master.flush()  # the new datasets are on disk before any rank writes data
     return nodes

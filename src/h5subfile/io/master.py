@@ -310,6 +310,11 @@ class MasterWriter(SourceFile):
 
     def replace_unfinished(self, path: str) -> None:
         """Unlink a dataset left by an unfinished session so that its name can be reused."""
+        self.unlink(path)
+
+    def unlink(self, path: str) -> None:
+        """Remove a group or dataset from the master, if it is there (data it points to in
+        subfiles stays on disk, unreferenced)."""
         if path in self.h5:
             del self.h5[path]
 
