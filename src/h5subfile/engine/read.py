@@ -9,7 +9,7 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import H5SubfileError, SelectionError
+from ..errors import H5SubfileError, SelectionError, mapped
 from ..io.posix import Piece, as_bytes
 from ..layout.catalog import NodeInfo, raise_problem
 from ..layout.selection import assemble, partition, plan_read, selection_box
@@ -36,6 +36,7 @@ def route(info: NodeInfo) -> Route:
     return Route.DIRECT
 
 
+@mapped
 def read(session: Session, path: str, selection: Any = ()) -> Any:
     """Read a selection (numpy/h5py style) on this rank only."""
     info = session.node(path)
@@ -54,6 +55,7 @@ def read(session: Session, path: str, selection: Any = ()) -> Any:
     return assemble(plan, arrays)
 
 
+@mapped
 def read_into(session: Session, path: str, dest: np.ndarray, selection: Any = ()) -> None:
     """Read ``selection`` into ``dest`` (h5py's ``read_direct``): for a box selection into a
     C-contiguous ``dest`` of the dataset's dtype, without an intermediate array."""
@@ -68,6 +70,7 @@ def read_into(session: Session, path: str, dest: np.ndarray, selection: Any = ()
     dest[...] = read(session, path, selection)
 
 
+@mapped
 def read_partition(session: Session, path: str) -> np.ndarray:
     """This rank's BD-CATS share along axis 0; collective when the plan has aggregators."""
     info = session.node(path)
@@ -81,6 +84,7 @@ def read_partition(session: Session, path: str) -> np.ndarray:
     return result
 
 
+@mapped
 def read_collective(session: Session, path: str, selection: Any = ()) -> Any:
     """Collective: every rank reads its own selection; with the plan's aggregators, a few
     ranks per file read large pieces and send every rank its bytes (two-phase I/O)."""

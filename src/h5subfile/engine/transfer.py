@@ -14,7 +14,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Sequence
 
-from ..errors import H5SubfileError, SelectionError
+from ..errors import H5SubfileError, SelectionError, mapped
 from ..io.boxes import box_pieces
 from ..io.posix import Piece
 from ..layout.grouping import aggregators_of
@@ -60,6 +60,7 @@ def _put(session: Session, requests: Sequence[WriteRequest]) -> None:
     agree(session.comm, error)
 
 
+@mapped
 def put_independent(session: Session, request: WriteRequest) -> None:
     """Write part of this rank's block, without communication (``dset[box] = data``)."""
     write = prepare(session, request)
