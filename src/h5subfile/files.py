@@ -25,7 +25,6 @@ from .engine import read as reads
 from .engine.messages import WHOLE_BLOCK, DatasetRequest, WriteRequest
 from .engine.session import Session, open_session, warn_problems
 from .errors import (
-    DataShapeError,
     H5SubfileError,
     ObjectExistsError,
     ObjectNotFoundError,
@@ -296,9 +295,7 @@ class Group(_Object):
         try:
             requests = []
             for name, data in datasets.items():
-                array = np.ascontiguousarray(data)
-                if array.ndim == 0:
-                    raise DataShapeError(f"{name}: data must have at least one dimension")
+                array = np.asarray(data, order="C")  # a 0-d array stays 0-d: a scalar dataset
                 corner = start.get(name) if isinstance(start, Mapping) else start
                 storage = create.parse_storage(session.plan, array.ndim, **storage_args)
                 path = _join(self._path, name)

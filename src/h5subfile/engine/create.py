@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import H5SubfileError, ObjectExistsError, PlanError
+from ..errors import BlockError, H5SubfileError, ObjectExistsError, PlanError
 from ..io.filters import resolve_filters
 from ..io.h5 import SourceFile
 from ..layout.blocks import Block, check_blocks, corner_block, parse_block, prefix_blocks
@@ -59,7 +59,7 @@ def parse_storage(
 ) -> Storage:
     """A dataset's chunks and filters from h5py's arguments; the plan gives the default
     compression when ``compression`` is None."""
-    if compression is None and plan.compression is not None:
+    if compression is None and plan.compression is not None and ndim > 0:
         shuffle = plan.shuffle if shuffle is None else shuffle
         spec = resolve_filters(plan.compression, None, shuffle, fletcher32)
     else:
@@ -112,6 +112,10 @@ def data_request(
 ) -> DatasetRequest:
     """One rank's request for a dataset made of every rank's array (``write_dataset``)."""
     dtype = check_dtype(array.dtype)
+    if array.ndim == 0:  # a scalar dataset: rank 0's value is written
+        if corner is not None and tuple(corner) != ():
+            raise BlockError(f"{path}: start={tuple(corner)!r} for a scalar (0-d) array")
+        return DatasetRequest(path, dtype, RequestKind.EXPLICIT, (), Block((), ()), storage)
     if corner is None:
         block = Block((0,) * array.ndim, array.shape)
         return DatasetRequest(path, dtype, RequestKind.PREFIX, None, block, storage)
@@ -135,6 +139,8 @@ def _shape_and_blocks(requests: Sequence[DatasetRequest]) -> tuple[tuple[int, ..
         lengths = [r.block.count[0] for r in requests]
         return (sum(lengths), *first.block.count[1:]), prefix_blocks(lengths, first.block.count[1:])
     blocks = [r.block for r in requests]
+    if not first.block.count:  # a scalar: whatever the kind of request, rank 0 writes it
+        return (), [Block((), ())] * len(requests)
     if first.kind is RequestKind.CORNER:
         ndim = len(first.block.count)
         written = [b for b in blocks if not b.is_empty]
@@ -163,13 +169,18 @@ def _place(
     """Check the blocks of one dataset and plan its extents (and chunks)."""
     first = requests[0]
     shape, blocks = _shape_and_blocks(requests)
-    check_blocks(path, shape, blocks)
-    in_master = grouping.ngroups == 1
-    if in_master:
+    scalar = not shape  # rank 0 writes it, into the master (see files.Group.create_dataset)
+    if not scalar:
+        check_blocks(path, shape, blocks)
+    in_master = grouping.ngroups == 1 or scalar
+    if scalar:
+        boxes, groups, ranks = [Block((), ())], [grouping.group_of_rank[0]], [(0,)]
+        placements: list[int | None] = [0] + [None] * (len(blocks) - 1)
+    elif in_master:
         written = tuple(r for r, b in enumerate(blocks) if not b.is_empty)
         boxes = [Block((0,) * len(shape), shape)] if written else []
         groups, ranks = [0] * len(boxes), [written] * len(boxes)
-        placements: list[int | None] = [None if b.is_empty else 0 for b in blocks]
+        placements = [None if b.is_empty else 0 for b in blocks]
     else:
         planned, placed = plan_extents(blocks, grouping)
         boxes = [e.block for e in planned]
