@@ -174,7 +174,8 @@ def _place(
         check_blocks(path, shape, blocks)
     in_master = grouping.ngroups == 1 or scalar
     if scalar:
-        boxes, groups, ranks = [Block((), ())], [grouping.group_of_rank[0]], [(0,)]
+        boxes, groups = [Block((), ())], [grouping.group_of_rank[0]]
+        ranks: list[tuple[int, ...]] = [(0,)]
         placements: list[int | None] = [0] + [None] * (len(blocks) - 1)
     elif in_master:
         written = tuple(r for r, b in enumerate(blocks) if not b.is_empty)

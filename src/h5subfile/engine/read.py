@@ -89,34 +89,45 @@ def read_collective(session: Session, path: str, selection: Any = ()) -> Any:
     """Collective: every rank reads its own selection; with the plan's aggregators, a few
     ranks per file read large pieces and send every rank its bytes (two-phase I/O)."""
     info = session.node(path)
-    plan, how, error = None, None, None
+    plan, how = None, None
+    error: BaseException | None = None
     try:
         how = route(info)
         assert info.dtype is not None
         if info.dtype.kind == "O" or not info.shape:
             raise SelectionError(f"{path}: collective reads take N-D datasets of fixed-size types")
         plan = plan_read(info.shape, info.dtype.itemsize, selection)
-    except H5SubfileError as exc:
+    except Exception as exc:  # noqa: BLE001 - agreed on every rank
         error = exc
     agree(session.comm, error)
     assert plan is not None and info.dtype is not None
     if session.plan.aggregators is None or how is not Route.DIRECT:
-        return read(session, path, selection)
+        result = None
+        try:
+            result = read(session, path, selection)
+        except H5SubfileError as exc:  # read maps every failure into the hierarchy
+            error = exc
+        agree(session.comm, error)  # a collective read ends the same way on every rank
+        return result
     assert info.layout is not None
     reader = session.reader
     outputs = [np.empty(piece.box.count, dtype=info.dtype) for piece in plan.pieces]
     pieces: list[tuple[str, Piece]] = []
-    for piece, out in zip(plan.pieces, outputs):
-        if out.size == 0:
-            continue
-        by_file, chunked, complete = reader.plan(
-            info.layout, info.dtype.itemsize, piece.box, as_bytes(out)
-        )
-        if not complete:
-            out.reshape(-1).view(np.uint8).fill(0)  # zero bytes (fill(0) writes "0" into strings)
-        pieces.extend((file, p) for file, file_pieces in by_file.items() for p in file_pieces)
-        reader.read_chunked(chunked, piece.box, out)
-    agree(session.comm, _read_aggregated(session, pieces))
+    try:
+        for piece, out in zip(plan.pieces, outputs):
+            if out.size == 0:
+                continue
+            by_file, chunked, complete = reader.plan(
+                info.layout, info.dtype.itemsize, piece.box, as_bytes(out)
+            )
+            if not complete:
+                out.reshape(-1).view(np.uint8).fill(0)  # zero bytes (fill(0) writes "0" in strings)
+            pieces.extend((file, p) for file, file_pieces in by_file.items() for p in file_pieces)
+            reader.read_chunked(chunked, piece.box, out)
+    except Exception as exc:  # noqa: BLE001 - agreed below, after the collective exchange
+        error = exc
+        pieces = []  # this rank reads nothing more, but takes part in the exchange
+    agree(session.comm, _read_aggregated(session, pieces) or error)
     return assemble(plan, outputs)
 
 
