@@ -54,7 +54,9 @@ def test_box_minus_cuts_at_most_two_slabs_per_axis(case: tuple[Block, list[Block
         if inner.size:
             pieces = box_minus(block, inner)
             assert len(pieces) <= 2 * len(block.count)
-            assert np.array_equal(_mask(block, pieces) + _mask(block, [inner]), np.ones(block.count))
+            assert np.array_equal(
+                _mask(block, pieces) + _mask(block, [inner]), np.ones(block.count)
+            )
 
 
 def test_the_same_half_twice_leaves_the_other_half() -> None:

@@ -171,4 +171,3 @@ def _empty_new_groups(session: Session, removed: set[str]) -> list[str]:
             empty.append(path)
             gone.add(path)
     return empty
-
