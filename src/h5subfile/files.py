@@ -204,7 +204,8 @@ class Group(_Object):
 
         ``block`` (a tuple of slices) or ``start`` + ``count`` give the region this rank will write
         with :meth:`Dataset.write`; a rank that writes nothing passes neither. Blocks must lie in
-        ``shape`` and must not overlap (checked on all ranks together).
+        ``shape`` and must not overlap (checked on all ranks together). A scalar (``shape=()``)
+        is written by rank 0: the other ranks' blocks and values are ignored.
 
         Storage, as in h5py: ``chunks`` (True: the plan picks, aligned to the ranks' blocks when
         it can; or a shape), ``compression`` ("gzip", "lzf", "zstd", "lz4", "blosc", "blosc2",
@@ -255,7 +256,8 @@ class Group(_Object):
         Without ``start``, rank r's array goes at the exclusive prefix sum of the ranks' lengths
         along axis 0 (the VPIC pattern; uneven and empty lengths allowed; the other axes must
         agree). With ``start``, the array is an N-D block with its corner at ``start``; the
-        dataset's shape is the end of the union of the blocks. ``storage``: ``chunks``,
+        dataset's shape is the end of the union of the blocks. A 0-d array makes a scalar
+        dataset holding rank 0's value. ``storage``: ``chunks``,
         ``compression``, ``compression_opts``, ``shuffle``, ``fletcher32`` as in
         :meth:`create_dataset`.
         """
@@ -558,8 +560,11 @@ class File(Group):
     def close(self) -> None:
         """Collective (in write modes): finish the session and publish the master.
 
-        Raises IncompleteFileError (after publishing everything else) when some rank never wrote
-        a block it declared; the datasets concerned then refuse to be read.
+        Raises IncompleteFileError (after publishing) when some rank did not write all of a
+        block it declared, naming dataset, rank and missing region; the datasets concerned then
+        refuse to be read. After an error agreed by every rank in a write or dataset creation of
+        this session, those datasets (and groups of this session left empty) are not published
+        at all (docs/FORMAT.md, *Commit*).
         """
         commit.close(self._session)
 
