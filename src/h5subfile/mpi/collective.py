@@ -85,14 +85,15 @@ def agree(comm: MPI.Comm, error: BaseException | None) -> None:
 def root_only(comm: MPI.Comm, fn: Callable[[], T], root: int = 0) -> T:
     """Collective: run ``fn`` on ``root`` only; every rank returns its result or raises its error."""
     payload: tuple[bool, Any] = (True, None)
+    cause: BaseException | None = None  # the original, kept as __cause__ on the root
     if comm.rank == root:
         try:
             payload = (True, fn())
         except Exception as exc:  # noqa: BLE001 - re-raised on every rank below
-            payload = (False, describe(exc))
+            payload, cause = (False, describe(exc)), exc
     ok, value = comm.bcast(payload, root=root)
     if not ok:
-        raise rebuild([(root, value)], 1)
+        raise rebuild([(root, value)], 1) from cause
     return value
 
 
@@ -136,6 +137,7 @@ def root_decides(
     sent = (local, None if local_error is None else describe(local_error))
     gathered = comm.gather(sent, root=0)
     answer: Any = None
+    cause: BaseException | None = None  # the original, kept as __cause__ on rank 0
     if comm.rank == 0:
         assert gathered is not None
         failures = [(r, f) for r, (_, f) in enumerate(gathered) if f is not None]
@@ -150,13 +152,13 @@ def root_decides(
             else:
                 answer = (True, decided)
         except Exception as exc:  # noqa: BLE001 - re-raised on every rank below
-            failure = describe(exc)
+            failure, cause = describe(exc), exc
             answer = [(False, failure)] * comm.size if per_rank else (False, failure)
     ok, value = comm.scatter(answer, root=0) if per_rank else comm.bcast(answer, root=0)
     if not ok:
         error = exception_for(value)
         error.collective = True
-        raise error
+        raise error from cause
     return value
 
 
