@@ -45,11 +45,17 @@ READ = (
 #: files of 1 and 3 writers) and 3 ranks (2 and 4 writers), then read with 1-5 ranks; the storage
 #: files are written with 4 ranks and read with 1-5. Self-contained modules share these jobs.
 STAGES = (
-    Stage("write-1", 1, (WRITE,)),
+    Stage("write-1", 1, (WRITE, "test_integrity.py")),
     Stage(
         "write-3",
         3,
-        (WRITE, "test_bad_input.py", "test_independent_writes.py", "test_mpiio_hints.py"),
+        (
+            WRITE,
+            "test_bad_input.py",
+            "test_independent_writes.py",
+            "test_mpiio_hints.py",
+            "test_integrity.py",
+        ),
     ),
     Stage(
         "write-4",
@@ -70,6 +76,7 @@ STAGES = (
             "test_independent_writes.py",
             "test_damage.py",
             "test_mpiio_hints.py",
+            "test_integrity.py",
         ),
     ),
     Stage(

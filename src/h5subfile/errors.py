@@ -6,15 +6,35 @@ so ``except ValueError`` keeps working.
 
 An exception that was agreed collectively (raised identically on every rank) carries
 ``collective = True``; the CLI uses it to print the message once instead of aborting the job.
+
+Failures met in other code (the operating system, h5py, numpy) are mapped into the hierarchy
+by :func:`error_class` (by the class name and errno, as ranks send them to each other) and
+:func:`as_error` (an exception at hand): permission denied becomes
+:class:`PermissionDeniedError` (a ``PermissionError``), a missing file
+:class:`MissingFileError`, any other ``OSError`` :class:`RankIOError` with its ``errno`` and
+``strerror`` kept, ``KeyError`` :class:`ObjectNotFoundError`, ``IndexError``
+:class:`SelectionError`, ``ValueError`` and ``TypeError`` :class:`RankValueError` and
+:class:`RankTypeError`, anything else :class:`RankFailedError`.
 """
 
 from __future__ import annotations
+
+import builtins
+import errno as errnos
+import functools
+import os
+import re
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 
 class H5SubfileError(Exception):
     """Base class of every h5subfile error."""
 
     collective: bool = False
+
+    def __str__(self) -> str:  # the message, also when an OSError keeps its errno
+        return str(self.args[0]) if len(self.args) == 1 else super().__str__()
 
 
 class CollectiveMismatchError(H5SubfileError, ValueError):
@@ -86,3 +106,104 @@ class RankFailedError(H5SubfileError, RuntimeError):
 
 class RankIOError(H5SubfileError, OSError):
     """An operating-system error on some ranks (disk full, permissions...), re-raised everywhere."""
+
+
+class PermissionDeniedError(H5SubfileError, PermissionError):
+    """The operating system refused access to a file or folder (EACCES, EPERM, EROFS)."""
+
+
+class RankValueError(H5SubfileError, ValueError):
+    """An unexpected ValueError on some ranks, re-raised on every rank."""
+
+
+class RankTypeError(H5SubfileError, TypeError):
+    """An unexpected TypeError on some ranks, re-raised on every rank."""
+
+
+#: Built-in exceptions (or their bases) -> the class they become, most specific first.
+_BUILTIN_MAP: tuple[tuple[type[BaseException], type[H5SubfileError]], ...] = (
+    (PermissionError, PermissionDeniedError),
+    (FileNotFoundError, MissingFileError),
+    (FileExistsError, FileExistsH5SubfileError),
+    (OSError, RankIOError),
+    (KeyError, ObjectNotFoundError),
+    (IndexError, SelectionError),
+    (ValueError, RankValueError),
+    (TypeError, RankTypeError),
+)
+_PERMISSION = {errnos.EACCES, errnos.EPERM, errnos.EROFS}
+_ERRNO = re.compile(r"\[Errno (\d+)\]")
+
+
+def error_class(name: str, errno: int | None = None) -> type[H5SubfileError]:
+    """The class an exception named ``name`` (with ``errno``, if an OSError) is raised as.
+
+    Names of this module's classes stay themselves; built-in exceptions map as the module's
+    docstring says (an ``OSError`` by its errno: EACCES is a PermissionDeniedError); other
+    names become RankFailedError.
+    """
+    own = globals().get(name)
+    if isinstance(own, type) and issubclass(own, H5SubfileError):
+        return own
+    builtin = getattr(builtins, name, None)
+    if not (isinstance(builtin, type) and issubclass(builtin, BaseException)):
+        return RankFailedError
+    if issubclass(builtin, OSError) and errno is not None:
+        if errno in _PERMISSION:
+            return PermissionDeniedError
+        if errno == errnos.ENOENT:
+            return MissingFileError
+    for base, cls in _BUILTIN_MAP:
+        if issubclass(builtin, base):
+            return cls
+    return RankFailedError
+
+
+def errno_in(message: str) -> int | None:
+    """The errno an OSError's message starts with (``[Errno 13] ...``), if any."""
+    found = _ERRNO.search(message)
+    return int(found.group(1)) if found else None
+
+
+def keep_errno(error: H5SubfileError, errno: int | None) -> H5SubfileError:
+    """Give an OSError-derived ``error`` its ``errno`` and ``strerror`` (``str(error)`` stays
+    the message)."""
+    if errno is not None and isinstance(error, OSError):
+        error.errno = errno
+        error.strerror = os.strerror(errno)
+    return error
+
+
+def as_error(exc: BaseException) -> H5SubfileError:
+    """``exc`` itself if it is an H5SubfileError, else the error of the hierarchy it maps to
+    (its message says what it was: ``PermissionError: [Errno 13] ...``); raise it ``from
+    exc``."""
+    if isinstance(exc, H5SubfileError):
+        return exc
+    errno = getattr(exc, "errno", None) if isinstance(exc, OSError) else None
+    mro_names = [c.__name__ for c in type(exc).__mro__ if getattr(builtins, c.__name__, None) is c]
+    cls = error_class(mro_names[0] if mro_names else type(exc).__name__, errno)
+    message = str(exc.args[0]) if isinstance(exc, KeyError) and exc.args else str(exc)
+    error = keep_errno(cls(f"{type(exc).__name__}: {message}"), errno)
+    if isinstance(error, OSError) and isinstance(exc, OSError):
+        error.filename = exc.filename
+    return error
+
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def mapped(fn: F) -> F:
+    """Decorator of a local (not collective) operation: any exception leaving it is an
+    H5SubfileError (:func:`as_error`, raised from the original)."""
+
+    @functools.wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return fn(*args, **kwargs)
+        except H5SubfileError:
+            raise
+        except Exception as exc:
+            raise as_error(exc) from exc
+
+    return wrapper  # type: ignore[return-value]

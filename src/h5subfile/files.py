@@ -25,7 +25,6 @@ from .engine import read as reads
 from .engine.messages import WHOLE_BLOCK, DatasetRequest, WriteRequest
 from .engine.session import Session, open_session, warn_problems
 from .errors import (
-    DataShapeError,
     H5SubfileError,
     ObjectExistsError,
     ObjectNotFoundError,
@@ -205,7 +204,8 @@ class Group(_Object):
 
         ``block`` (a tuple of slices) or ``start`` + ``count`` give the region this rank will write
         with :meth:`Dataset.write`; a rank that writes nothing passes neither. Blocks must lie in
-        ``shape`` and must not overlap (checked on all ranks together).
+        ``shape`` and must not overlap (checked on all ranks together). A scalar (``shape=()``)
+        is written by rank 0: the other ranks' blocks and values are ignored.
 
         Storage, as in h5py: ``chunks`` (True: the plan picks, aligned to the ranks' blocks when
         it can; or a shape), ``compression`` ("gzip", "lzf", "zstd", "lz4", "blosc", "blosc2",
@@ -256,7 +256,8 @@ class Group(_Object):
         Without ``start``, rank r's array goes at the exclusive prefix sum of the ranks' lengths
         along axis 0 (the VPIC pattern; uneven and empty lengths allowed; the other axes must
         agree). With ``start``, the array is an N-D block with its corner at ``start``; the
-        dataset's shape is the end of the union of the blocks. ``storage``: ``chunks``,
+        dataset's shape is the end of the union of the blocks. A 0-d array makes a scalar
+        dataset holding rank 0's value. ``storage``: ``chunks``,
         ``compression``, ``compression_opts``, ``shuffle``, ``fletcher32`` as in
         :meth:`create_dataset`.
         """
@@ -296,9 +297,7 @@ class Group(_Object):
         try:
             requests = []
             for name, data in datasets.items():
-                array = np.ascontiguousarray(data)
-                if array.ndim == 0:
-                    raise DataShapeError(f"{name}: data must have at least one dimension")
+                array = np.asarray(data, order="C")  # a 0-d array stays 0-d: a scalar dataset
                 corner = start.get(name) if isinstance(start, Mapping) else start
                 storage = create.parse_storage(session.plan, array.ndim, **storage_args)
                 path = _join(self._path, name)
@@ -561,8 +560,11 @@ class File(Group):
     def close(self) -> None:
         """Collective (in write modes): finish the session and publish the master.
 
-        Raises IncompleteFileError (after publishing everything else) when some rank never wrote
-        a block it declared; the datasets concerned then refuse to be read.
+        Raises IncompleteFileError (after publishing) when some rank did not write all of a
+        block it declared, naming dataset, rank and missing region; the datasets concerned then
+        refuse to be read. After an error agreed by every rank in a write or dataset creation of
+        this session, those datasets (and groups of this session left empty) are not published
+        at all (docs/FORMAT.md, *Commit*).
         """
         commit.close(self._session)
 
@@ -572,7 +574,7 @@ class File(Group):
     def __exit__(self, exc_type: Any, exc: BaseException | None, tb: Any) -> None:
         if exc is None or getattr(exc, "collective", False):
             # Every rank is here (no error, or one agreed on all ranks): publish what was written.
-            self.close()
+            commit.close(self._session, exc)
         else:
             # An error on this rank only: a collective close could hang. Leave the old file
             # untouched (the unfinished session is reported by readers).

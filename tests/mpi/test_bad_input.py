@@ -346,6 +346,7 @@ def test_data_written_before_the_errors_is_intact(comm, scene: Scene) -> None:
         want = np.concatenate([np.arange(4, dtype="i8") + 10 * r for r in range(comm.size)])
         assert np.array_equal(f["good"][...], want)
         assert "ov" not in f and "ms" not in f
+        assert "ws" not in f and "wd" not in f  # their writes failed: close left them out
 
 
 def test_refused_opens_leave_no_file(scene: Scene) -> None:

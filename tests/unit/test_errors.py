@@ -33,3 +33,58 @@ def test_every_error_class_is_exported() -> None:
         for n in hs.__all__
         if n.endswith("Error") and n != "H5SubfileError"
     )
+
+
+def test_failures_from_elsewhere_map_into_the_hierarchy() -> None:
+    """What the operating system, h5py or numpy raise becomes an H5SubfileError that is still
+    the built-in (``except PermissionError`` keeps working), with errno kept."""
+    import errno
+
+    from h5subfile import errors
+
+    cases = [
+        (PermissionError(errno.EACCES, "Permission denied", "/x"), errors.PermissionDeniedError),
+        (OSError(errno.EROFS, "Read-only file system"), errors.PermissionDeniedError),
+        (OSError(errno.EINVAL, "Invalid argument"), errors.RankIOError),
+        (NotADirectoryError(errno.ENOTDIR, "Not a directory"), errors.RankIOError),
+        (FileNotFoundError(errno.ENOENT, "No such file or directory"), errors.MissingFileError),
+        (FileExistsError(errno.EEXIST, "File exists"), errors.FileExistsH5SubfileError),
+        (KeyError("x"), errors.ObjectNotFoundError),
+        (IndexError("too far"), errors.SelectionError),
+        (ValueError("bad"), errors.RankValueError),
+        (TypeError("bad"), errors.RankTypeError),
+        (RuntimeWarning("odd"), errors.RankFailedError),
+    ]
+    for original, expected in cases:
+        mapped = errors.as_error(original)
+        assert type(mapped) is expected, (original, mapped)
+        assert isinstance(mapped, errors.H5SubfileError)
+        assert type(original).__name__ in str(mapped)
+        if isinstance(original, OSError):
+            assert isinstance(mapped, OSError)
+            assert mapped.errno == original.errno
+            assert mapped.strerror and str(original.errno) in str(mapped)
+        if expected not in (errors.RankIOError, errors.RankFailedError):
+            assert isinstance(mapped, type(original))  # except ...Error: still catches it
+    assert isinstance(errors.as_error(PermissionError(13, "no")), PermissionError)
+
+
+def test_failures_sent_between_ranks_keep_class_and_errno() -> None:
+    """Ranks send (class name, message); the rebuilt error is the mapped class with the errno
+    of the message, and an error of the hierarchy stays itself."""
+    from h5subfile import errors
+    from h5subfile.mpi.collective import exception_for, rebuild
+
+    error = rebuild([(1, ("PermissionError", "[Errno 13] Permission denied: '/ro/x.h5'"))], 3)
+    assert type(error) is errors.PermissionDeniedError and isinstance(error, PermissionError)
+    assert error.errno == 13 and error.strerror == "Permission denied"
+    assert str(error) == "[rank 1] PermissionError: [Errno 13] Permission denied: '/ro/x.h5'"
+    assert error.collective
+    invalid = rebuild([(0, ("OSError", "[Errno 22] Invalid argument")), (2, ("KeyError", "k"))], 3)
+    assert type(invalid) is errors.RankIOError and invalid.errno == 22
+    again = exception_for(("RankIOError", str(invalid)))  # re-agreed: stays itself
+    assert type(again) is errors.RankIOError and again.errno == 22
+    assert str(again) == str(invalid)
+    assert type(rebuild([(0, ("KeyError", "'k'"))], 1)) is errors.ObjectNotFoundError
+    shape = rebuild([(1, ("DataShapeError", "rank 1: data of shape (3,)"))], 3)
+    assert type(shape) is errors.DataShapeError and "DataShapeError" not in str(shape)

@@ -77,16 +77,23 @@ def _phase(backend: Backend, writing: bool, source: int, words: np.ndarray) -> t
     agree(comm, error)
     start = MPI.Wtime()
     per_block = options.transfers_per_block
-    for segment in range(options.segments):
-        for index in range(per_block):
-            if writing:
-                pattern.stamp(words, segment, index)
-            backend.transfer(writing, segment, index * options.transfer, words)
+    try:
+        for segment in range(options.segments):
+            for index in range(per_block):
+                if writing:
+                    pattern.stamp(words, segment, index)
+                backend.transfer(writing, segment, index * options.transfer, words)
+    except Exception as exc:  # noqa: BLE001 - agreed below: one message, every rank ends
+        error = exc
     end = MPI.Wtime()
-    if writing and options.fsync:
-        backend.sync()
-    backend.close()
+    try:  # every rank syncs and closes (collective in some backends), even after an error
+        if writing and options.fsync:
+            backend.sync()
+        backend.close()
+    except Exception as exc:  # noqa: BLE001 - agreed below
+        error = error or exc
     closed = MPI.Wtime()
+    agree(comm, error)
     return opened, open_end, start, end, closed
 
 
@@ -95,13 +102,24 @@ def _check(backend: Backend, writing: bool, source: int) -> int:
     options = backend.options
     body = pattern.transfer_words(options.transfer, source, 0)
     got = np.empty_like(body)
-    backend.open(False, source)
-    bad = 0
-    for segment in range(options.segments):
-        for index in range(options.transfers_per_block):
-            backend.transfer(False, segment, index * options.transfer, got)
-            bad += not pattern.check(got, body, segment, index)
-    backend.close()
+    bad, error = 0, None
+    try:
+        backend.open(False, source)
+    except Exception as exc:  # noqa: BLE001 - agreed below: one message, every rank ends
+        error = exc
+    agree(backend.comm, error)
+    try:
+        for segment in range(options.segments):
+            for index in range(options.transfers_per_block):
+                backend.transfer(False, segment, index * options.transfer, got)
+                bad += not pattern.check(got, body, segment, index)
+    except Exception as exc:  # noqa: BLE001 - agreed below
+        error = exc
+    try:
+        backend.close()
+    except Exception as exc:  # noqa: BLE001 - agreed below
+        error = error or exc
+    agree(backend.comm, error)
     return bad
 
 

@@ -5,9 +5,13 @@ from __future__ import annotations
 import argparse
 import os
 from collections import defaultdict
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from ..errors import UnsafePathError
 from ..units import format_bytes
+
+if TYPE_CHECKING:  # imported when the verb runs, not when the command line is parsed
+    from ..layout.names import SourcePaths
 from .common import print_json
 
 
@@ -28,6 +32,7 @@ def describe(path: str) -> dict[str, Any]:
     from mpi4py import MPI
 
     from ..files import Dataset, File
+    from ..layout.names import SourcePaths
 
     with File(path, "r", comm=MPI.COMM_SELF) as f:
         datasets = []
@@ -53,14 +58,15 @@ def describe(path: str) -> dict[str, Any]:
                     stats["ranks"].update(extent.ranks)
 
         f.visit(visit)
-        master_dir = os.path.dirname(f.filename)
+        paths = SourcePaths(f.filename)
         subfiles = []
         for name, stats in sorted(files.items()):
-            full = os.path.join(master_dir, name)
+            size, state = _file_state(paths, name)
             subfiles.append(
                 {
                     "file": name,
-                    "bytes": os.path.getsize(full) if os.path.isfile(full) else None,
+                    "bytes": size,
+                    "state": state,
                     "blocks": stats["blocks"],
                     "ranks": sorted(stats["ranks"]),
                 }
@@ -74,6 +80,23 @@ def describe(path: str) -> dict[str, Any]:
             "data_bytes": sum(d["nbytes"] for d in datasets),
             "problems": f.problems,
         }
+
+
+def _file_state(paths: SourcePaths, name: str) -> tuple[int | None, str]:
+    """(size, "ok") of a recorded file, or (None, why not): a path leaving the master's
+    folder is not looked at; a missing, unreadable or irregular file is said to be."""
+    from ..io.posix import probe_file
+
+    try:
+        full = paths.resolve(name)
+    except UnsafePathError:
+        return None, "OUTSIDE the master's folder (not examined)"
+    size, error = probe_file(full)
+    if error is None:
+        return size, "ok"
+    if isinstance(error, FileNotFoundError):
+        return None, "MISSING"
+    return None, f"UNREADABLE ({error.strerror or error})"
 
 
 def _ranks(ranks: list[int]) -> str:
@@ -113,7 +136,7 @@ def render(info: dict[str, Any]) -> str:
     if info["files"]:
         lines.append("files holding data:")
         for s in info["files"]:
-            size = "MISSING" if s["bytes"] is None else format_bytes(s["bytes"])
+            size = s["state"] if s["bytes"] is None else format_bytes(s["bytes"])
             lines.append(
                 f"  {s['file']}  {size}, {s['blocks']} block(s) from rank(s) {_ranks(s['ranks'])}"
             )
@@ -124,17 +147,22 @@ def render(info: dict[str, Any]) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
+    """Rank 0 describes the file; every rank returns its status, or raises its error
+    (agreed: printed once)."""
     import warnings
 
     from mpi4py import MPI
 
-    if MPI.COMM_WORLD.rank != 0:
-        return 0
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", RuntimeWarning)  # problems are listed in the output
-        info = describe(args.file)
-    if args.json:
-        print_json(info)
-    else:
-        print(render(info))
-    return 1 if info["problems"] else 0
+    from ..mpi.collective import root_only
+
+    def describe_on_root() -> int:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)  # problems are listed in the output
+            info = describe(args.file)
+        if args.json:
+            print_json(info)
+        else:
+            print(render(info), flush=True)
+        return 1 if info["problems"] else 0
+
+    return root_only(MPI.COMM_WORLD, describe_on_root)

@@ -1,21 +1,42 @@
 """Ending a write session: the collective close that publishes the master (abandoning a
-session, without communication, is :meth:`~.session.Session.abandon`)."""
+session, without communication, is :meth:`~.session.Session.abandon`).
+
+What close publishes depends on whether the session *failed*: an error agreed by every rank
+is on its way out of the ``with File(...)`` block (``failure``), or was raised earlier by a
+write or a dataset creation of this session (``Writing.failure``), even if the caller caught
+it.
+
+- Not failed: every dataset is published; one some rank did not completely write is marked
+  incomplete (readers refuse it) and close raises IncompleteFileError naming the dataset, the
+  ranks and the regions they never wrote.
+- Failed: datasets of this session not completely written are unlinked from the master, and
+  so are groups created in this session that are empty at close (deepest first); everything
+  written completely, and everything earlier sessions closed, is published as usual. With an
+  error on its way out close raises nothing of its own (that error ends the block on every
+  rank); called after a caught error it raises IncompleteFileError naming what it left out.
+"""
 
 from __future__ import annotations
 
 import dataclasses
 
 from ..errors import IncompleteFileError
+from ..layout.regions import describe
 from ..mpi.collective import agree, root_decides
 from .session import Session
 
+#: What one rank still had to write of one dataset at close: (path, its block, the first
+#: boxes missing, how many boxes are missing). Small, whatever the number of writes.
+Missing = tuple[str, str, str, int]
 
-def close(session: Session) -> None:
+
+def close(session: Session, failure: BaseException | None = None) -> None:
     """Collective (in write modes): finish the session and publish the master.
 
-    Raises IncompleteFileError (after publishing everything else) when some rank never wrote
-    a block it declared. On any other failure every rank abandons the session (the old file
-    stays as it was) and raises the same error.
+    ``failure``: the agreed error ending the ``with`` block, if any (see the module's
+    docstring). Raises IncompleteFileError, after publishing, when a dataset was left
+    incomplete. On any failure of the close itself every rank abandons the session (the old
+    file stays as it was) and raises the same error.
     """
     if session.closed:
         return
@@ -34,13 +55,16 @@ def close(session: Session) -> None:
             writing.leader.subfile.close(fsync=session.plan.fsync)
     except Exception as exc:  # noqa: BLE001 - agreed below
         error = exc
+    failed = writing.failure
+    if failure is not None:
+        failed = f"{type(failure).__name__}: {failure}"
     try:
         agree(session.comm, error)
         message = root_decides(
             session.comm,
-            sorted(writing.unwritten),
+            missing_regions(session),
             None,
-            lambda unwritten: commit_on_root(session, unwritten),
+            lambda gathered: commit_on_root(session, gathered, failed),
             per_rank=False,
         )
     except BaseException:
@@ -48,27 +72,64 @@ def close(session: Session) -> None:
         raise
     session.reader.close()
     session.closed = True
-    if message:
+    if message and failure is None:
         incomplete = IncompleteFileError(message)
         incomplete.collective = True  # the same on every rank
         raise incomplete
 
 
-def commit_on_root(session: Session, unwritten: list[list[str]]) -> str | None:
-    """Rank 0: mark datasets some ranks never wrote, then publish the master. Returns the
-    message of the IncompleteFileError every rank raises, if any."""
+def missing_regions(session: Session) -> list[Missing]:
+    """What this rank has still to write, per dataset (sent to rank 0 at close)."""
+    writing = session.writing
+    assert writing is not None
+    missing = []
+    for path, boxes in sorted(writing.unwritten.items()):
+        target = writing.targets[path]
+        assert target is not None
+        missing.append((path, str(target.block), describe(boxes), len(boxes)))
+    return missing
+
+
+def describe_missing(by_path: dict[str, list[tuple[int, Missing]]]) -> str:
+    """``/a (ranks 0, 1); /b (rank 2). Never written: /a: rank 0 [5:10] of its block
+    [0:10], ...``: the datasets, then the regions (a few ranks per dataset)."""
+    summary = "; ".join(
+        f"{path} (rank{'s' if len(r) > 1 else ''} {', '.join(str(k) for k, _ in r[:8])}"
+        f"{', ...' if len(r) > 8 else ''})"
+        for path, r in sorted(by_path.items())
+    )
+    details = []
+    for path, ranks in sorted(by_path.items()):
+        parts = [
+            f"rank {rank} {boxes} of its block {block}" for rank, (_, block, boxes, _) in ranks[:4]
+        ]
+        if len(ranks) > 4:
+            parts.append(f"{len(ranks) - 4} more rank(s)")
+        details.append(f"{path}: {', '.join(parts)}")
+    return f"{summary}. Never written: {'; '.join(details)}"
+
+
+def commit_on_root(session: Session, gathered: list[list[Missing]], failed: str | None) -> str:
+    """Rank 0: leave out or mark what was not completely written, then publish the master.
+    Returns the message of the IncompleteFileError, or "" when nothing was missing."""
     writing = session.writing
     assert writing is not None and writing.root is not None
     master = writing.root.master
-    missing: dict[str, list[int]] = {}
-    for rank, paths in enumerate(unwritten):
-        for path in paths:
-            missing.setdefault(path, []).append(rank)
-    for path in missing:
-        info = session.catalog.nodes[path]
-        assert info.layout is not None
-        info.layout = dataclasses.replace(info.layout, complete=False)
-        master.write_layout(path, info.layout)
+    by_path: dict[str, list[tuple[int, Missing]]] = {}
+    for rank, entries in enumerate(gathered):
+        for entry in entries:
+            by_path.setdefault(entry[0], []).append((rank, entry))
+    if failed is None:
+        for path in by_path:
+            info = session.catalog.nodes[path]
+            assert info.layout is not None
+            info.layout = dataclasses.replace(info.layout, complete=False)
+            master.write_layout(path, info.layout)
+    else:
+        left_out = [*by_path, *_empty_new_groups(session, set(by_path))]
+        for path in left_out:
+            master.unlink(path)
+            del session.catalog.nodes[path]
     subfiles = sorted(
         {
             e.file
@@ -79,14 +140,34 @@ def commit_on_root(session: Session, unwritten: list[list[str]]) -> str | None:
         }
     )
     master.commit(subfiles, session.plan.fsync)
-    if not missing:
-        return None
-    described = "; ".join(
-        f"{path} (rank{'s' if len(r) > 1 else ''} {', '.join(map(str, r[:8]))}"
-        f"{', ...' if len(r) > 8 else ''})"
-        for path, r in sorted(missing.items())
-    )
+    if not by_path:
+        return ""
+    if failed is None:
+        return (
+            f"{session.path} was closed but some ranks never wrote the blocks they declared: "
+            f"{describe_missing(by_path)}. These datasets are marked incomplete and refuse "
+            "to be read"
+        )
     return (
-        f"{session.path} was closed but some ranks never wrote the blocks they declared: "
-        f"{described}; these datasets are marked incomplete and refuse to be read"
+        f"{session.path} was closed after an error in this session ({failed}); datasets it "
+        f"did not completely write were not published: {describe_missing(by_path)}"
     )
+
+
+def _empty_new_groups(session: Session, removed: set[str]) -> list[str]:
+    """Groups created in this session that are empty once ``removed`` is gone, deepest first
+    (a group holding only such groups is empty too)."""
+    writing = session.writing
+    assert writing is not None and writing.root is not None
+    existing = writing.root.existing
+    nodes = session.catalog.nodes
+    new_groups = [p for p, n in nodes.items() if n.kind == "group" and p not in existing]
+    gone = set(removed)
+    empty = []
+    for path in sorted(new_groups, key=lambda p: p.count("/"), reverse=True):
+        prefix = path.rstrip("/") + "/"
+        members = [p for p in nodes if p.startswith(prefix) and p not in gone]
+        if not members:
+            empty.append(path)
+            gone.add(path)
+    return empty

@@ -8,6 +8,7 @@ datasets. :func:`plan_creation` is pure: it reads the catalogue and the requests
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -15,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import ObjectExistsError, PlanError
+from ..errors import BlockError, H5SubfileError, ObjectExistsError, PlanError
 from ..io.filters import resolve_filters
 from ..io.h5 import SourceFile
 from ..layout.blocks import Block, check_blocks, corner_block, parse_block, prefix_blocks
@@ -58,7 +59,7 @@ def parse_storage(
 ) -> Storage:
     """A dataset's chunks and filters from h5py's arguments; the plan gives the default
     compression when ``compression`` is None."""
-    if compression is None and plan.compression is not None:
+    if compression is None and plan.compression is not None and ndim > 0:
         shuffle = plan.shuffle if shuffle is None else shuffle
         spec = resolve_filters(plan.compression, None, shuffle, fletcher32)
     else:
@@ -111,6 +112,10 @@ def data_request(
 ) -> DatasetRequest:
     """One rank's request for a dataset made of every rank's array (``write_dataset``)."""
     dtype = check_dtype(array.dtype)
+    if array.ndim == 0:  # a scalar dataset: rank 0's value is written
+        if corner is not None and tuple(corner) != ():
+            raise BlockError(f"{path}: start={tuple(corner)!r} for a scalar (0-d) array")
+        return DatasetRequest(path, dtype, RequestKind.EXPLICIT, (), Block((), ()), storage)
     if corner is None:
         block = Block((0,) * array.ndim, array.shape)
         return DatasetRequest(path, dtype, RequestKind.PREFIX, None, block, storage)
@@ -134,6 +139,8 @@ def _shape_and_blocks(requests: Sequence[DatasetRequest]) -> tuple[tuple[int, ..
         lengths = [r.block.count[0] for r in requests]
         return (sum(lengths), *first.block.count[1:]), prefix_blocks(lengths, first.block.count[1:])
     blocks = [r.block for r in requests]
+    if not first.block.count:  # a scalar: whatever the kind of request, rank 0 writes it
+        return (), [Block((), ())] * len(requests)
     if first.kind is RequestKind.CORNER:
         ndim = len(first.block.count)
         written = [b for b in blocks if not b.is_empty]
@@ -162,13 +169,19 @@ def _place(
     """Check the blocks of one dataset and plan its extents (and chunks)."""
     first = requests[0]
     shape, blocks = _shape_and_blocks(requests)
-    check_blocks(path, shape, blocks)
-    in_master = grouping.ngroups == 1
-    if in_master:
+    scalar = not shape  # rank 0 writes it, into the master (see files.Group.create_dataset)
+    if not scalar:
+        check_blocks(path, shape, blocks)
+    in_master = grouping.ngroups == 1 or scalar
+    if scalar:
+        boxes, groups = [Block((), ())], [grouping.group_of_rank[0]]
+        ranks: list[tuple[int, ...]] = [(0,)]
+        placements: list[int | None] = [0] + [None] * (len(blocks) - 1)
+    elif in_master:
         written = tuple(r for r, b in enumerate(blocks) if not b.is_empty)
         boxes = [Block((0,) * len(shape), shape)] if written else []
         groups, ranks = [0] * len(boxes), [written] * len(boxes)
-        placements: list[int | None] = [None if b.is_empty else 0 for b in blocks]
+        placements = [None if b.is_empty else 0 for b in blocks]
     else:
         planned, placed = plan_extents(blocks, grouping)
         boxes = [e.block for e in planned]
@@ -292,7 +305,19 @@ def create_datasets(
     session: Session, requests: list[DatasetRequest] | None, error: BaseException | None
 ) -> list[str]:
     """Collective: create the requested datasets (``requests`` is None on a rank whose
-    arguments failed, with ``error``: then every rank raises it). Returns their paths."""
+    arguments failed, with ``error``: then every rank raises it). Returns their paths. An
+    agreed error marks the session as failed (see :func:`.commit.close`)."""
+    writing = session.require_writable("create_datasets")
+    try:
+        return _create_datasets(session, requests, error)
+    except H5SubfileError as exc:
+        writing.note_failure(exc)
+        raise
+
+
+def _create_datasets(
+    session: Session, requests: list[DatasetRequest] | None, error: BaseException | None
+) -> list[str]:
     writing = session.require_writable("create_datasets")
     comm = session.comm
 
@@ -322,8 +347,9 @@ def create_datasets(
         session.catalog.nodes[path] = info
     for path, block in zip(assignment.paths, assignment.blocks):
         writing.targets[path] = _target(session, path, block)
-        if writing.targets[path] is not None:
-            writing.unwritten.add(path)
+        target = writing.targets[path]
+        if target is not None:
+            writing.unwritten[path] = [target.block]
     return list(assignment.paths)
 
 
@@ -379,24 +405,31 @@ def publish(
     for part in gathered:
         offsets.update(part)
     nodes: dict[str, NodeInfo] = {}
-    for index, dataset in enumerate(creation.datasets):
-        stored = tuple(
-            dataclasses.replace(extent, offset=offsets[(index, k)])
-            for k, extent in enumerate(dataset.extents)
-        )
-        layout = DatasetLayout(
-            writing.number, stored, complete=True, dtype=dtype_text(dataset.dtype)
-        )
-        if dataset.choice is not None and stored:
-            layout = dataclasses.replace(
-                layout,
-                chunks=dataset.choice.chunks,
-                chunks_aligned=dataset.choice.aligned,
-                filters=dataset.filters.to_dict(),
+    try:
+        for index, dataset in enumerate(creation.datasets):
+            stored = tuple(
+                dataclasses.replace(extent, offset=offsets[(index, k)])
+                for k, extent in enumerate(dataset.extents)
             )
-        nodes[dataset.path] = master.publish_dataset(
-            dataset.path, dataset.shape, dataset.dtype, layout
-        )
+            layout = DatasetLayout(
+                writing.number, stored, complete=True, dtype=dtype_text(dataset.dtype)
+            )
+            if dataset.choice is not None and stored:
+                layout = dataclasses.replace(
+                    layout,
+                    chunks=dataset.choice.chunks,
+                    chunks_aligned=dataset.choice.aligned,
+                    filters=dataset.filters.to_dict(),
+                )
+            nodes[dataset.path] = master.publish_dataset(
+                dataset.path, dataset.shape, dataset.dtype, layout
+            )
+    except Exception:
+        # No rank learns of this call's datasets: none may stay in the master.
+        for dataset in creation.datasets[: len(nodes) + 1]:
+            with contextlib.suppress(Exception):
+                master.unlink(dataset.path)
+        raise
     if master.commit_mode == "in-place":
         master.flush()  # the new datasets are on disk before any rank writes data
     return nodes

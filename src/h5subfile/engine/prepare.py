@@ -62,6 +62,8 @@ def prepare(session: Session, request: WriteRequest) -> PreparedWrite | None:
     whole = request.selection is WHOLE_BLOCK
     if whole:
         if target is None:
+            if not info.shape:
+                return None  # a scalar dataset: rank 0 writes its value, the others' are ignored
             if request.data is not None and np.size(request.data) != 0:
                 raise DataShapeError(
                     f"rank {rank} declared no block of {path} but passed "

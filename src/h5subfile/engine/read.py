@@ -9,7 +9,7 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import H5SubfileError, SelectionError
+from ..errors import H5SubfileError, SelectionError, mapped
 from ..io.posix import Piece, as_bytes
 from ..layout.catalog import NodeInfo, raise_problem
 from ..layout.selection import assemble, partition, plan_read, selection_box
@@ -36,6 +36,7 @@ def route(info: NodeInfo) -> Route:
     return Route.DIRECT
 
 
+@mapped
 def read(session: Session, path: str, selection: Any = ()) -> Any:
     """Read a selection (numpy/h5py style) on this rank only."""
     info = session.node(path)
@@ -54,6 +55,7 @@ def read(session: Session, path: str, selection: Any = ()) -> Any:
     return assemble(plan, arrays)
 
 
+@mapped
 def read_into(session: Session, path: str, dest: np.ndarray, selection: Any = ()) -> None:
     """Read ``selection`` into ``dest`` (h5py's ``read_direct``): for a box selection into a
     C-contiguous ``dest`` of the dataset's dtype, without an intermediate array."""
@@ -68,6 +70,7 @@ def read_into(session: Session, path: str, dest: np.ndarray, selection: Any = ()
     dest[...] = read(session, path, selection)
 
 
+@mapped
 def read_partition(session: Session, path: str) -> np.ndarray:
     """This rank's BD-CATS share along axis 0; collective when the plan has aggregators."""
     info = session.node(path)
@@ -81,38 +84,50 @@ def read_partition(session: Session, path: str) -> np.ndarray:
     return result
 
 
+@mapped
 def read_collective(session: Session, path: str, selection: Any = ()) -> Any:
     """Collective: every rank reads its own selection; with the plan's aggregators, a few
     ranks per file read large pieces and send every rank its bytes (two-phase I/O)."""
     info = session.node(path)
-    plan, how, error = None, None, None
+    plan, how = None, None
+    error: BaseException | None = None
     try:
         how = route(info)
         assert info.dtype is not None
         if info.dtype.kind == "O" or not info.shape:
             raise SelectionError(f"{path}: collective reads take N-D datasets of fixed-size types")
         plan = plan_read(info.shape, info.dtype.itemsize, selection)
-    except H5SubfileError as exc:
+    except Exception as exc:  # noqa: BLE001 - agreed on every rank
         error = exc
     agree(session.comm, error)
     assert plan is not None and info.dtype is not None
     if session.plan.aggregators is None or how is not Route.DIRECT:
-        return read(session, path, selection)
+        result = None
+        try:
+            result = read(session, path, selection)
+        except H5SubfileError as exc:  # read maps every failure into the hierarchy
+            error = exc
+        agree(session.comm, error)  # a collective read ends the same way on every rank
+        return result
     assert info.layout is not None
     reader = session.reader
     outputs = [np.empty(piece.box.count, dtype=info.dtype) for piece in plan.pieces]
     pieces: list[tuple[str, Piece]] = []
-    for piece, out in zip(plan.pieces, outputs):
-        if out.size == 0:
-            continue
-        by_file, chunked, complete = reader.plan(
-            info.layout, info.dtype.itemsize, piece.box, as_bytes(out)
-        )
-        if not complete:
-            out.reshape(-1).view(np.uint8).fill(0)  # zero bytes (fill(0) writes "0" into strings)
-        pieces.extend((file, p) for file, file_pieces in by_file.items() for p in file_pieces)
-        reader.read_chunked(chunked, piece.box, out)
-    agree(session.comm, _read_aggregated(session, pieces))
+    try:
+        for piece, out in zip(plan.pieces, outputs):
+            if out.size == 0:
+                continue
+            by_file, chunked, complete = reader.plan(
+                info.layout, info.dtype.itemsize, piece.box, as_bytes(out)
+            )
+            if not complete:
+                out.reshape(-1).view(np.uint8).fill(0)  # zero bytes (fill(0) writes "0" in strings)
+            pieces.extend((file, p) for file, file_pieces in by_file.items() for p in file_pieces)
+            reader.read_chunked(chunked, piece.box, out)
+    except Exception as exc:  # noqa: BLE001 - agreed below, after the collective exchange
+        error = exc
+        pieces = []  # this rank reads nothing more, but takes part in the exchange
+    agree(session.comm, _read_aggregated(session, pieces) or error)
     return assemble(plan, outputs)
 
 

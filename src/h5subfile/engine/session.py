@@ -30,6 +30,7 @@ from ..io.h5 import open_shared_read
 from ..io.master import MasterWriter, open_for_reading
 from ..io.posix import FilePool, IOStats
 from ..io.subfile import SubfileWriter
+from ..layout.blocks import Block
 from ..layout.catalog import Catalog, NodeInfo
 from ..layout.grouping import Grouping, plan_groups
 from ..layout.names import SourcePaths, subfile_relpath
@@ -46,6 +47,7 @@ class RootRole:
     """Rank 0 in a write session: it alone changes the master."""
 
     master: MasterWriter
+    existing: frozenset[str] = frozenset()  # the groups and datasets before this session
 
 
 @dataclass
@@ -75,10 +77,19 @@ class Writing:
     root: RootRole | None = None
     leader: LeaderRole | None = None
     targets: dict[str, WriteTarget | None] = field(default_factory=dict)
-    unwritten: set[str] = field(default_factory=set)
-    partly_written: dict[str, int] = field(default_factory=dict)  # elements, by dset[...] = x
+    #: What this rank has still to write of each dataset's block: disjoint boxes (absent once
+    #: it is written; see layout/regions.py).
+    unwritten: dict[str, list[Block]] = field(default_factory=dict)
+    #: The first error agreed by every rank in a write or a dataset creation of this session
+    #: ("DataShapeError: ..."): then close publishes no dataset left incomplete.
+    failure: str | None = None
     compressors: Compressors = field(default_factory=Compressors)
     group_comm: MPI.Comm | None = None
+
+    def note_failure(self, error: BaseException) -> None:
+        """Remember the first error agreed by every rank (the same on every rank)."""
+        if self.failure is None and getattr(error, "collective", False):
+            self.failure = f"{type(error).__name__}: {error}"
 
 
 class Session:
@@ -244,7 +255,7 @@ def _begin_writing(path: str, mode: str, comm: MPI.Comm, plan: Plan) -> Session:
         grouping, number, session_id, FilePool(True, session.stats, plan.transfer_size)
     )
     if masters:
-        writing.root = RootRole(masters[0])
+        writing.root = RootRole(masters[0], frozenset(masters[0].catalog.nodes))
     group = grouping.group_of_rank[comm.rank]
     if grouping.leaders[group] == comm.rank:
         writing.leader = LeaderRole(

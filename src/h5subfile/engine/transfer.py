@@ -14,10 +14,11 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Sequence
 
-from ..errors import H5SubfileError, SelectionError
+from ..errors import H5SubfileError, SelectionError, mapped
 from ..io.boxes import box_pieces
 from ..io.posix import Piece
 from ..layout.grouping import aggregators_of
+from ..layout.regions import subtract
 from ..mpi.collective import agree
 from .chunks import write_chunks
 from .create import transfer_for
@@ -29,7 +30,17 @@ from .session import Session
 
 def put(session: Session, requests: Sequence[WriteRequest]) -> None:
     """Collective: every rank writes its part of the given datasets (the same datasets, in
-    the same order, on every rank); everything is checked and agreed first."""
+    the same order, on every rank); everything is checked and agreed first. An agreed error
+    marks the session as failed (see :func:`.commit.close`)."""
+    try:
+        _put(session, requests)
+    except H5SubfileError as exc:
+        if session.writing is not None:
+            session.writing.note_failure(exc)
+        raise
+
+
+def _put(session: Session, requests: Sequence[WriteRequest]) -> None:
     prepared: list[PreparedWrite] = []
     error: BaseException | None = None
     try:
@@ -49,6 +60,7 @@ def put(session: Session, requests: Sequence[WriteRequest]) -> None:
     agree(session.comm, error)
 
 
+@mapped
 def put_independent(session: Session, request: WriteRequest) -> None:
     """Write part of this rank's block, without communication (``dset[box] = data``)."""
     write = prepare(session, request)
@@ -68,16 +80,21 @@ def put_independent(session: Session, request: WriteRequest) -> None:
 
 
 def record_written(session: Session, write: PreparedWrite) -> None:
-    """Count what this rank wrote of its block (close reports blocks not completely written)."""
+    """Subtract the box written from what this rank has still to write of its block (close
+    names the regions never written). Writing the whole block at once costs a lookup."""
     writing = session.writing
     assert writing is not None
-    if write.box == write.target.block:
-        writing.unwritten.discard(write.path)
+    remaining = writing.unwritten.get(write.path)
+    if remaining is None:
         return
-    done = writing.partly_written.get(write.path, 0) + write.box.size
-    writing.partly_written[write.path] = done
-    if done >= write.target.block.size:
-        writing.unwritten.discard(write.path)
+    if write.box == write.target.block:
+        del writing.unwritten[write.path]
+        return
+    remaining = subtract(remaining, write.box)
+    if remaining:
+        writing.unwritten[write.path] = remaining
+    else:
+        del writing.unwritten[write.path]
 
 
 def _pieces(writes: Sequence[PreparedWrite]) -> list[tuple[str, int, Piece]]:

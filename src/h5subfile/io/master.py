@@ -20,6 +20,7 @@ from ..errors import (
     IncompleteFileError,
     MissingFileError,
     UnsafePathError,
+    error_class,
 )
 from ..layout.catalog import Catalog, NodeInfo, Problem
 from ..layout.names import SUBFILE_NAME, SourcePaths, names_master, partial_path, subfile_folder
@@ -46,7 +47,7 @@ from .h5 import (
     virtual_sources,
     write_text_attr,
 )
-from .posix import fsync_path
+from .posix import fsync_path, probe_file
 
 COPY_LIMIT_ENV = "H5SUBFILE_MASTER_COPY_LIMIT"
 #: A master up to this size is copied and replaced atomically when appended to; a larger one
@@ -86,6 +87,7 @@ class _SizeCheck:
     def __init__(self, master_path: str, master_data_path: str):
         self.paths = SourcePaths(master_path, master_data_path)
         self.sizes: dict[str, int | None] = {}
+        self.errors: dict[str, OSError | None] = {}
 
     def problem(
         self, dataset: str, extents: Iterable[StoredExtent], itemsize: int
@@ -96,13 +98,19 @@ class _SizeCheck:
             except UnsafePathError as exc:
                 return "UnsafePathError", f"dataset {dataset}: {exc}"
             if path not in self.sizes:
-                self.sizes[path] = os.path.getsize(path) if os.path.isfile(path) else None
-            size = self.sizes[path]
-            if size is None:
+                self.sizes[path], self.errors[path] = probe_file(path)
+            size, error = self.sizes[path], self.errors[path]
+            if isinstance(error, FileNotFoundError):
                 return (
                     "MissingFileError",
                     f"subfile {extent.file} of dataset {dataset} is missing ({path}); the data "
                     "it holds cannot be read (a VDS reader would silently return fill values)",
+                )
+            if size is None:
+                return (
+                    error_class(type(error).__name__, getattr(error, "errno", None)).__name__,
+                    f"subfile {extent.file} of dataset {dataset} cannot be read ({path}: "
+                    f"{getattr(error, 'strerror', None) or error})",
                 )
             if extent.chunks:
                 continue  # chunks are wherever HDF5 put them; HDF5 checks them when reading
@@ -312,6 +320,11 @@ class MasterWriter(SourceFile):
 
     def replace_unfinished(self, path: str) -> None:
         """Unlink a dataset left by an unfinished session so that its name can be reused."""
+        self.unlink(path)
+
+    def unlink(self, path: str) -> None:
+        """Remove a group or dataset from the master, if it is there (data it points to in
+        subfiles stays on disk, unreferenced)."""
         if path in self.h5:
             del self.h5[path]
 

@@ -7,7 +7,9 @@ Linux moves at most about 2 GiB per system call; each call here moves at most
 
 from __future__ import annotations
 
+import errno
 import os
+import stat
 import time
 from dataclasses import dataclass, fields
 from typing import Any
@@ -76,6 +78,23 @@ class IOStats:
 
     def as_dict(self) -> dict[str, float]:
         return {f.name: getattr(self, f.name) for f in fields(self)}
+
+
+def probe_file(path: str) -> tuple[int | None, OSError | None]:
+    """``(size, None)`` for a regular file this process can open for reading, else
+    ``(None, why)``: missing (FileNotFoundError), unreadable (PermissionError...), or not a
+    regular file (a folder, a FIFO: EINVAL). Opens and closes it (never blocks)."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+    except OSError as exc:
+        return None, exc
+    try:
+        status = os.fstat(fd)
+    finally:
+        os.close(fd)
+    if not stat.S_ISREG(status.st_mode):
+        return None, OSError(errno.EINVAL, "not a regular file", path)
+    return status.st_size, None
 
 
 def fsync_path(path: str) -> None:

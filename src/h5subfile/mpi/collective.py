@@ -23,13 +23,23 @@ def describe(exc: BaseException) -> Failure:
     return type(exc).__name__, str(exc)
 
 
-def _class_for(name: str) -> type[errors.H5SubfileError]:
-    cls = getattr(errors, name, None)
-    if isinstance(cls, type) and issubclass(cls, errors.H5SubfileError):
-        return cls
-    if name in {OSError.__name__, *(c.__name__ for c in OSError.__subclasses__())}:
-        return errors.RankIOError
-    return errors.RankFailedError
+def _class_for(name: str, message: str = "") -> type[errors.H5SubfileError]:
+    """The class of the hierarchy a failure named ``name`` is raised as (an OSError by the
+    errno its message starts with; see :func:`errors.error_class`)."""
+    return errors.error_class(name, errors.errno_in(message))
+
+
+def _own(name: str) -> bool:
+    """Whether ``name`` is a class of the hierarchy (raised as itself, message unchanged)."""
+    return isinstance(getattr(errors, name, None), type) and issubclass(
+        getattr(errors, name), errors.H5SubfileError
+    )
+
+
+def exception_for(failure: Failure) -> errors.H5SubfileError:
+    """The exception one failure is raised as, with its errno kept."""
+    name, message = failure
+    return errors.keep_errno(_class_for(name, message)(message), errors.errno_in(message))
 
 
 def rebuild(failures: Sequence[tuple[int, Failure]], size: int) -> errors.H5SubfileError:
@@ -45,12 +55,12 @@ def rebuild(failures: Sequence[tuple[int, Failure]], size: int) -> errors.H5Subf
             where = f"[rank{'s' if len(ranks) > 1 else ''} {', '.join(map(str, ranks))}] "
         else:
             where = f"[{len(ranks)} ranks: {ranks[0]}, {ranks[1]}, ... {ranks[-1]}] "
-        generic = _class_for(name) in (errors.RankFailedError, errors.RankIOError)
-        parts.append(where + (f"{name}: " if generic else "") + message)
+        parts.append(where + ("" if _own(name) else f"{name}: ") + message)
     if len(by_message) > 3:
         parts.append(f"... and {len(by_message) - 3} other error(s)")
-    first_name = next(iter(by_message))[0]
-    exc = _class_for(first_name)("; ".join(parts))
+    first_name, first_message = next(iter(by_message))
+    exc = _class_for(first_name, first_message)("; ".join(parts))
+    errors.keep_errno(exc, errors.errno_in(first_message))
     exc.collective = True
     return exc
 
@@ -75,14 +85,15 @@ def agree(comm: MPI.Comm, error: BaseException | None) -> None:
 def root_only(comm: MPI.Comm, fn: Callable[[], T], root: int = 0) -> T:
     """Collective: run ``fn`` on ``root`` only; every rank returns its result or raises its error."""
     payload: tuple[bool, Any] = (True, None)
+    cause: BaseException | None = None  # the original, kept as __cause__ on the root
     if comm.rank == root:
         try:
             payload = (True, fn())
         except Exception as exc:  # noqa: BLE001 - re-raised on every rank below
-            payload = (False, describe(exc))
+            payload, cause = (False, describe(exc)), exc
     ok, value = comm.bcast(payload, root=root)
     if not ok:
-        raise rebuild([(root, value)], 1)
+        raise rebuild([(root, value)], 1) from cause
     return value
 
 
@@ -126,6 +137,7 @@ def root_decides(
     sent = (local, None if local_error is None else describe(local_error))
     gathered = comm.gather(sent, root=0)
     answer: Any = None
+    cause: BaseException | None = None  # the original, kept as __cause__ on rank 0
     if comm.rank == 0:
         assert gathered is not None
         failures = [(r, f) for r, (_, f) in enumerate(gathered) if f is not None]
@@ -140,14 +152,13 @@ def root_decides(
             else:
                 answer = (True, decided)
         except Exception as exc:  # noqa: BLE001 - re-raised on every rank below
-            failure = describe(exc)
+            failure, cause = describe(exc), exc
             answer = [(False, failure)] * comm.size if per_rank else (False, failure)
     ok, value = comm.scatter(answer, root=0) if per_rank else comm.bcast(answer, root=0)
     if not ok:
-        name, message = value
-        error = _class_for(name)(message)
+        error = exception_for(value)
         error.collective = True
-        raise error
+        raise error from cause
     return value
 
 
