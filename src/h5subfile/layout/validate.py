@@ -203,8 +203,10 @@ def check_mappings(extents: Sequence[StoredExtent], mappings: Sequence[Mapping])
 def check_in_master(path: str, extents: Sequence[StoredExtent], facts: Hdf5Facts) -> None:
     """A dataset that is not virtual is its own storage: at most one extent, the whole dataset
     in the master, at the offset HDF5 gives (contiguous) or read through HDF5 (chunked)."""
-    if not extents:
-        return  # never written: reads as fill values, as HDF5 reads it
+    if not extents:  # never written: reads as fill values, as HDF5 reads it if it has no data
+        if facts.offset is not None or facts.storage != "contiguous":
+            raise RecordError(f"it records no data, but HDF5 stores the dataset {facts.storage}")
+        return
     if len(extents) > 1:
         raise RecordError(f"{len(extents)} extents for a dataset that is not virtual")
     (extent,) = extents

@@ -1,0 +1,134 @@
+"""Damaged and hostile masters and layout records: every case is either refused with an
+``H5SubfileError`` naming the dataset, or read back bit for bit (tests/layout_fuzz.py).
+
+The cases run in separate processes, many per process: a case that crashes or hangs HDF5 fails
+the test naming its seed (``python tests/layout_fuzz.py run FOLDER SEED 1`` replays it) and the
+run goes on after it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+from collections import Counter
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from conftest import MPIEXEC
+
+FUZZ = Path(__file__).resolve().parent / "layout_fuzz.py"
+CASES = 1000
+WORKERS = 2
+WORKER_TIMEOUT = 300  # s, for a worker's share of the cases (a hang is killed, named, skipped)
+
+
+@pytest.fixture(scope="module")
+def bases(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """subfiled.h5 (4 ranks in 2 subfiles), single.h5 (data in the master), ../secret.h5."""
+    folder = tmp_path_factory.mktemp("fuzz") / "base"
+    folder.mkdir()
+    made = subprocess.run(
+        [str(MPIEXEC), "-n", "4", sys.executable, str(FUZZ), "make", str(folder)],
+        capture_output=True,
+        text=True,
+        timeout=180,
+    )
+    assert made.returncode == 0, made.stderr[-4000:]
+    return folder
+
+
+def run_seeds(folder: Path, first: int, count: int) -> tuple[list[dict[str, Any]], list[str]]:
+    """Outcomes of the cases ``first .. first + count - 1``, and the seeds that crashed or hung
+    their process (each named, the run resumed after it)."""
+    results: list[dict[str, Any]] = []
+    broken: list[str] = []
+    seed, end = first, first + count
+    while seed < end:
+        command = [sys.executable, str(FUZZ), "run", str(folder), str(seed), str(end - seed)]
+        process = subprocess.Popen(
+            command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+            start_new_session=True,
+        )  # fmt: skip
+        try:
+            out, err = process.communicate(timeout=WORKER_TIMEOUT)
+            how = f"status {process.returncode}"
+        except subprocess.TimeoutExpired:
+            os.killpg(process.pid, signal.SIGKILL)
+            out, err = process.communicate()
+            how = f"hung (> {WORKER_TIMEOUT} s)"
+        done = [json.loads(line) for line in out.splitlines() if line.startswith("{")]
+        results += done
+        seed += len(done)
+        if seed < end:
+            broken.append(f"seed {seed}: the process {how}; stderr: {err[-1500:]}")
+            seed += 1
+    return results, broken
+
+
+def test_fuzzed_masters_are_refused_or_read_correctly(bases: Path) -> None:
+    share = CASES // WORKERS
+    with ThreadPoolExecutor(WORKERS) as pool:
+        runs = list(pool.map(lambda w: run_seeds(bases, w * share, share), range(WORKERS)))
+    results = [r for done, _ in runs for r in done]
+    broken = [b for _, failed in runs for b in failed]
+    bad = [r for r in results if r["outcome"] not in ("ok", "error")]
+    assert not broken and not bad, "\n".join(broken + [json.dumps(r) for r in bad])
+    assert len(results) == CASES
+    # the mutations land: every kind is drawn, and both outcomes occur
+    kinds = Counter(r["mutation"].split()[0] for r in results)
+    assert {"truncate", "flip", "hostile", "vds", "/:"} <= set(kinds), kinds
+    outcomes = Counter(r["outcome"] for r in results)
+    assert outcomes["ok"] > 50 and outcomes["error"] > CASES // 2, outcomes
+
+
+@pytest.fixture(scope="module")
+def named(bases: Path) -> list[dict[str, Any]]:
+    done = subprocess.run(
+        [sys.executable, str(FUZZ), "named", str(bases)], capture_output=True, text=True,
+        timeout=180,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-4000:]
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+EDITS = [
+    "negative offset",
+    "offset 0",
+    "offset of another dataset",
+    "overlapping extents",
+    "shifted extent",
+    "swapped extents",
+    "removed extent",
+    "start as a string",
+    "vds dtype",
+    "vds secret",
+]
+
+
+@pytest.mark.parametrize("edit", EDITS)
+def test_each_hostile_edit_is_refused_naming_the_dataset(
+    named: list[dict[str, Any]], edit: str
+) -> None:
+    """With the record's digest left stale, and recomputed (an edit on purpose): the dataset
+    raises CorruptFileError naming it, and File.problems / ``h5subfile info`` list it."""
+    cases = [case for case in named if case["edit"] == edit]
+    assert cases
+    for case in cases:
+        name = case["dataset"]
+        assert case.get("error") == "CorruptFileError", case
+        assert name in case["message"], case
+        assert any(name in problem for problem in case["problems"]), case
+
+
+def test_a_vds_redirected_outside_is_read_by_stock_h5py_but_refused(
+    named: list[dict[str, Any]],
+) -> None:
+    (case,) = [case for case in named if case["edit"] == "vds secret"]
+    assert case["stock_h5py_reads_secret"]  # what a plain HDF5 reader would return
+    assert case["error"] == "CorruptFileError" and "../secret.h5" in case["message"], case
