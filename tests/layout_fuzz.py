@@ -109,10 +109,11 @@ def data_ranges(path: Path) -> list[tuple[int, int]]:
 
 def flip(rng: random.Random, path: Path, avoid: list[tuple[int, int]]) -> str:
     data = bytearray(path.read_bytes())
+    used = [i for i, byte in enumerate(data) if byte]  # metadata, mostly: aim there half the time
     done = []
     for _ in range(rng.choice((1, 1, 2, 3))):
         while True:
-            at = rng.randrange(len(data))
+            at = rng.choice(used) if rng.random() < 0.5 else rng.randrange(len(data))
             if not any(lo <= at < hi for lo, hi in avoid):
                 break
         bit = rng.randrange(8)

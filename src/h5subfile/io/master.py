@@ -273,7 +273,7 @@ def open_for_reading(path: str) -> Catalog:
         raise MissingFileError(f"{path} does not exist")
     try:
         h5 = h5py.File(path, "r")
-    except OSError as exc:
+    except (OSError, KeyError, RuntimeError, ValueError) as exc:
         raise CorruptFileError(f"{path} cannot be opened as HDF5: {exc}") from None
     with h5:
         catalog = scan(h5, path, path)
