@@ -23,7 +23,7 @@ import pytest
 from conftest import MPIEXEC
 
 FUZZ = Path(__file__).resolve().parent / "layout_fuzz.py"
-CASES = 1000
+CASES = 2000
 WORKERS = 2
 WORKER_TIMEOUT = 300  # s, for a worker's share of the cases (a hang is killed, named, skipped)
 
@@ -132,3 +132,24 @@ def test_a_vds_redirected_outside_is_read_by_stock_h5py_but_refused(
     (case,) = [case for case in named if case["edit"] == "vds secret"]
     assert case["stock_h5py_reads_secret"]  # what a plain HDF5 reader would return
     assert case["error"] == "CorruptFileError" and "../secret.h5" in case["message"], case
+
+
+CRASHING = """
+import json, os, sys
+first, count = int(sys.argv[3]), int(sys.argv[4])
+for seed in range(first, first + count):
+    if seed == 3:
+        os.abort()  # as a segfault in HDF5 would end the process
+    print(json.dumps({"seed": seed, "mutation": "x", "outcome": "ok"}), flush=True)
+"""
+
+
+def test_a_crashing_case_is_named_and_the_run_goes_on(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    script = tmp_path / "crashing.py"
+    script.write_text(CRASHING)
+    monkeypatch.setattr(sys.modules[__name__], "FUZZ", script)
+    results, broken = run_seeds(tmp_path, 0, 6)
+    assert [r["seed"] for r in results] == [0, 1, 2, 4, 5]
+    assert len(broken) == 1 and broken[0].startswith("seed 3: the process status -6"), broken
