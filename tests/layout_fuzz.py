@@ -92,8 +92,9 @@ def write(hs: Any, path: Path, comm: Any, subfiles: int) -> None:
 
 # ----------------------------------------------------------------------------- mutations
 def data_ranges(path: Path) -> list[tuple[int, int]]:
-    """Byte ranges of raw data stored in a master (left alone by bit flips: only the data
-    checksums of ``verify=True`` can tell a flipped data bit)."""
+    """Byte ranges of raw data stored in a master, left alone by bit flips for now: only data
+    checksums (``File(path, "r", verify=True)``, being added separately) can tell a flipped
+    data bit. Once they are in, read with ``verify=True`` and flip these bytes too."""
     ranges = []
     with h5py.File(path, "r") as f:
 
@@ -371,6 +372,10 @@ def _other_dataset(doc: dict, f: h5py.File, name: str) -> None:
     extent["offset"] = offsets_in(other, extent["file"])[0]
 
 
+def _past_the_end(doc: dict, f: h5py.File, name: str) -> None:
+    doc["extents"][0]["offset"] = 10**9
+
+
 def _overlap(doc: dict, f: h5py.File, name: str) -> None:
     doc["extents"][1]["start"] = list(doc["extents"][0]["start"])
 
@@ -397,6 +402,7 @@ NAMED = {  # edit -> (function, dataset, bases it applies to)
     "negative offset": (_negative, "a", BASES),
     "offset 0": (_zero, "a", BASES),
     "offset of another dataset": (_other_dataset, "a", BASES),
+    "offset past the end": (_past_the_end, "a", BASES),
     "overlapping extents": (_overlap, "t", ("subfiled",)),
     "shifted extent": (_shift, "t", ("subfiled",)),
     "swapped extents": (_swap, "a", ("subfiled",)),

@@ -111,6 +111,20 @@ EDITS = [
 ]
 
 
+def test_an_offset_past_the_end_is_damage_unless_the_record_is_intact(
+    named: list[dict[str, Any]],
+) -> None:
+    """A subfile too short for an intact record (digest recomputed) was truncated; for a record
+    that fails its digest, or data in the master not where HDF5 has it, the record is damaged."""
+    cases = [case for case in named if case["edit"] == "offset past the end"]
+    assert len(cases) == 4
+    for case in cases:
+        intact = case["digest"] and case["base"] == "subfiled"
+        expected = "TruncatedFileError" if intact else "CorruptFileError"
+        assert case.get("error") == expected and "/a" in case["message"], case
+        assert any("/a" in problem for problem in case["problems"]), case
+
+
 @pytest.mark.parametrize("edit", EDITS)
 def test_each_hostile_edit_is_refused_naming_the_dataset(
     named: list[dict[str, Any]], edit: str

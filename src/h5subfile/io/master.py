@@ -184,12 +184,12 @@ class _Scan:
             )
         else:
             info.problem = self.check.problem(path, layout.extents, obj.dtype.itemsize)
-        if info.problem is None:
-            facts = hdf5_facts(obj)
-            found = layout_problem(path, text, layout, facts, self.record.sessions)
+        # A file too short for a damaged record's offsets is a damaged record, not a truncation.
+        if info.problem is None or info.problem[0] == "TruncatedFileError":
+            found = layout_problem(path, text, layout, hdf5_facts(obj), self.record.sessions)
             if found is not None:
                 info.problem = ("CorruptFileError", found)
-            else:
+            elif info.problem is None:
                 self.ranges.extend(byte_ranges(path, layout, obj.dtype.itemsize))
 
     def plain(self, path: str, obj: h5py.Dataset, info: NodeInfo) -> None:
