@@ -449,7 +449,32 @@ def named(folder: Path) -> None:
                 {"edit": what, "base": base, "dataset": "/" + name, "digest": recompute, **outcome}
             )
     results += vds_edits(folder)
+    results += older_formats(folder)
     print(json.dumps(results))
+
+
+def older_formats(folder: Path) -> list[dict[str, Any]]:
+    """Both base files as format 2 wrote them (no session uuid, no dtype, no digest): read back
+    bit for bit, no problem reported."""
+    from h5subfile.io.h5 import write_text_attr
+
+    results = []
+    for base in BASES:
+        path = folder / f"format2-{base}.h5"
+        shutil.copyfile(folder / f"{base}.h5", path)
+        with h5py.File(path, "r+") as f:
+            root = json.loads(f.attrs["h5subfile"])
+            root["format"] = 2
+            for session in root["sessions"]:
+                del session["uuid"]
+            write_text_attr(f, "h5subfile", json.dumps(root))
+            for name in ("a", "g/b", "t", "c", "z"):
+                doc = json.loads(f[name].attrs[LAYOUT])
+                del doc["dtype"], doc["digest"]
+                write_text_attr(f[name], LAYOUT, json.dumps(doc))
+        same = snapshot(path) == snapshot(folder / f"{base}.h5")
+        results.append({"edit": "format 2", "base": base, "same": same, **read_outcome(path, "/t")})
+    return results
 
 
 def vds_edits(folder: Path) -> list[dict[str, Any]]:

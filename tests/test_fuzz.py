@@ -140,6 +140,13 @@ def test_each_hostile_edit_is_refused_naming_the_dataset(
         assert any(name in problem for problem in case["problems"]), case
 
 
+def test_files_of_format_2_still_read(named: list[dict[str, Any]]) -> None:
+    cases = [case for case in named if case["edit"] == "format 2"]
+    assert len(cases) == 2
+    for case in cases:
+        assert case["same"] and "read" in case and not case["problems"], case
+
+
 def test_a_vds_redirected_outside_is_read_by_stock_h5py_but_refused(
     named: list[dict[str, Any]],
 ) -> None:
