@@ -41,22 +41,23 @@ def assert_one_clean_message(result, fragment: str) -> str:
 
 @pytest.mark.parametrize("plan", [[], ["--aggregators", "1"]], ids=["independent", "aggregated"])
 def test_bdcats_on_a_missing_subfile_says_so_once(run: Path, plan: list[str]) -> None:
-    (run.parent / "run.subfiles" / "s0-00001.h5").unlink()
+    subfile = next((run.parent / "run.subfiles").glob("s0-*-00001.h5"))  # names carry the id
+    subfile.unlink()
     result = run_cli(3, "bdcats", run, "--quiet", *plan, timeout=120)
     line = assert_one_clean_message(result, "h5subfile bdcats: error:")
-    assert line.startswith("h5subfile bdcats: error: subfile run.subfiles/s0-00001.h5")
+    assert line.startswith(f"h5subfile bdcats: error: subfile run.subfiles/{subfile.name}")
     assert "is missing" in line
 
 
 def test_info_under_mpiexec_reports_an_unreadable_subfile(run: Path) -> None:
-    subfile = run.parent / "run.subfiles" / "s0-00001.h5"
+    subfile = next((run.parent / "run.subfiles").glob("s0-*-00001.h5"))  # names carry the id
     subfile.unlink()
     subfile.mkdir()  # there, but not a file anyone can read data from
     result = run_cli(2, "info", run, "--json", timeout=120)
     assert result.returncode == 1, result.stderr
     assert not result.stderr.strip(), result.stderr
     info = json.loads(result.stdout)  # printed once, by rank 0
-    (state,) = [f["state"] for f in info["files"] if f["file"].endswith("s0-00001.h5")]
+    (state,) = [f["state"] for f in info["files"] if f["file"].endswith(subfile.name)]
     assert state.startswith("UNREADABLE"), state
     assert any("cannot be read" in p and "not a regular file" in p for p in info["problems"])
 

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import math
 import posixpath
 from typing import Any
 
 import h5py
 import numpy as np
+
+from ..layout.validate import Hdf5Facts, Mapping
 
 #: Library version bounds: 1.8-style object headers (large attributes) and nothing newer than
 #: 1.10, so that HDF5 1.10 tools (Debian's h5dump 1.10.8) read every file we write.
@@ -170,6 +173,40 @@ def virtual_sources(dataset: h5py.Dataset) -> list[str]:
     if dcpl.get_layout() != h5py.h5d.VIRTUAL:
         return []
     return [dcpl.get_virtual_filename(i) for i in range(dcpl.get_virtual_count())]
+
+
+_STORAGE = {
+    h5py.h5d.COMPACT: "compact",
+    h5py.h5d.CONTIGUOUS: "contiguous",
+    h5py.h5d.CHUNKED: "chunked",
+    h5py.h5d.VIRTUAL: "virtual",
+}
+
+
+def hdf5_facts(dataset: h5py.Dataset) -> Hdf5Facts:
+    """What HDF5 says of a dataset's storage (to cross-check a layout record against): shape,
+    dtype, layout, the offset of directly readable data, every VDS mapping."""
+    dcpl = dataset.id.get_create_plist()
+    storage = _STORAGE.get(dcpl.get_layout(), "other")
+    mappings = []
+    if storage == "virtual":
+        for i in range(dcpl.get_virtual_count()):
+            vspace, source = dcpl.get_virtual_vspace(i), dcpl.get_virtual_srcspace(i)
+            box_count = vspace.get_select_npoints()
+            if box_count:
+                low, high = vspace.get_select_bounds()
+            else:
+                low = high = (-1,) * vspace.get_simple_extent_ndims()
+            count = tuple(int(b) - int(a) + 1 for a, b in zip(low, high))
+            dims = tuple(int(n) for n in source.get_simple_extent_dims())
+            whole = source.get_select_type() == h5py.h5s.SEL_ALL or (
+                dims == count and source.get_select_npoints() == math.prod(count)
+            )
+            name, file = dcpl.get_virtual_dsetname(i), dcpl.get_virtual_filename(i)
+            start = tuple(int(v) for v in low)
+            mappings.append(Mapping(file, name, start, count, whole, int(box_count)))
+    offset = direct_offset(dataset) if storage == "contiguous" else None
+    return Hdf5Facts(tuple(dataset.shape), dataset.dtype, storage, offset, tuple(mappings))
 
 
 def read_attrs(obj: h5py.HLObject, skip: Any = None) -> dict[str, Any]:

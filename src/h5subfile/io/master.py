@@ -17,6 +17,7 @@ import numpy as np
 from ..errors import (
     CorruptFileError,
     FileExistsH5SubfileError,
+    H5SubfileError,
     IncompleteFileError,
     MissingFileError,
     UnsafePathError,
@@ -33,6 +34,7 @@ from ..layout.record import (
     StoredExtent,
     is_reserved,
 )
+from ..layout.validate import ByteRange, byte_overlaps, byte_ranges, layout_problem
 from .filters import FilterSpec
 from .h5 import (
     LIBVER,
@@ -42,6 +44,7 @@ from .h5 import (
     create_file,
     create_virtual_dataset,
     direct_offset,
+    hdf5_facts,
     read_attrs,
     read_text_attr,
     virtual_sources,
@@ -124,81 +127,137 @@ class _SizeCheck:
         return None
 
 
-def scan(h5: h5py.File, master_path: str, master_data_path: str) -> Catalog:
-    """Read every group, dataset, attribute and layout record of an open master (rank 0)."""
-    record = FileRecord()
-    if ROOT_ATTR in h5.attrs:
-        record = FileRecord.from_json(read_text_attr(h5, ROOT_ATTR), master_path)
-    open_sessions = {s.id for s in record.open_sessions}
-    check = _SizeCheck(master_path, master_data_path)
-    nodes: dict[str, NodeInfo] = {"/": NodeInfo("group", _user_attrs(h5))}
-    problems: list[str] = []
+class _Scan:
+    """Rank 0's walk over a master: a :class:`NodeInfo` per object, each layout record checked
+    (docs/FORMAT.md, "Checks made by readers") before any data is read."""
 
-    def visit(name: str, obj: h5py.HLObject) -> None:
+    def __init__(self, h5: h5py.File, master_path: str, master_data_path: str):
+        self.master_path = master_path
+        self.record = FileRecord()
+        if ROOT_ATTR in h5.attrs:
+            self.record = FileRecord.from_json(read_text_attr(h5, ROOT_ATTR), master_path)
+        self.open_sessions = {s.id for s in self.record.open_sessions}
+        self.check = _SizeCheck(master_path, master_data_path)
+        self.nodes: dict[str, NodeInfo] = {"/": NodeInfo("group", _user_attrs(h5))}
+        self.ranges: list[ByteRange] = []  # bytes read directly, by file (overlaps: damage)
+
+    def visit(self, name: str, obj: h5py.HLObject) -> None:
         path = "/" + name
-        if isinstance(obj, h5py.Group):
-            nodes[path] = NodeInfo("group", _user_attrs(obj))
-            return
-        if not isinstance(obj, h5py.Dataset):
-            return
+        try:
+            if isinstance(obj, h5py.Group):
+                self.nodes[path] = NodeInfo("group", _user_attrs(obj))
+            elif isinstance(obj, h5py.Dataset):
+                self.nodes[path] = self.dataset(path, obj)
+        except H5SubfileError:
+            raise
+        except (OSError, KeyError, RuntimeError, ValueError, TypeError) as exc:
+            raise CorruptFileError(f"{self.master_path}: cannot read {path}: {exc}") from None
+
+    def dataset(self, path: str, obj: h5py.Dataset) -> NodeInfo:
         info = NodeInfo("dataset", _user_attrs(obj), tuple(obj.shape), obj.dtype)
         if LAYOUT_ATTR in obj.attrs:
-            layout = DatasetLayout.from_json(
-                read_text_attr(obj, LAYOUT_ATTR), f"{master_path}:{path}"
-            )
-            info.layout = layout
-            info.storage = describe_storage(layout)
-            if layout.session in open_sessions:
-                info.problem = (
-                    "IncompleteFileError",
-                    f"dataset {path} was created by write session {layout.session}, which did "
-                    "not finish (the job stopped before closing the file); its data is incomplete",
-                )
-            elif not layout.complete:
-                info.problem = (
-                    "IncompleteFileError",
-                    f"dataset {path} was not completely written: some ranks never wrote their "
-                    "blocks before the file was closed",
-                )
-            else:
-                info.problem = check.problem(path, layout.extents, obj.dtype.itemsize)
+            self.recorded(path, obj, info, read_text_attr(obj, LAYOUT_ATTR))
         else:
-            offset = direct_offset(obj)
-            sources = virtual_sources(obj)
-            if offset is not None and obj.dtype.kind != "O":
-                extent = StoredExtent("", path, (0,) * obj.ndim, tuple(obj.shape), offset)
-                info.layout = DatasetLayout(-1, (extent,))
-                info.storage = "contiguous (plain HDF5)"
-                info.problem = check.problem(path, [extent], obj.dtype.itemsize)
-            else:
-                info.via_h5py = True
-                info.storage = "virtual (plain HDF5)" if sources else "read through h5py"
-                for source in sources:
-                    if names_master(source):
-                        continue
-                    try:
-                        target = check.paths.resolve(source)
-                    except UnsafePathError as exc:
-                        info.problem = ("UnsafePathError", f"dataset {path}: {exc}")
-                        break
-                    if not os.path.isfile(target):
-                        info.problem = (
-                            "MissingFileError",
-                            f"source file {source} of virtual dataset {path} is missing",
-                        )
-                        break
-        if info.problem:
-            problems.append(info.problem[1])
-        nodes[path] = info
+            self.plain(path, obj, info)
+        return info
 
-    h5.visititems(visit)
-    for session in record.open_sessions:
+    def recorded(self, path: str, obj: h5py.Dataset, info: NodeInfo, text: str) -> None:
+        """A dataset with a layout record: read straight from its extents, once checked."""
+        try:
+            layout = DatasetLayout.from_json(text, f"{self.master_path}:{path}")
+        except CorruptFileError as exc:
+            info.problem, info.storage = ("CorruptFileError", str(exc)), "damaged layout record"
+            return
+        info.layout = layout
+        info.storage = describe_storage(layout)
+        if layout.session in self.open_sessions:
+            info.problem = (
+                "IncompleteFileError",
+                f"dataset {path} was created by write session {layout.session}, which did "
+                "not finish (the job stopped before closing the file); its data is incomplete",
+            )
+        elif not layout.complete:
+            info.problem = (
+                "IncompleteFileError",
+                f"dataset {path} was not completely written: some ranks never wrote their "
+                "blocks before the file was closed",
+            )
+        else:
+            info.problem = self.check.problem(path, layout.extents, obj.dtype.itemsize)
+        # A file too short for a damaged record's offsets is a damaged record, not a truncation.
+        if info.problem is None or info.problem[0] == "TruncatedFileError":
+            found = layout_problem(path, text, layout, hdf5_facts(obj), self.record.sessions)
+            if found is not None:
+                info.problem = ("CorruptFileError", found)
+            elif info.problem is None:
+                self.ranges.extend(byte_ranges(path, layout, obj.dtype.itemsize))
+
+    def plain(self, path: str, obj: h5py.Dataset, info: NodeInfo) -> None:
+        """A dataset without a layout record (written by anything): contiguous data is read
+        directly; anything else through h5py, once its source files are checked."""
+        offset = direct_offset(obj)
+        sources = virtual_sources(obj)
+        if offset is not None and obj.dtype.kind != "O":
+            extent = StoredExtent("", path, (0,) * obj.ndim, tuple(obj.shape), offset)
+            info.layout = DatasetLayout(-1, (extent,))
+            info.storage = "contiguous (plain HDF5)"
+            info.problem = self.check.problem(path, [extent], obj.dtype.itemsize)
+            if info.problem is None:
+                self.ranges.extend(byte_ranges(path, info.layout, obj.dtype.itemsize))
+            return
+        info.via_h5py = True
+        info.storage = "virtual (plain HDF5)" if sources else "read through h5py"
+        for source in sources:
+            if names_master(source):
+                continue
+            try:
+                target = self.check.paths.resolve(source)
+            except UnsafePathError as exc:
+                info.problem = ("UnsafePathError", f"dataset {path}: {exc}")
+                return
+            if not os.path.isfile(target):
+                info.problem = (
+                    "MissingFileError",
+                    f"source file {source} of virtual dataset {path} is missing",
+                )
+                return
+
+    def overlaps(self) -> None:
+        """Datasets reading the same bytes of one file: an offset moved onto other data."""
+        for first, second in byte_overlaps(self.ranges):
+            where = f"{first.file or 'the master'}"
+            for one, other in ((first, second), (second, first)):
+                info = self.nodes[one.path]
+                if info.problem is None:
+                    info.problem = (
+                        "CorruptFileError",
+                        f"dataset {one.path}: its bytes [{one.start}, {one.stop}) of {where} "
+                        f"overlap bytes [{other.start}, {other.stop}) read by {other.path}; "
+                        "a layout record is damaged",
+                    )
+
+
+def scan(h5: h5py.File, master_path: str, master_data_path: str) -> Catalog:
+    """Read every group, dataset, attribute and layout record of an open master (rank 0), and
+    check every layout record against HDF5's view of the file."""
+    try:
+        walk = _Scan(h5, master_path, master_data_path)
+        h5.visititems(walk.visit)
+    except H5SubfileError:
+        raise
+    except (OSError, KeyError, RuntimeError, ValueError, TypeError) as exc:
+        raise CorruptFileError(
+            f"{master_path}: cannot read its groups and records: {exc}"
+        ) from None
+    walk.overlaps()
+    problems = [info.problem[1] for info in walk.nodes.values() if info.problem]
+    for session in walk.record.open_sessions:
         problems.insert(
             0,
             f"write session {session.id} (started {session.started}, {session.ranks} rank(s)) "
             "did not finish; datasets it created are incomplete",
         )
-    return Catalog(nodes, record, problems)
+    return Catalog(walk.nodes, walk.record, problems)
 
 
 def open_for_reading(path: str) -> Catalog:
@@ -214,7 +273,7 @@ def open_for_reading(path: str) -> Catalog:
         raise MissingFileError(f"{path} does not exist")
     try:
         h5 = h5py.File(path, "r")
-    except OSError as exc:
+    except (OSError, KeyError, RuntimeError, ValueError) as exc:
         raise CorruptFileError(f"{path} cannot be opened as HDF5: {exc}") from None
     with h5:
         catalog = scan(h5, path, path)

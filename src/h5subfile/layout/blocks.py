@@ -135,24 +135,36 @@ def check_blocks(name: str, shape: Shape, blocks: Sequence[Block]) -> None:
             raise BlockError(
                 f"rank {rank} block {block} lies outside the shape {shape} of dataset {name}"
             )
-    ranked = [(rank, b) for rank, b in enumerate(blocks) if not b.is_empty]
+    found = first_overlap(blocks)
+    if found is not None:
+        first, second = found
+        raise BlockError(
+            f"rank {second} region {blocks[second]} overlaps rank {first} region "
+            f"{blocks[first]} in dataset {name}"
+        )
+
+
+def first_overlap(blocks: Sequence[Block]) -> tuple[int, int] | None:
+    """Indices ``(i, j)``, ``i < j``, of two non-empty blocks that share an element, or None.
+
+    A sweep along the axis where the blocks' starts differ most, so few blocks stay active.
+    """
+    ranked = [(index, b) for index, b in enumerate(blocks) if not b.is_empty]
     if len(ranked) < 2:
-        return
-    # Sweep along the axis where the blocks' starts differ most: few blocks stay active.
-    ndim = len(shape)
-    axis = max(range(ndim), key=lambda a: len({b.start[a] for _, b in ranked}))
-    ranked.sort(key=lambda rb: rb[1].start[axis])
+        return None
+    ndim = len(ranked[0][1].start)
+    axis = max(range(ndim), key=lambda a: len({b.start[a] for _, b in ranked}), default=0)
+    ranked.sort(key=lambda rb: rb[1].start[axis] if ndim else 0)
     active: list[tuple[int, Block]] = []
-    for rank, block in ranked:
-        active = [(r, b) for r, b in active if b.stop[axis] > block.start[axis]]
-        for other_rank, other in active:
-            if block.intersect(other) is not None:
-                first, second = sorted(((rank, block), (other_rank, other)))
-                raise BlockError(
-                    f"rank {second[0]} region {second[1]} overlaps rank {first[0]} region "
-                    f"{first[1]} in dataset {name}"
-                )
-        active.append((rank, block))
+    for index, block in ranked:
+        if ndim:
+            active = [(i, b) for i, b in active if b.stop[axis] > block.start[axis]]
+        for other, seen in active:
+            if ndim == 0 or block.intersect(seen) is not None:
+                first, second = sorted((index, other))
+                return first, second
+        active.append((index, block))
+    return None
 
 
 def prefix_blocks(lengths: Sequence[int], trailing: Shape) -> list[Block]:

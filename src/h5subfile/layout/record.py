@@ -9,6 +9,7 @@ name, at which byte offset.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 from collections.abc import Sequence
@@ -60,35 +61,83 @@ class DatasetLayout:
 
     def to_json(self) -> str:
         data = asdict(self)
+        data[DIGEST_KEY] = record_digest(data)
         return json.dumps(data, separators=(",", ":"))
 
     @classmethod
     def from_json(cls, text: str, where: str) -> DatasetLayout:
+        """Parse a record strictly: numbers are JSON integers (not strings, floats or booleans),
+        lists are lists; anything else raises :class:`CorruptFileError` naming ``where``."""
         try:
-            data = json.loads(text)
+            data = _mapping(json.loads(text), "the record")
             extents = tuple(
                 StoredExtent(
-                    str(e["file"]),
-                    str(e["dataset"]),
-                    tuple(int(v) for v in e["start"]),
-                    tuple(int(v) for v in e["shape"]),
-                    int(e["offset"]),
-                    tuple(int(v) for v in e.get("ranks", ())),
-                    tuple(int(v) for v in e.get("chunks", ())),
+                    _text(e["file"], "file"),
+                    _text(e["dataset"], "dataset"),
+                    _ints(e["start"], "start"),
+                    _ints(e["shape"], "shape"),
+                    _int(e["offset"], "offset"),
+                    _ints(e.get("ranks", []), "ranks"),
+                    _ints(e.get("chunks", []), "chunks"),
                 )
-                for e in data["extents"]
+                for e in (_mapping(e, "an extent") for e in _list(data["extents"], "extents"))
             )
             return cls(
-                int(data["session"]),
+                _int(data["session"], "session"),
                 extents,
-                bool(data.get("complete", True)),
-                tuple(int(v) for v in data.get("chunks", ())),
-                bool(data.get("chunks_aligned", True)),
-                dict(data.get("filters") or {}),
-                str(data.get("dtype", "")),
+                _flag(data.get("complete", True), "complete"),
+                _ints(data.get("chunks", []), "chunks"),
+                _flag(data.get("chunks_aligned", True), "chunks_aligned"),
+                dict(_mapping(data.get("filters") or {}, "filters")),
+                _text(data.get("dtype", ""), "dtype"),
             )
         except (ValueError, KeyError, TypeError) as exc:
             raise CorruptFileError(f"damaged layout record of {where}: {exc}") from None
+
+
+#: Key of the record's digest: SHA-256 of the record's canonical JSON without it (format 3).
+DIGEST_KEY = "digest"
+
+
+def record_digest(data: dict[str, Any]) -> str:
+    """SHA-256 (hex) of a record's canonical JSON (sorted keys, no spaces), digest left out."""
+    body = {k: v for k, v in data.items() if k != DIGEST_KEY}
+    canonical = json.dumps(body, sort_keys=True, separators=(",", ":"), ensure_ascii=True)
+    return hashlib.sha256(canonical.encode()).hexdigest()
+
+
+def _int(value: Any, what: str) -> int:
+    if type(value) is not int:  # bool is an int subclass; "12" and 12.0 are not integers here
+        raise TypeError(f"{what} must be an integer, got {value!r}")
+    return value
+
+
+def _ints(value: Any, what: str) -> tuple[int, ...]:
+    return tuple(_int(v, what) for v in _list(value, what))
+
+
+def _list(value: Any, what: str) -> list[Any]:
+    if not isinstance(value, list):
+        raise TypeError(f"{what} must be a list, got {value!r}")
+    return value
+
+
+def _mapping(value: Any, what: str) -> dict[str, Any]:
+    if not isinstance(value, dict):
+        raise TypeError(f"{what} must be an object, got {value!r}")
+    return value
+
+
+def _text(value: Any, what: str) -> str:
+    if not isinstance(value, str):
+        raise TypeError(f"{what} must be a string, got {value!r}")
+    return value
+
+
+def _flag(value: Any, what: str) -> bool:
+    if not isinstance(value, bool):
+        raise TypeError(f"{what} must be true or false, got {value!r}")
+    return value
 
 
 @dataclass

@@ -1,0 +1,256 @@
+"""Cross-checks of a dataset's layout record against what HDF5 says of the dataset (pure).
+
+Rank 0's scan (``io/master.py``) collects what HDF5 says (the dataset's shape, dtype and storage,
+its VDS mappings, the byte offset of data stored in the master) into :class:`Hdf5Facts` and asks
+:func:`layout_problem` whether the record may be trusted; :func:`byte_overlaps` then compares the
+byte ranges of every dataset stored in one file. A record that fails is reported as a
+``CorruptFileError`` naming the dataset, raised when the dataset is read (docs/FORMAT.md,
+"Checks made by readers").
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from .blocks import Block, first_overlap
+from .dtypes import dtype_from_text
+from .names import names_master
+from .record import DIGEST_KEY, DatasetLayout, Session, StoredExtent, record_digest
+
+#: No raw data lies in the first bytes of an HDF5 file written by h5subfile: the superblock is
+#: there (48 bytes for versions 2 and 3, more for older ones; h5subfile writes no user block).
+MIN_DATA_OFFSET = 48
+#: Byte offsets are signed 64-bit numbers in HDF5 and in ``pread``.
+MAX_FILE_BYTES = 2**63
+
+
+class RecordError(ValueError):
+    """Why a layout record cannot be trusted (the message becomes a CorruptFileError's)."""
+
+
+@dataclass(frozen=True)
+class Mapping:
+    """One mapping of a virtual dataset: the box ``[start, start + count)`` of the dataset comes
+    from ``dataset`` in ``file`` (the whole source dataset, or a part of it)."""
+
+    file: str
+    dataset: str
+    start: tuple[int, ...]
+    count: tuple[int, ...]
+    whole_source: bool
+    box_count: int  # elements the virtual selection holds (the box's size when it is one box)
+
+
+@dataclass(frozen=True)
+class Hdf5Facts:
+    """What HDF5 says of a dataset: shape, dtype, storage ("contiguous", "chunked", "virtual",
+    "compact"...), the offset of its contiguous data (``direct_offset``), its VDS mappings."""
+
+    shape: tuple[int, ...]
+    dtype: np.dtype
+    storage: str
+    offset: int | None = None
+    mappings: tuple[Mapping, ...] = ()
+
+
+def layout_problem(
+    path: str,
+    text: str,
+    layout: DatasetLayout,
+    facts: Hdf5Facts,
+    sessions: Sequence[Session],
+) -> str | None:
+    """Why the record ``text`` (parsed as ``layout``) of dataset ``path`` cannot be trusted, or
+    None. Checks the digest and the dtype (format 3 sessions), the extents (inside the shape,
+    not overlapping, sane offsets and ranks) and their agreement with HDF5's storage."""
+    try:
+        session = _session_of(layout, sessions)
+        check_digest(text, required=bool(session.uuid))
+        check_dtype(layout.dtype, facts.dtype, required=bool(session.uuid))
+        check_extents(layout.extents, facts.shape, facts.dtype.itemsize, session.ranks)
+        if facts.storage == "virtual":
+            check_mappings(layout.extents, facts.mappings)
+        else:
+            check_in_master(path, layout.extents, facts)
+    except RecordError as exc:
+        return f"dataset {path}: the layout record is damaged or does not match the file: {exc}"
+    return None
+
+
+def _session_of(layout: DatasetLayout, sessions: Sequence[Session]) -> Session:
+    for session in sessions:
+        if session.id == layout.session and type(session.id) is int:
+            if type(session.ranks) is not int or not isinstance(session.uuid, str):
+                raise RecordError(f"write session {session.id} has a damaged record")
+            return session
+    raise RecordError(f"it names write session {layout.session}, which the file does not record")
+
+
+def check_digest(text: str, required: bool) -> None:
+    """The record's stored digest must be that of its content (format 3 records carry one)."""
+    data = json.loads(text)
+    stored = data.get(DIGEST_KEY)
+    if stored is None:
+        if required:
+            raise RecordError("its digest is missing")
+        return
+    if stored != record_digest(data):
+        raise RecordError("its digest does not match its content (the record was changed)")
+
+
+def check_dtype(recorded: str, actual: np.dtype, required: bool) -> None:
+    """The recorded element type must be the HDF5 dataset's (absent only before format 3)."""
+    if not recorded:
+        if required:
+            raise RecordError("its dtype is missing")
+        return
+    try:
+        expected = dtype_from_text(recorded)
+    except (ValueError, TypeError, KeyError) as exc:
+        raise RecordError(f"its dtype {recorded!r} is not a dtype ({exc})") from None
+    if expected != actual:
+        raise RecordError(f"it records dtype {expected}, but the HDF5 dataset has {actual}")
+
+
+def check_extents(
+    extents: Sequence[StoredExtent], shape: tuple[int, ...], itemsize: int, ranks: int
+) -> None:
+    """Extents lie inside ``shape``, do not overlap, have sane offsets, chunks and ranks."""
+    elements = math.prod(shape)
+    if len(extents) > max(elements, 1):
+        raise RecordError(f"{len(extents)} extents for {elements} element(s)")
+    for index, extent in enumerate(extents):
+        where = f"extent {index} {extent.block}"
+        _check_box(where, extent, shape)
+        if extent.chunks:
+            if len(extent.chunks) != len(shape) or min(extent.chunks, default=1) < 1:
+                raise RecordError(f"{where} has chunk shape {extent.chunks}")
+            if extent.offset != -1:
+                raise RecordError(f"{where} is chunked but has offset {extent.offset}, not -1")
+        else:
+            _check_offset(where, extent.offset, extent.nbytes(itemsize))
+        if len(extent.ranks) > ranks or any(not 0 <= r < ranks for r in extent.ranks):
+            raise RecordError(f"{where} names ranks {list(extent.ranks)} of a {ranks}-rank session")
+    found = first_overlap([e.block for e in extents])
+    if found is not None:
+        first, second = found
+        raise RecordError(
+            f"extent {second} {extents[second].block} overlaps extent {first} "
+            f"{extents[first].block}"
+        )
+
+
+def _check_box(where: str, extent: StoredExtent, shape: tuple[int, ...]) -> None:
+    if len(extent.start) != len(shape) or len(extent.shape) != len(shape):
+        raise RecordError(f"{where} has {len(extent.start)} axes; the dataset has {len(shape)}")
+    if min(extent.start + extent.shape, default=0) < 0:
+        raise RecordError(f"{where} has a negative start or size")
+    if any(s + c > n for s, c, n in zip(extent.start, extent.shape, shape)):
+        raise RecordError(f"{where} lies outside the dataset's shape {shape}")
+    if math.prod(extent.shape) == 0:
+        raise RecordError(f"{where} is empty")
+
+
+def _check_offset(where: str, offset: int, nbytes: int) -> None:
+    if offset < MIN_DATA_OFFSET:
+        raise RecordError(f"{where} has offset {offset}, inside the file's superblock or before it")
+    if offset + nbytes >= MAX_FILE_BYTES:
+        raise RecordError(f"{where} ends at byte {offset + nbytes}, beyond any file")
+
+
+def _file(relpath: str) -> str:
+    return "" if names_master(relpath) else relpath
+
+
+def _key(
+    file: str, dataset: str, start: Sequence[int], count: Sequence[int]
+) -> tuple[str, str, tuple[int, ...], tuple[int, ...]]:
+    return (_file(file), dataset, tuple(start), tuple(count))
+
+
+def check_mappings(extents: Sequence[StoredExtent], mappings: Sequence[Mapping]) -> None:
+    """Each extent is one VDS mapping (same file, source dataset and box, the whole source
+    mapped) and each mapping is one extent: what h5subfile reads is what HDF5 reads."""
+    for index, mapping in enumerate(mappings):
+        where = f"VDS mapping {index} ({mapping.file}:{mapping.dataset})"
+        box = Block(mapping.start, mapping.count)
+        if mapping.box_count != box.size:
+            raise RecordError(f"{where} selects {mapping.box_count} elements, not one box")
+        if not mapping.whole_source:
+            raise RecordError(f"{where} maps a part of its source onto {box}, not all of it")
+    recorded = sorted(_key(e.file, e.dataset, e.start, e.shape) for e in extents)
+    virtual = sorted(_key(m.file, m.dataset, m.start, m.count) for m in mappings)
+    if recorded == virtual:
+        return
+    extra = sorted(set(recorded) - set(virtual)) or sorted(set(virtual) - set(recorded))
+    if len(recorded) != len(virtual) or not extra:
+        raise RecordError(
+            f"it records {len(recorded)} extent(s), the virtual dataset has {len(virtual)} "
+            "mapping(s)"
+        )
+    side = "the record" if extra[0] in recorded else "the virtual dataset"
+    file, dataset, start, count = extra[0]
+    raise RecordError(
+        f"{side} maps {Block(start, count)} to {file or 'the master'}:{dataset}, the other does not"
+    )
+
+
+def check_in_master(path: str, extents: Sequence[StoredExtent], facts: Hdf5Facts) -> None:
+    """A dataset that is not virtual is its own storage: at most one extent, the whole dataset
+    in the master, at the offset HDF5 gives (contiguous) or read through HDF5 (chunked)."""
+    if not extents:  # never written: reads as fill values, as HDF5 reads it if it has no data
+        if facts.offset is not None or facts.storage != "contiguous":
+            raise RecordError(f"it records no data, but HDF5 stores the dataset {facts.storage}")
+        return
+    if len(extents) > 1:
+        raise RecordError(f"{len(extents)} extents for a dataset that is not virtual")
+    (extent,) = extents
+    if not names_master(extent.file) or extent.dataset != path:
+        raise RecordError(
+            f"its extent is {extent.file}:{extent.dataset}, but the dataset is not virtual"
+        )
+    if extent.start != (0,) * len(facts.shape) or extent.shape != facts.shape:
+        raise RecordError(f"its extent {extent.block} is not the whole dataset {facts.shape}")
+    if extent.chunks:
+        if facts.storage != "chunked":
+            raise RecordError(f"it records chunks, but HDF5 stores the dataset {facts.storage}")
+    elif facts.offset != extent.offset:
+        found = "no direct offset" if facts.offset is None else f"offset {facts.offset}"
+        raise RecordError(f"it records offset {extent.offset}; HDF5 has {found}")
+
+
+@dataclass(frozen=True)
+class ByteRange:
+    """The bytes ``[start, stop)`` of ``file`` that dataset ``path`` reads."""
+
+    file: str
+    start: int
+    stop: int
+    path: str
+
+
+def byte_ranges(path: str, layout: DatasetLayout, itemsize: int) -> list[ByteRange]:
+    """The byte ranges a dataset's contiguous extents read (chunked ones are HDF5's)."""
+    return [
+        ByteRange(_file(e.file), e.offset, e.offset + e.nbytes(itemsize), path)
+        for e in layout.extents
+        if not e.chunks and e.nbytes(itemsize) > 0
+    ]
+
+
+def byte_overlaps(ranges: Sequence[ByteRange]) -> list[tuple[ByteRange, ByteRange]]:
+    """Pairs of ranges of one file that share bytes (an extent moved onto another's data)."""
+    found = []
+    ordered = sorted(ranges, key=lambda r: (r.file, r.start, r.stop))
+    reach: ByteRange | None = None  # the range reaching furthest so far in this file
+    for current in ordered:
+        if reach is not None and reach.file == current.file and current.start < reach.stop:
+            found.append((reach, current))
+        if reach is None or reach.file != current.file or current.stop > reach.stop:
+            reach = current
+    return found
