@@ -21,10 +21,9 @@ from ..io.h5 import SourceFile
 from ..layout.blocks import Block, check_blocks, corner_block, parse_block, prefix_blocks
 from ..layout.catalog import Catalog, NodeInfo
 from ..layout.chunking import Member, choose_chunks, chunk_work, extent_chunks
-from ..layout.dtypes import check_dtype
+from ..layout.dtypes import check_dtype, dtype_text
 from ..layout.extents import plan_extents
 from ..layout.grouping import Grouping
-from ..layout.dtypes import dtype_text
 from ..layout.names import source_name, subfile_relpath
 from ..layout.record import DatasetLayout, StoredExtent
 from ..mpi.collective import check_same, root_decides, root_plans
@@ -303,9 +302,7 @@ def create_datasets(
             session.catalog,
             writing.grouping,
             session.plan,
-            lambda group: subfile_relpath(
-                session.path, writing.number, writing.session_id, group
-            ),
+            lambda group: subfile_relpath(session.path, writing.number, writing.session_id, group),
             gathered,
         )
         assert writing.root is not None
@@ -387,7 +384,9 @@ def publish(
             dataclasses.replace(extent, offset=offsets[(index, k)])
             for k, extent in enumerate(dataset.extents)
         )
-        layout = DatasetLayout(writing.number, stored, complete=True, dtype=dtype_text(dataset.dtype))
+        layout = DatasetLayout(
+            writing.number, stored, complete=True, dtype=dtype_text(dataset.dtype)
+        )
         if dataset.choice is not None and stored:
             layout = dataclasses.replace(
                 layout,
