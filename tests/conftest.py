@@ -70,6 +70,7 @@ STAGES = (
             "test_independent_writes.py",
             "test_damage.py",
             "test_mpiio_hints.py",
+            "test_claims.py",
         ),
     ),
     Stage(
