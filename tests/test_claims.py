@@ -141,3 +141,153 @@ def test_reader_and_refused_writer_while_a_writer_holds_the_file(tmp_path: Path)
         assert found["groups"] == {"job1": [True] * 3, "job2": [True] * 3}, found
         assert found["uuids"][-1] == rounds[0]["uuid"]
     assert not Path(f"{path}.lock").exists()
+
+
+# The claim files themselves, in this process (no MPI) --------------------------------------------
+
+HOLD_CLAIM = (
+    "import sys; from h5subfile.io import claim; c = claim.take(sys.argv[1], 'f' * 32, 'a'); "
+    "print('held', flush=True); sys.stdin.read()"
+)
+
+
+def foreign(path: Path, **fields: object) -> dict:
+    """Write a claim file as another writer would have left it."""
+    owner = dict(host=socket.gethostname(), pid=1, started="2026-01-01T00:00:00+00:00")
+    owner.update(session="e" * 32, mode="a", locks="shared", pid_start=None)
+    owner.update(fields)
+    Path(f"{path}.lock").write_text(json.dumps(owner))
+    return owner
+
+
+def test_claim_is_exclusive_in_this_process_and_released(tmp_path: Path) -> None:
+    from h5subfile.errors import FileBusyError
+    from h5subfile.io import claim
+
+    path = str(tmp_path / "run.h5")
+    first = claim.take(path, "a" * 32, "w")
+    assert first.recovered is None
+    assert json.loads(Path(f"{path}.lock").read_text())["session"] == "a" * 32
+    with pytest.raises(FileBusyError, match="already open for writing in this process"):
+        claim.take(path, "b" * 32, "a")
+    assert claim.claim_state(path) == ("alive", first.owner)
+    first.release()
+    first.release()  # idempotent
+    assert not Path(f"{path}.lock").exists() and claim.claim_state(path) == ("none", None)
+    assert sorted(os.listdir(tmp_path)) == []  # nothing else left beside the master
+    claim.take(path, "c" * 32, "a").release()
+
+
+def test_live_claim_of_another_process_then_its_death(tmp_path: Path) -> None:
+    from h5subfile.errors import FileBusyError
+    from h5subfile.io import claim
+
+    path = str(tmp_path / "run.h5")
+    holder = subprocess.Popen(
+        [sys.executable, "-c", HOLD_CLAIM, path],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert holder.stdout is not None and holder.stdout.readline() == "held\n"
+        with pytest.raises(FileBusyError, match=f"pid {holder.pid}, session ffffffff.*holds its"):
+            claim.take(path, "a" * 32, "w")
+        assert claim.claim_state(path)[0] == "alive"  # readers see a writer at work
+        # the same test by a reader does not disturb the holder
+        with pytest.raises(FileBusyError):
+            claim.take(path, "a" * 32, "w")
+    finally:
+        holder.kill()  # SIGKILL: it releases nothing itself
+        holder.communicate(timeout=30)
+    assert claim.claim_state(path)[0] == "stale"  # a reader removes nothing
+    assert Path(f"{path}.lock").exists()
+    taken = claim.take(path, "a" * 32, "w")
+    assert taken.recovered is not None
+    assert f"pid {holder.pid}, session ffffffff" in taken.recovered
+    assert f"process {holder.pid} ended" in taken.recovered
+    taken.release()
+
+
+@pytest.mark.parametrize(
+    "fields, state, why",
+    [
+        # no usable lock: on the owner's host its pid decides
+        (dict(locks="none", pid=2**22 + 12345), "stale", "no longer runs"),
+        (dict(locks="none", pid=os.getppid()), "alive", "still runs"),
+        (dict(locks="none", pid=os.getppid(), pid_start=1), "stale", "no longer runs"),  # reused
+        # a free lock is trusted on the owner's host, and across hosts when locks reach them
+        (dict(locks="local"), "stale", "ended"),
+        (dict(host="elsewhere", locks="shared"), "stale", "ended"),
+        (dict(host="elsewhere", locks="local"), "unknown", "do not reach across hosts"),
+        (dict(host="elsewhere", locks="none"), "unknown", "do not reach across hosts"),
+    ],
+)
+def test_stale_and_undecidable_claims(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, fields: dict, state: str, why: str
+) -> None:
+    from h5subfile.errors import FileBusyError
+    from h5subfile.io import claim
+
+    monkeypatch.setattr(claim, "lock_scope", lambda folder, mounts=None: "shared")
+    path = str(tmp_path / "run.h5")
+    owner = foreign(tmp_path / "run.h5", **fields)
+    assert claim.claim_state(path)[0] == state
+    named = f"host {owner['host']}, pid {owner['pid']}, session eeeeeeee, mode 'a', since 2026"
+    if state == "stale":
+        taken = claim.take(path, "a" * 32, "w")
+        assert taken.recovered and named in taken.recovered and why in taken.recovered
+        taken.release()
+        return
+    with pytest.raises(FileBusyError) as busy:
+        claim.take(path, "a" * 32, "w")
+    assert named in str(busy.value) and why in str(busy.value)
+    if state == "unknown":  # the way out is in the message
+        assert f"delete {path}.lock or set H5SUBFILE_BREAK_CLAIM=1" in str(busy.value)
+        monkeypatch.setenv("H5SUBFILE_BREAK_CLAIM", "1")
+        taken = claim.take(path, "a" * 32, "w")
+        assert taken.recovered and "H5SUBFILE_BREAK_CLAIM is set" in taken.recovered
+        taken.release()
+    assert not Path(f"{path}.lock").exists() or state == "alive"
+
+
+def test_unreadable_claim_is_kept_until_broken(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from h5subfile.errors import FileBusyError
+    from h5subfile.io import claim
+
+    path = str(tmp_path / "run.h5")
+    Path(f"{path}.lock").write_text("")
+    with pytest.raises(FileBusyError, match="holds no complete record"):
+        claim.take(path, "a" * 32, "w")
+    monkeypatch.setenv("H5SUBFILE_BREAK_CLAIM", "1")
+    claim.take(path, "a" * 32, "w").release()
+
+
+MOUNTS = [
+    "22 1 0:21 / / rw,relatime - ext4 /dev/vda rw",
+    "30 22 0:40 / /lustre rw,relatime - lustre 10.0.0.1@o2ib:/fs rw,flock,lazystatfs",
+    "31 22 0:41 / /lustre/local rw - lustre 10.0.0.1@o2ib:/fs2 rw,localflock",
+    "32 22 0:42 / /home rw - nfs4 srv:/home rw,vers=4.2,local_lock=none,addr=10.0.0.2",
+    "33 22 0:43 / /scratch\\040old rw - nfs srv:/s rw,vers=3,nolock,addr=10.0.0.2",
+    "34 22 0:44 / /beegfs rw - beegfs beegfs_nodev rw,cfgFile=/etc/beegfs/beegfs-client.conf",
+]
+
+
+@pytest.mark.parametrize(
+    "folder, scope",
+    [
+        ("/tmp/x", "shared"),
+        ("/lustre/project", "shared"),
+        ("/lustre/local/project", "local"),
+        ("/lustre/localother", "shared"),  # not inside /lustre/local
+        ("/home/me", "shared"),
+        ("/scratch old/run", "local"),
+        ("/beegfs/run", "local"),
+    ],
+)
+def test_lock_scope_from_mount_options(folder: str, scope: str) -> None:
+    from h5subfile.io import claim
+
+    assert claim.lock_scope(folder, MOUNTS) == scope

@@ -343,12 +343,12 @@ def _lock(fd: int, shared: bool = False) -> str:
     return "ok"
 
 
-def lock_scope(folder: str) -> str:
+def lock_scope(folder: str, mounts: list[str] | None = None) -> str:
     """How far file locks reach in ``folder``: "shared" (every host that sees the file: local
     disks, NFS with its lock daemons, Lustre mounted with ``flock``) or "local" (only this host:
     Lustre with ``localflock``, NFS with ``nolock`` or ``local_lock``, BeeGFS, whose global
-    locks are off by default)."""
-    fstype, options = _mount_of(folder)
+    locks are off by default). ``mounts``: the lines of /proc/self/mountinfo (read when None)."""
+    fstype, options = _mount_of(folder, mounts)
     if fstype.startswith("nfs") and (
         "nolock" in options or options & {"local_lock=all", "local_lock=posix"}
     ):
@@ -358,14 +358,15 @@ def lock_scope(folder: str) -> str:
     return "shared"
 
 
-def _mount_of(folder: str) -> tuple[str, set[str]]:
-    """Type and options of the mount holding ``folder`` (from Linux's /proc/self/mountinfo;
-    ``("", set())`` where there is none)."""
-    try:
-        with open("/proc/self/mountinfo") as table:
-            lines = table.read().splitlines()
-    except OSError:
-        return "", set()
+def _mount_of(folder: str, lines: list[str] | None = None) -> tuple[str, set[str]]:
+    """Type and options of the mount holding ``folder``, from ``lines`` of Linux's
+    /proc/self/mountinfo (read when None; ``("", set())`` where there is none)."""
+    if lines is None:
+        try:
+            with open("/proc/self/mountinfo") as table:
+                lines = table.read().splitlines()
+        except OSError:
+            return "", set()
     target = os.path.realpath(folder)
     best: tuple[str, str, set[str]] = ("", "", set())
     for line in lines:
