@@ -40,7 +40,7 @@ def start_job(ranks: int, *args: object) -> subprocess.Popen[str]:
     )
 
 
-def finish(job: subprocess.Popen[str], timeout: float = 90) -> tuple[int, list[dict], str]:
+def finish(job: subprocess.Popen[str], timeout: float = 180) -> tuple[int, list[dict], str]:
     """Wait for a writer job (killed after ``timeout`` s): its status, rounds and stderr."""
     try:
         out, err = job.communicate(timeout=timeout)
@@ -291,3 +291,11 @@ def test_lock_scope_from_mount_options(folder: str, scope: str) -> None:
     from h5subfile.io import claim
 
     assert claim.lock_scope(folder, MOUNTS) == scope
+
+
+def test_claim_in_a_missing_folder_names_it(tmp_path: Path) -> None:
+    from h5subfile.errors import MissingFileError
+    from h5subfile.io import claim
+
+    with pytest.raises(MissingFileError, match=f"its folder {tmp_path / 'no'} does not exist"):
+        claim.take(str(tmp_path / "no" / "run.h5"), "a" * 32, "w")

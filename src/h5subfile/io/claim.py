@@ -39,7 +39,7 @@ import struct
 import time
 from dataclasses import dataclass
 
-from ..errors import FileBusyError
+from ..errors import FileBusyError, MissingFileError
 from ..layout.names import claim_path
 
 #: Set (``1``) in rank 0's environment to replace a claim whose owner cannot be shown to run
@@ -144,7 +144,12 @@ def take(master_path: str, session: str, mode: str) -> Claim:
     owner = Owner(socket.gethostname(), pid, _now(), session, mode, scope, _process_start(pid))
     recovered = None
     for _ in range(ATTEMPTS):
-        fd, written = _create(path, owner)
+        try:
+            fd, written = _create(path, owner)
+        except FileNotFoundError:
+            raise MissingFileError(
+                f"cannot write {master_path}: its folder {os.path.dirname(path)} does not exist"
+            ) from None
         if fd is not None:
             claim = Claim(path, key, fd, written, recovered)
             _HELD[key] = claim
