@@ -35,11 +35,16 @@ def run(comm, shared_tmp: Path) -> Path:
     return path
 
 
-def subfile_of(master: Path, session: int, group: int) -> Path:
-    """The subfile of ``group`` written by write session ``session`` of ``master``."""
+def subfile_of(comm, master: Path, session: int, group: int) -> Path:
+    """Collective: the subfile of ``group`` written by write session ``session`` of ``master``
+    (looked up on rank 0, before any rank changes it)."""
     folder = master.with_suffix(".subfiles")
-    (found,) = folder.glob(f"s{session}-*-{group:05d}.h5")
-    return found
+
+    def find() -> str:
+        (found,) = folder.glob(f"s{session}-*-{group:05d}.h5")
+        return str(found)
+
+    return Path(on_root(comm, find))
 
 
 @contextmanager
@@ -54,7 +59,7 @@ def opened(comm, path: Path) -> Iterator[hs.File]:
 
 
 def test_missing_subfile_is_named(comm, run: Path) -> None:
-    subfile = subfile_of(run, 0, 1)
+    subfile = subfile_of(comm, run, 0, 1)
     on_root(comm, subfile.unlink)
     with opened(comm, run) as f:
         with raises_on_every_rank(comm, hs.MissingFileError, f"run.subfiles/{subfile.name}"):
@@ -67,7 +72,7 @@ def test_truncated_subfile_is_named(comm, run: Path) -> None:
         with open(subfile, "r+b") as handle:
             handle.truncate(subfile.stat().st_size // 2)
 
-    subfile = subfile_of(run, 0, 0)
+    subfile = subfile_of(comm, run, 0, 0)
     on_root(comm, truncate)
     with opened(comm, run) as f:
         with raises_on_every_rank(comm, hs.TruncatedFileError, subfile.name, "truncated"):
