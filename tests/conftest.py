@@ -77,6 +77,7 @@ STAGES = (
             "test_damage.py",
             "test_mpiio_hints.py",
             "test_integrity.py",
+            "test_claims.py",
         ),
     ),
     Stage(

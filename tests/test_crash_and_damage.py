@@ -1,6 +1,6 @@
 """A job killed mid-append never damages what earlier closes completed; unfinished pieces give
 clear errors naming them, identically on every rank (probed by separate jobs before and after the
-crash). Missing, truncated and escaping pieces: tests/mpi/test_damage.py; info names a missing
+crash); the claim the dead job leaves is recovered by the next writer, which names its owner. Missing, truncated and escaping pieces: tests/mpi/test_damage.py; info names a missing
 subfile here."""
 
 from __future__ import annotations
@@ -46,6 +46,8 @@ def test_killed_append_keeps_earlier_steps(
     env = {"H5SUBFILE_MASTER_COPY_LIMIT": "0"} if commit == "in-place" else {}
     killed = run_mpi(3, "crash.py", "a", path, 2, env=env, check=False)
     assert killed.returncode != 0
+    owner = json.loads(Path(f"{path}.lock").read_text())  # the dead job's claim stays behind
+    assert owner["mode"] == "a" and owner["session"], owner
     after = probe(path, "/Timestep_0/x", "/Timestep_1/id_1", "/Timestep_2/x")
     # earlier steps: intact, same values
     assert after["/Timestep_0/x"] == before["/Timestep_0/x"]
@@ -59,8 +61,11 @@ def test_killed_append_keeps_earlier_steps(
         assert kind == "IncompleteFileError"
         assert "write session 1, which did not finish" in message
         assert any("session 1" in p and "did not finish" in p for p in after["problems"])
-    # a restarted job appends again (reusing the step name) and everything verifies
-    run_mpi(2, "append_step.py", path, 2, env=env)
+    # a restarted job recovers the claim (naming its dead owner), appends again (reusing the
+    # step name) and everything verifies
+    restarted = run_mpi(2, "append_step.py", path, 2, env=env)
+    assert_recovered(restarted.stderr, owner)
+    assert not Path(f"{path}.lock").exists()
     final = probe(path, "/Timestep_0/x", "/Timestep_2/x")
     assert final["/Timestep_2/x"] == ["ok", 1000.0]  # rank 0 wrote 0.0, rank 1 wrote 1.0
     assert final["/Timestep_0/x"] == before["/Timestep_0/x"]
@@ -71,9 +76,20 @@ def test_killed_first_write_is_reported_as_never_completed(tmp_path: Path) -> No
     path = tmp_path / "new.h5"
     killed = run_mpi(2, "crash.py", "w", path, 0, check=False)
     assert killed.returncode != 0
+    owner = json.loads(Path(f"{path}.lock").read_text())
     kind, message = probe(path)["open"]
     assert kind == "IncompleteFileError"
     assert "was never completed" in message
+    # the next writer recovers the dead job's claim and writes the file
+    assert_recovered(run_mpi(2, "append_step.py", path, 0).stderr, owner)
+    assert probe(path, "/Timestep_0/x")["/Timestep_0/x"] == ["ok", 1000.0]
+
+
+def assert_recovered(stderr: str, owner: dict) -> None:
+    """The writer after a killed one warned once that it replaced the dead job's claim."""
+    dead = f"host {owner['host']}, pid {owner['pid']}, session {owner['session'][:8]}"
+    assert stderr.count("replaced a stale claim") == 1, stderr
+    assert dead in stderr and f"process {owner['pid']} ended" in stderr, stderr
 
 
 def test_info_names_a_missing_subfile(tmp_path: Path) -> None:

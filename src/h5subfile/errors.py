@@ -73,6 +73,11 @@ class FileExistsH5SubfileError(H5SubfileError, FileExistsError):
     """Mode "w-"/"x" on a file that exists."""
 
 
+class FileBusyError(H5SubfileError, BlockingIOError):
+    """Another write session (another job, or this one) holds the file's claim: one writer at a
+    time."""
+
+
 class ObjectNotFoundError(H5SubfileError, KeyError):
     """No group, dataset or attribute with that name."""
 

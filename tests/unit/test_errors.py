@@ -14,6 +14,7 @@ def test_errors_subclass_builtins() -> None:
     assert issubclass(hs.ObjectNotFoundError, KeyError)
     assert issubclass(hs.SelectionError, IndexError)
     assert issubclass(hs.FileExistsH5SubfileError, FileExistsError)
+    assert issubclass(hs.FileBusyError, BlockingIOError) and issubclass(hs.FileBusyError, OSError)
     assert issubclass(hs.RankIOError, OSError)
     assert issubclass(hs.RankFailedError, RuntimeError)
 

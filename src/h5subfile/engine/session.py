@@ -14,6 +14,7 @@
 from __future__ import annotations
 
 import os
+import uuid
 import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -24,6 +25,7 @@ from mpi4py import MPI
 
 from .._version import __version__
 from ..errors import FileModeError, H5SubfileError, ObjectNotFoundError, PlanError
+from ..io import claim as claims
 from ..io.boxes import BoxReader
 from ..io.filters import Compressors
 from ..io.h5 import open_shared_read
@@ -245,7 +247,13 @@ def _begin_writing(path: str, mode: str, comm: MPI.Comm, plan: Plan) -> Session:
     masters: list[MasterWriter] = []  # rank 0's, kept for its RootRole
 
     def begin() -> tuple[Catalog, int, str, str]:
-        master = MasterWriter(path, mode, info, plan.alignment)
+        # The claim comes first: nothing of the file is touched by a second writer.
+        claim = claims.take(path, uuid.uuid4().hex, mode)
+        try:
+            master = MasterWriter(path, mode, info, claim, plan.alignment)
+        except BaseException:
+            claim.release()
+            raise
         masters.append(master)
         return master.catalog, master.session.id, master.session.uuid, master.data_path
 

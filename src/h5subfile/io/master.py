@@ -7,7 +7,6 @@ import datetime as _dt
 import os
 import posixpath
 import shutil
-import uuid
 from collections.abc import Iterable
 from typing import Any
 
@@ -35,6 +34,7 @@ from ..layout.record import (
     is_reserved,
 )
 from ..layout.validate import ByteRange, byte_overlaps, byte_ranges, layout_problem
+from .claim import Claim, claim_state
 from .filters import FilterSpec
 from .h5 import (
     LIBVER,
@@ -266,6 +266,12 @@ def open_for_reading(path: str) -> Catalog:
     partial = partial_path(path)
     if not os.path.exists(path):
         if os.path.exists(partial):
+            state, owner = claim_state(path)
+            if state == "alive" and owner is not None:
+                raise IncompleteFileError(
+                    f"{path} is being written for the first time and its writer has not closed "
+                    f"it yet ({owner.describe()}); open it once the writer has closed it"
+                )
             raise IncompleteFileError(
                 f"{path} was never completed: its writer did not close it ({partial} is the "
                 "unfinished master); rerun the writer"
@@ -277,7 +283,7 @@ def open_for_reading(path: str) -> Catalog:
         raise CorruptFileError(f"{path} cannot be opened as HDF5: {exc}") from None
     with h5:
         catalog = scan(h5, path, path)
-    if os.path.exists(partial):
+    if os.path.exists(partial) and claim_state(path)[0] != "alive":  # not a writer at work
         catalog.problems.append(
             f"an unfinished write session left {partial}; its data is not part of the file"
         )
@@ -307,11 +313,21 @@ class MasterWriter(SourceFile):
     file untouched) and ``in-place`` (an append to a master larger than the copy limit: changes
     go into it directly, and the session stays marked open until close, so a crash is reported
     and the datasets of the unfinished session refuse to be read).
+
+    It is made under the session's ``claim`` (:mod:`.claim`), taken before anything here
+    touches the master, its ``.partial`` copy or a subfile, and released by :meth:`commit` and
+    :meth:`abandon`; the caller releases it when this constructor fails.
     """
 
     def __init__(
-        self, path: str, mode: str, session_info: dict[str, Any], alignment: int | None = None
+        self,
+        path: str,
+        mode: str,
+        session_info: dict[str, Any],
+        claim: Claim,
+        alignment: int | None = None,
     ):
+        self.claim = claim
         self.path = os.path.abspath(path)
         self.partial = partial_path(self.path)
         self.folder = subfile_folder(self.path)
@@ -353,10 +369,12 @@ class MasterWriter(SourceFile):
             mode=mode,
             started=now(),
             commit=self.commit_mode,
-            uuid=uuid.uuid4().hex,
+            uuid=claim.session,
             **session_info,
         )
         record.sessions.append(self.session)
+        if claim.recovered:
+            self.catalog.problems.append(claim.recovered)
         remove_subfiles(self.folder, self.session.id)  # orphans of a crashed session
         if self.commit_mode == "in-place":
             self._write_record()
@@ -423,6 +441,7 @@ class MasterWriter(SourceFile):
             os.replace(self.partial, self.path)
             if fsync:
                 fsync_path(os.path.dirname(self.path))
+        self.claim.release()
 
     def abandon(self) -> None:
         """Close without publishing (after a failure on some rank): the old file stays as it was."""
@@ -430,3 +449,4 @@ class MasterWriter(SourceFile):
             self.h5.close()
         except Exception:  # noqa: BLE001 - best effort on an already failing path
             pass
+        self.claim.release()

@@ -32,6 +32,11 @@ def partial_path(master_path: str) -> str:
     return master_path + ".partial"
 
 
+def claim_path(master_path: str) -> str:
+    """The claim file of a master's write session, beside it: ``run.h5`` -> ``run.h5.lock``."""
+    return master_path + ".lock"
+
+
 def names_master(relpath: str) -> bool:
     """Whether a recorded source path names the master itself (``""`` or ``"."``)."""
     return relpath in ("", ".")
