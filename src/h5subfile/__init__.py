@@ -9,6 +9,7 @@ from ._version import __version__
 from .errors import (
     BlockError,
     CollectiveMismatchError,
+    CollectiveTimeoutError,
     CorruptFileError,
     DataShapeError,
     FileExistsH5SubfileError,
@@ -34,6 +35,7 @@ __all__ = [
     "Block",
     "BlockError",
     "CollectiveMismatchError",
+    "CollectiveTimeoutError",
     "CorruptFileError",
     "DataShapeError",
     "Dataset",

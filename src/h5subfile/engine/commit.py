@@ -6,7 +6,7 @@ from __future__ import annotations
 import dataclasses
 
 from ..errors import IncompleteFileError
-from ..mpi.collective import agree, root_decides
+from ..mpi.collective import root_decides
 from .session import Session
 
 
@@ -35,7 +35,7 @@ def close(session: Session) -> None:
     except Exception as exc:  # noqa: BLE001 - agreed below
         error = exc
     try:
-        agree(session.comm, error)
+        session.enter("close", error)
         message = root_decides(
             session.comm,
             sorted(writing.unwritten),

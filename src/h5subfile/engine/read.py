@@ -94,7 +94,7 @@ def read_collective(session: Session, path: str, selection: Any = ()) -> Any:
         plan = plan_read(info.shape, info.dtype.itemsize, selection)
     except H5SubfileError as exc:
         error = exc
-    agree(session.comm, error)
+    session.enter("read_collective", error, detail=path, args=path)
     assert plan is not None and info.dtype is not None
     if session.plan.aggregators is None or how is not Route.DIRECT:
         return read(session, path, selection)
