@@ -49,7 +49,13 @@ STAGES = (
     Stage(
         "write-3",
         3,
-        (WRITE, "test_bad_input.py", "test_independent_writes.py", "test_mpiio_hints.py"),
+        (
+            WRITE,
+            "test_bad_input.py",
+            "test_independent_writes.py",
+            "test_mpiio_hints.py",
+            "test_collective_misuse.py",
+        ),
     ),
     Stage(
         "write-4",
@@ -70,6 +76,7 @@ STAGES = (
             "test_independent_writes.py",
             "test_damage.py",
             "test_mpiio_hints.py",
+            "test_collective_misuse.py",
         ),
     ),
     Stage(
