@@ -29,5 +29,6 @@ def main(case: str, folder: str) -> None:
             raise ValueError("boom on rank 1")
         d.write(np.full(2, rank, "i4"))
 
+
 if __name__ == "__main__":
     main(sys.argv[1], sys.argv[2])
