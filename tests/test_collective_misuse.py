@@ -18,7 +18,7 @@ from conftest import MPIEXEC, SCRIPTS
 def run_plain(ranks: int, case: str, folder: Path, timeout: float) -> subprocess.CompletedProcess:
     """``mpiexec -n ranks python misuse.py case folder``, killed (and failed) if it hangs."""
     command = [str(MPIEXEC), "-n", str(ranks), sys.executable, str(SCRIPTS / "misuse.py")]
-    env = dict(os.environ, H5SUBFILE_COLLECTIVE_TIMEOUT="3")
+    env = dict(os.environ, H5SUBFILE_COLLECTIVE_TIMEOUT="4")
     try:
         return subprocess.run(
             [*command, case, str(folder)], capture_output=True, text=True, timeout=timeout, env=env
