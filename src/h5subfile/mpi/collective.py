@@ -36,6 +36,7 @@ DEFAULT_TIMEOUT = 600.0  # seconds; 0 (or less): wait for ever
 #: Polling: spin on MPI_Test this long, then sleep between tests, doubling from FIRST_SLEEP to
 #: LAST_SLEEP (seconds; docs/BENCHMARKS.md measures the cost).
 SPIN = 50e-6
+YIELD_FOR = 2e-3  # then yield the CPU between tests (sched_yield) until this, then sleep
 FIRST_SLEEP = 20e-6
 LAST_SLEEP = 1e-3
 CHECK_EVERY = 0.01  # seconds between looks for other ranks' timeout notices while waiting
@@ -285,7 +286,8 @@ def allreduce_max(comm: MPI.Comm, sent: np.ndarray, call: Call | None) -> np.nda
 def _wait(
     comm: MPI.Comm, channel: _Channel, request: MPI.Request, buffers: Any, call: Call | None
 ) -> None:
-    """Poll ``request`` (spin briefly, then sleep, doubling the pause up to LAST_SLEEP) until it
+    """Poll ``request`` (spin briefly, yield the CPU between tests for YIELD_FOR, then sleep,
+    doubling the pause up to LAST_SLEEP) until it
     completes, the timeout passes or another rank says it gave up waiting."""
     timeout = collective_timeout()
     started = time.monotonic()
@@ -293,10 +295,12 @@ def _wait(
     pause = 0.0
     while True:
         now = time.monotonic()
-        if now - started >= SPIN:
+        if now - started >= YIELD_FOR:
             time.sleep(pause)
             pause = min(max(2 * pause, FIRST_SLEEP), LAST_SLEEP)
             now = time.monotonic()
+        elif now - started >= SPIN:
+            os.sched_yield()  # runnable ranks (oversubscribed) go first; otherwise no delay
         if request.Test():
             return
         if now - checked >= CHECK_EVERY:
