@@ -55,6 +55,7 @@ STAGES = (
             "test_independent_writes.py",
             "test_mpiio_hints.py",
             "test_integrity.py",
+            "test_collective_misuse.py",
         ),
     ),
     Stage(
@@ -78,6 +79,7 @@ STAGES = (
             "test_mpiio_hints.py",
             "test_integrity.py",
             "test_claims.py",
+            "test_collective_misuse.py",
         ),
     ),
     Stage(

@@ -9,6 +9,7 @@ from ._version import __version__
 from .errors import (
     BlockError,
     CollectiveMismatchError,
+    CollectiveTimeoutError,
     CorruptFileError,
     DataShapeError,
     FileBusyError,
@@ -38,6 +39,7 @@ __all__ = [
     "Block",
     "BlockError",
     "CollectiveMismatchError",
+    "CollectiveTimeoutError",
     "CorruptFileError",
     "DataShapeError",
     "Dataset",

@@ -38,7 +38,15 @@ class H5SubfileError(Exception):
 
 
 class CollectiveMismatchError(H5SubfileError, ValueError):
-    """Ranks called a collective operation with different arguments."""
+    """Ranks called a collective operation with different arguments, or made different
+    collective calls (one skipped or reordered a call, or left the file after an error)."""
+
+    out_of_step: bool = False  # different calls (not arguments): the ranks abandon the file
+
+
+class CollectiveTimeoutError(H5SubfileError, TimeoutError):
+    """Some ranks did not arrive at a collective call within ``H5SUBFILE_COLLECTIVE_TIMEOUT``
+    seconds; the message names them and where the others waited."""
 
 
 class BlockError(H5SubfileError, ValueError):

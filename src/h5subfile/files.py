@@ -14,6 +14,7 @@ from __future__ import annotations
 import dataclasses
 import os
 import posixpath
+import sys
 from collections.abc import Iterator, Mapping, MutableMapping, Sequence
 from typing import Any
 
@@ -572,10 +573,29 @@ class File(Group):
         return self
 
     def __exit__(self, exc_type: Any, exc: BaseException | None, tb: Any) -> None:
+        """Collective: close the file; after an exception on this rank only, leave it.
+
+        A rank leaving after an exception of its own makes one agreement round carrying it:
+        the other ranks meet it in their next collective call on the file, where every rank
+        raises (they CollectiveMismatchError naming this rank and its exception; this rank
+        keeps its own exception) and abandons the session: nothing of it is published, files
+        closed before stay as they were. No rank waits for ever.
+        """
+        session = self._session
         if exc is None or getattr(exc, "collective", False):
             # Every rank is here (no error, or one agreed on all ranks): publish what was written.
-            commit.close(self._session, exc)
-        else:
-            # An error on this rank only: a collective close could hang. Leave the old file
-            # untouched (the unfinished session is reported by readers).
-            self._session.abandon()
+            commit.close(session, exc)
+            return
+        if session.closed or session.writing is None:
+            session.abandon()  # reading: closing is local, nobody waits for this rank
+            return
+        try:
+            detail = (
+                f"after {type(exc).__name__}: {exc}" if str(exc) else f"after {type(exc).__name__}"
+            )
+            session.enter("File.__exit__", exc, detail=f"on rank {session.rank} {detail}")
+        except H5SubfileError as agreed:
+            if sys.version_info >= (3, 11):
+                exc.add_note(f"every rank of the file left it: {agreed}")
+        finally:
+            session.abandon()

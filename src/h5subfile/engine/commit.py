@@ -22,7 +22,7 @@ import dataclasses
 
 from ..errors import IncompleteFileError
 from ..layout.regions import describe
-from ..mpi.collective import agree, root_decides
+from ..mpi.collective import root_decides
 from .session import Session
 
 #: What one rank still had to write of one dataset at close: (path, its block, the first
@@ -59,7 +59,7 @@ def close(session: Session, failure: BaseException | None = None) -> None:
     if failure is not None:
         failed = f"{type(failure).__name__}: {failure}"
     try:
-        agree(session.comm, error)
+        session.enter("close", error)
         message = root_decides(
             session.comm,
             missing_regions(session),

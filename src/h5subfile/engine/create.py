@@ -336,7 +336,9 @@ def _create_datasets(
                 writing.root.master.replace_unfinished(dataset.path)
         return creation.assignments, creation
 
-    assignment, creation = root_plans(comm, requests, error, plan_on_root)
+    named = "" if requests is None else ", ".join(r.path for r in requests)
+    session.enter("create_dataset", error, detail=named)
+    assignment, creation = root_plans(comm, requests, None, plan_on_root)
     offsets, error = create_sources(session, assignment.tasks)
     nodes = root_decides(
         comm, offsets, error, lambda gathered: publish(session, creation, gathered), per_rank=False

@@ -99,7 +99,7 @@ def read_collective(session: Session, path: str, selection: Any = ()) -> Any:
         plan = plan_read(info.shape, info.dtype.itemsize, selection)
     except Exception as exc:  # noqa: BLE001 - agreed on every rank
         error = exc
-    agree(session.comm, error)
+    session.enter("read_collective", error, detail=path, args=path)
     assert plan is not None and info.dtype is not None
     if session.plan.aggregators is None or how is not Route.DIRECT:
         result = None

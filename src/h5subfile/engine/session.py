@@ -24,7 +24,14 @@ import h5py
 from mpi4py import MPI
 
 from .._version import __version__
-from ..errors import FileModeError, H5SubfileError, ObjectNotFoundError, PlanError
+from ..errors import (
+    CollectiveMismatchError,
+    CollectiveTimeoutError,
+    FileModeError,
+    H5SubfileError,
+    ObjectNotFoundError,
+    PlanError,
+)
 from ..io import claim as claims
 from ..io.boxes import BoxReader
 from ..io.filters import Compressors
@@ -36,7 +43,7 @@ from ..layout.blocks import Block
 from ..layout.catalog import Catalog, NodeInfo
 from ..layout.grouping import Grouping, plan_groups
 from ..layout.names import SourcePaths, subfile_relpath
-from ..mpi.collective import agree, checked_collective, root_only
+from ..mpi.collective import Call, agree, checked_collective, root_only
 from ..mpi.nodes import node_of_ranks
 from ..plan import READ_FIELDS, Plan
 from .messages import WriteTarget
@@ -120,6 +127,7 @@ class Session:
         self.reader.h5py_opener = lambda: open_shared_read(data_path)
         self.collective_depth = 0
         self.closed = False
+        self.calls = 0  # collective calls made on this file so far (the same on every rank)
 
     @property
     def writable(self) -> bool:
@@ -155,6 +163,29 @@ class Session:
             group = writing.grouping.group_of_rank[self.rank]
             writing.group_comm = self.comm.Split(group, self.rank)
         return writing.group_comm
+
+    def enter(
+        self,
+        name: str,
+        error: BaseException | None = None,
+        detail: str = "",
+        args: str | None = None,
+    ) -> None:
+        """Collective: the agreement round that starts every collective call on this file.
+
+        Every rank must be in the same call (``name`` and its number on this file; ``args``
+        too when given), else every rank raises CollectiveMismatchError naming the ranks and
+        their calls; an ``error`` on any rank is raised on every rank. When the ranks are out
+        of step (or some never arrive: CollectiveTimeoutError) the session is abandoned.
+        """
+        call = Call(name, self.calls, detail, args, self.path)
+        self.calls += 1
+        try:
+            agree(self.comm, error, call)
+        except (CollectiveMismatchError, CollectiveTimeoutError) as exc:
+            if isinstance(exc, CollectiveTimeoutError) or exc.out_of_step:
+                self.abandon()
+            raise
 
     def abandon(self) -> None:
         """Close this rank's handles without publishing anything (no communication): after
@@ -215,16 +246,19 @@ def open_session(path: str, mode: str, comm: MPI.Comm, fields: dict[str, Any]) -
         plan = parse_plan(mode, fields)
     except H5SubfileError as exc:
         error = exc
-    agree(comm, error)
-    assert plan is not None
     path = os.path.abspath(path)
+    agree(comm, error, Call("File", 0, f"(mode {mode!r})", file=path))
+    assert plan is not None
     signature = ("open", path, mode, plan.to_dict())
     scan = (lambda: open_for_reading(path)) if mode == "r" else (lambda: None)
     catalog = checked_collective(comm, "File(path, mode, ...)", signature, scan)
     if mode == "r":
         assert catalog is not None
-        return Session(path, mode, comm, plan, catalog)
-    return _begin_writing(path, mode, comm, plan)
+        session = Session(path, mode, comm, plan, catalog)
+    else:
+        session = _begin_writing(path, mode, comm, plan)
+    session.calls = 1  # opening was call #0
+    return session
 
 
 def _begin_writing(path: str, mode: str, comm: MPI.Comm, plan: Plan) -> Session:

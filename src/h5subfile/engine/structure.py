@@ -25,6 +25,7 @@ def _master(session: Session) -> MasterWriter:
 def create_group(session: Session, path: str) -> None:
     """Collective: create group ``path`` and its missing parents."""
     session.require_writable("create_group")
+    session.enter("create_group", detail=path)
     catalog = session.catalog
 
     def create_on_root() -> list[str]:
@@ -58,6 +59,7 @@ def set_attr(session: Session, path: str, name: str, value: Any) -> None:
     session.require_writable(f"setting attribute {name!r}")
     if not isinstance(name, str) or not name or is_reserved(name):
         raise ValueError(f"attribute name {name!r} is invalid or reserved for h5subfile")
+    session.enter("attrs set", detail=f"{path}.attrs[{name!r}]")
     signature = ("attrs.set", path, name, value_signature(value))
     stored = checked_collective(
         session.comm,
@@ -74,6 +76,7 @@ def delete_attr(session: Session, path: str, name: str) -> None:
     attrs = session.node(path).attrs
     if name not in attrs:
         raise ObjectNotFoundError(f"no attribute {name!r} on {path}")
+    session.enter("attrs delete", detail=f"{path}.attrs[{name!r}]")
     checked_collective(
         session.comm,
         f"del {path}.attrs[{name!r}]",

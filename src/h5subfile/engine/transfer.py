@@ -47,7 +47,8 @@ def _put(session: Session, requests: Sequence[WriteRequest]) -> None:
         prepared = [p for r in requests if (p := prepare(session, r)) is not None]
     except (H5SubfileError, ValueError, TypeError) as exc:
         error = exc
-    agree(session.comm, error)
+    paths = ", ".join(r.path for r in requests)
+    session.enter("write", error, detail=paths, args=paths)
     # The transfers used by this call, from the catalogue and the plan: the same on every rank.
     used = {transfer_for(session.node(r.path).layout, session.plan) for r in requests}
     for transfer in Transfer:

@@ -1,0 +1,208 @@
+"""Collective misuse ends in an error on every rank, never a hang: a rank that skips or
+reorders a collective call, leaves the file after an exception of its own, or arrives too late.
+
+Run on 2-3 ranks; rank 1 misbehaves. ``H5SUBFILE_COLLECTIVE_TIMEOUT`` is 4 s here, so
+a regression shows as a CollectiveTimeoutError (or the job's test timeout), not a hung suite.
+"""
+
+from __future__ import annotations
+
+import time
+import warnings
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import numpy as np
+import pytest
+from mpi4py import MPI
+from ranks import raises_on_every_rank, same_on_every_rank
+
+import h5subfile as hs
+from h5subfile.mpi import collective
+
+TIMEOUT = 4.0  # seconds: H5SUBFILE_COLLECTIVE_TIMEOUT in this module (beyond any step here)
+
+pytestmark = pytest.mark.skipif(MPI.COMM_WORLD.size < 2, reason="needs 2 ranks or more")
+
+
+@pytest.fixture(autouse=True)
+def short_timeout(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    monkeypatch.setenv(collective.TIMEOUT_VARIABLE, f"{TIMEOUT:g}")
+    yield
+
+
+def _others(comm: MPI.Comm) -> str:
+    """How messages name every rank but 1."""
+    others = [r for r in range(comm.size) if r != 1]
+    return f"rank {others[0]}" if len(others) == 1 else "ranks " + ", ".join(map(str, others))
+
+
+@pytest.fixture
+def earlier(comm: MPI.Comm, shared_tmp: Path) -> Path:
+    """A file with a dataset closed before the misuse (it must stay intact)."""
+    path = shared_tmp / "misuse.h5"
+    with hs.File(path, "w", comm=comm) as f:
+        f.write_dataset("before", np.arange(3, dtype="i8") + 10 * comm.rank)
+    return path
+
+
+def _check_intact(comm: MPI.Comm, path: Path, *absent: str) -> None:
+    """The data closed before is read back bit for bit; nothing of the misused session is (its
+    unfinished copy of the master is reported, once, by rank 0)."""
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", ".*an unfinished write session left", RuntimeWarning)
+        f = hs.File(path, "r", comm=comm)
+    with f:
+        want = np.concatenate([np.arange(3, dtype="i8") + 10 * r for r in range(comm.size)])
+        assert np.array_equal(f["before"][...], want)
+        for name in absent:
+            assert name not in f
+
+
+def _block(f: hs.File, name: str = "x") -> hs.Dataset:
+    rank, size = f.comm.rank, f.comm.size
+    return f.create_dataset(name, (2 * size,), "i4", start=(2 * rank,), count=(2,))
+
+
+MISUSES: dict[str, tuple[Callable[[hs.File], None], list[str]]] = {
+    # name: (what every rank does inside `with File(path, "a")`, fragments of the message)
+    "skipped_create_dataset": (
+        lambda f: None if f.comm.rank == 1 else _block(f),
+        ["out of step", "create_dataset /x (call #1)", "[rank 1] close (call #1)"],
+    ),
+    "skipped_write": (
+        lambda f: _block(f).write(np.ones(2, "i4")) if f.comm.rank != 1 else _block(f),
+        ["write /x (call #2)", "[rank 1] close (call #2)"],
+    ),
+    "skipped_create_group": (
+        lambda f: None if f.comm.rank == 1 else f.create_group("g"),
+        ["create_group /g (call #1)", "[rank 1] close (call #1)"],
+    ),
+    "reordered_calls": (
+        lambda f: (
+            (f.create_group("g"), _block(f))
+            if f.comm.rank == 1
+            else (_block(f), f.create_group("g"))
+        ),
+        ["create_dataset /x (call #1)", "[rank 1] create_group /g (call #1)"],
+    ),
+}
+
+
+@pytest.mark.parametrize("name", list(MISUSES))
+def test_misuse_raises_the_same_error_on_every_rank(
+    comm: MPI.Comm, earlier: Path, name: str
+) -> None:
+    misuse, fragments = MISUSES[name]
+    fragments = [f.replace("[ranks 0, 2]", f"[{_others(comm)}]") for f in fragments]
+    with raises_on_every_rank(comm, hs.CollectiveMismatchError, *fragments):
+        with hs.File(earlier, "a", comm=comm) as f:
+            misuse(f)
+    _check_intact(comm, earlier, "x", "g")
+
+
+def test_a_user_exception_on_one_rank_ends_every_rank(comm: MPI.Comm, earlier: Path) -> None:
+    raised: BaseException | None = None
+    try:
+        with hs.File(earlier, "a", comm=comm) as f:
+            d = _block(f)
+            if comm.rank == 1:
+                raise ValueError("boom on rank 1")
+            d.write(np.ones(2, "i4"))
+    except Exception as exc:  # noqa: BLE001 - compared below
+        raised = exc
+    if comm.rank == 1:
+        assert type(raised) is ValueError and str(raised) == "boom on rank 1"
+        assert "every rank of the file left it" in "".join(getattr(raised, "__notes__", []))
+        message = None
+    else:
+        assert isinstance(raised, hs.CollectiveMismatchError), repr(raised)
+        message = str(raised)
+        for fragment in (
+            f"[{_others(comm)}] write /x (call #2)",
+            "[rank 1] File.__exit__ on rank 1 after ValueError: boom on rank 1 (call #2)",
+        ):
+            assert fragment in message
+    messages = comm.allgather(message)
+    assert all(m == messages[0] for m in messages if m is not None and comm.rank != 1)
+    _check_intact(comm, earlier, "x")
+
+
+def test_an_exception_on_every_rank_leaves_the_file_untouched(
+    comm: MPI.Comm, earlier: Path
+) -> None:
+    with pytest.raises(KeyError, match="boom"):
+        with hs.File(earlier, "a", comm=comm) as f:
+            _block(f)
+            raise KeyError(f"boom on rank {comm.rank}")
+    _check_intact(comm, earlier, "x")
+
+
+def test_writes_of_different_datasets_are_refused(comm: MPI.Comm, shared_tmp: Path) -> None:
+    with raises_on_every_rank(comm, hs.IncompleteFileError, "/a", "/b"):
+        with hs.File(shared_tmp / "args.h5", "w", comm=comm) as f:
+            a, b = _block(f, "a"), _block(f, "b")
+            with raises_on_every_rank(
+                comm, hs.CollectiveMismatchError, "different arguments", "[rank 1] /b"
+            ):
+                (b if comm.rank == 1 else a).write(np.ones(2, "i4"))
+            # still in step: the session goes on, and closes saying what was not written
+
+
+def test_a_rank_that_never_arrives_is_named(comm: MPI.Comm, shared_tmp: Path) -> None:
+    sub = comm.Dup()  # its collective calls are out of step after a timeout
+    raised: BaseException | None = None
+    try:
+        with hs.File(shared_tmp / "late.h5", "w", comm=sub) as f:
+            d = _block(f)
+            if comm.rank == 1:
+                time.sleep(TIMEOUT + collective.GRACE + 2.0)
+            d.write(np.ones(2, "i4"))
+    except Exception as exc:  # noqa: BLE001 - compared below
+        raised = exc
+    assert isinstance(raised, hs.CollectiveTimeoutError), repr(raised)
+    assert isinstance(raised, TimeoutError)
+    message = str(raised)
+    if comm.rank == 1:
+        assert "rank 1 arrived at write /x (call #2)" in message
+        assert f"after {_others(comm)} had given up waiting for it" in message
+    else:
+        assert f"rank 1 never arrived; {_others(comm)} wait" in message
+        assert "write /x (call #2)" in message
+        assert f"{collective.TIMEOUT_VARIABLE}: {TIMEOUT:g} s" in message
+    waiting = comm.allgather(message if comm.rank != 1 else None)
+    assert len({m for m in waiting if m is not None}) == 1, waiting
+
+
+def test_collective_timeout_setting(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(collective.TIMEOUT_VARIABLE, "0")
+    assert collective.collective_timeout() is None
+    monkeypatch.setenv(collective.TIMEOUT_VARIABLE, "2.5")
+    assert collective.collective_timeout() == 2.5
+    monkeypatch.setenv(collective.TIMEOUT_VARIABLE, "soon")
+    assert collective.collective_timeout() == collective.DEFAULT_TIMEOUT
+    monkeypatch.delenv(collective.TIMEOUT_VARIABLE)
+    assert collective.collective_timeout() == collective.DEFAULT_TIMEOUT == 600
+
+
+def test_call_hash_is_the_same_in_every_process(comm: MPI.Comm) -> None:
+    h = collective.call_hash("write /x\0" + "7")
+    same_on_every_rank(comm, h, "call hash")
+    assert 0 < h < 2**62
+    assert h != collective.call_hash("write /x\0" + "8")
+
+
+def test_out_of_step_message_is_pure() -> None:
+    arrival = collective._Arrival
+    error = collective.out_of_step(
+        [
+            arrival("write /x (call #2)", "/f.h5", None, None, False),
+            arrival("close (call #2)", "/f.h5", None, None, False),
+            arrival("write /x (call #2)", "/f.h5", None, ("DataShapeError", "bad"), False),
+        ]
+    )
+    assert str(error).startswith(
+        "collective calls out of step on /f.h5: [rank 0] write /x (call #2); [rank 1] close "
+        "(call #2); [rank 2] write /x (call #2), failing with DataShapeError: bad."
+    )
+    assert error.collective and error.out_of_step
