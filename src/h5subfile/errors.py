@@ -109,6 +109,15 @@ class CorruptFileError(H5SubfileError, OSError):
     """A file h5subfile cannot interpret (not HDF5, damaged layout record, ...)."""
 
 
+class SubfileMismatchError(CorruptFileError):
+    """A subfile that is not the one the master recorded: another run's, swapped with another,
+    overwritten, or of the wrong size."""
+
+
+class ChecksumError(CorruptFileError):
+    """Stored bytes whose checksum differs from the one recorded when they were written."""
+
+
 class UnsafePathError(H5SubfileError, ValueError):
     """A recorded source path that would escape the master file's folder."""
 
