@@ -115,7 +115,12 @@ class SubfileMismatchError(CorruptFileError):
 
 
 class ChecksumError(CorruptFileError):
-    """Stored bytes whose checksum differs from the one recorded when they were written."""
+    """Stored bytes whose checksum differs from the one recorded when they were written.
+
+    ``span``: (byte offset, length) of the piece in its file, when known on the raising rank.
+    """
+
+    span: tuple[int | None, int | None] = (None, None)
 
 
 class UnsafePathError(H5SubfileError, ValueError):

@@ -23,6 +23,7 @@ from mpi4py import MPI
 
 from .engine import commit, create, structure, transfer
 from .engine import read as reads
+from .engine import verify as verification
 from .engine.messages import WHOLE_BLOCK, DatasetRequest, WriteRequest
 from .engine.session import Session, open_session, warn_problems
 from .errors import (
@@ -561,6 +562,15 @@ class File(Group):
     def sessions(self) -> list[dict[str, Any]]:
         """The write sessions recorded in the file (plan, ranks, grouping, times)."""
         return [dataclasses.asdict(s) for s in self._session.catalog.record.sessions]
+
+    def verify(self, progress: Any = None) -> dict[str, Any]:
+        """Collective: check every stored byte against its checksum and every recorded
+        subfile's identity and size, the work split over the ranks; every rank returns the
+        report (``bad``: each damaged piece or subfile; ``no_checksums``: datasets written
+        without them; ``problems``: the open-time scan's; ``clean``). ``progress(done, total)``
+        is called with this rank's bytes."""
+        self._session.require_open()
+        return verification.verify(self._session, progress)
 
     def __repr__(self) -> str:
         status = "closed" if self._session.closed else f"mode {self._session.mode!r}"

@@ -261,11 +261,13 @@ class BoxReader:
         if found != piece.checksum:
             first = extent.offset + runs[0][0]
             length = extent.offset + runs[-1][0] + runs[-1][2] - first
-            raise ChecksumError(
+            error = ChecksumError(
                 f"dataset {name}: the block {stored} stored in {extent.file or 'the master'} at "
                 f"byte offset {first}, length {length}, has checksum {found}, the writer "
                 f"recorded {piece.checksum}: its bytes changed after they were written"
             )
+            error.span = (first, length)
+            raise error
         return data
 
     def _check_chunk(self, extent: StoredExtent, piece: PieceSum, name: str) -> None:
@@ -279,12 +281,14 @@ class BoxReader:
         if found != piece.checksum:
             where = source.id.get_chunk_info_by_coord(local)
             at = "unknown" if where.byte_offset is None else where.byte_offset
-            raise ChecksumError(
+            error = ChecksumError(
                 f"dataset {name}: the chunk at {list(piece.start)} stored in "
                 f"{extent.file or 'the master'} at byte offset {at}, length {where.size}, has "
                 f"checksum {found}, the writer recorded {piece.checksum}: its bytes changed "
                 "after they were written"
             )
+            error.span = (where.byte_offset, where.size)
+            raise error
 
     def read_chunked(
         self, chunked: list[tuple[StoredExtent, Block]], box: Block, out: np.ndarray
