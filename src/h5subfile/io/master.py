@@ -132,9 +132,11 @@ class _SizeCheck:
                 )
             recorded = self.recorded.get(extent.file)
             if recorded is not None and size != recorded:
+                shorter = size < recorded
                 return (
-                    "SubfileMismatchError",
-                    f"subfile {extent.file} of dataset {dataset} has {size} bytes, the master "
+                    "TruncatedFileError" if shorter else "SubfileMismatchError",
+                    f"subfile {extent.file} of dataset {dataset} "
+                    f"{'is truncated: it ' if shorter else ''}has {size} bytes, the master "
                     f"recorded {recorded}: it is not the subfile this file's writer closed",
                 )
         return None
