@@ -121,10 +121,8 @@ class _SizeCheck:
                     f"subfile {extent.file} of dataset {dataset} cannot be read ({path}: "
                     f"{getattr(error, 'strerror', None) or error})",
                 )
-            if extent.chunks:
-                continue  # chunks are wherever HDF5 put them; HDF5 checks them when reading
             end = extent.offset + extent.nbytes(itemsize)
-            if size < end:
+            if not extent.chunks and size < end:  # chunks: HDF5 checks them when reading
                 return (
                     "TruncatedFileError",
                     f"{extent.file or 'the master'} of dataset {dataset} is truncated: it has "
