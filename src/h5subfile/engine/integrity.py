@@ -94,6 +94,8 @@ def _rehash(session: Session, writing: Writing) -> None:
         info = session.catalog.nodes[path]
         if target is None or info.dtype is None or target.block.is_empty:
             continue
+        if path in writing.unwritten:
+            continue  # not completely written: the dataset is incomplete, no checksum
         raw = RawFile(target.file, stats=session.stats)
         try:
             value = hash_stored(raw, target.offset, target.extent, target.block, info.dtype)
