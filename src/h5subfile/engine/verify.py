@@ -66,6 +66,7 @@ def _subfile_items(record: FileRecord) -> list[_Item]:
     return [
         _Item(IDENTITY_COST, subfile=relpath, session_uuid=s.uuid, info=SubfileInfo.from_dict(d))
         for s in record.sessions
+        if s.uuid
         for relpath, d in sorted(s.subfile_info.items())
     ]
 

@@ -98,6 +98,8 @@ def expected_identities(
     (recorded relative path, session uuid, size and identity offset)."""
     expected = {}
     for session in record.sessions:
+        if not session.uuid:
+            continue  # no session id (before format 3): nothing to compare an identity with
         for relpath, data in session.subfile_info.items():
             try:
                 path = paths.resolve(relpath)

@@ -194,6 +194,8 @@ class FileRecord:
                     f"reads format {FORMAT_VERSION} or older: upgrade h5subfile"
                 )
             sessions = [Session(**s) for s in data.get("sessions", [])]
+            for session in sessions:
+                session.subfile_info = _subfile_info(session.subfile_info)
             return cls(sessions, int(data.get("format", FORMAT_VERSION)))
         except (ValueError, KeyError, TypeError) as exc:
             raise CorruptFileError(f"damaged h5subfile record in {where}: {exc}") from None
@@ -201,6 +203,17 @@ class FileRecord:
     @property
     def open_sessions(self) -> list[Session]:
         return [s for s in self.sessions if s.closed is None]
+
+
+def _subfile_info(value: Any) -> dict[str, dict[str, int]]:
+    """A session's ``subfile_info``, checked: subfile -> {"bytes", "identity_offset"}."""
+    return {
+        _text(name, "subfile name"): {
+            "bytes": _int(_mapping(info, "subfile info")["bytes"], "bytes"),
+            "identity_offset": _int(info["identity_offset"], "identity_offset"),
+        }
+        for name, info in _mapping(value, "subfile_info").items()
+    }
 
 
 def is_reserved(name: str) -> bool:
