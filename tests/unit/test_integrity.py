@@ -43,6 +43,8 @@ def test_pieces_and_subfile_info_round_trip_through_the_record() -> None:
     assert DatasetLayout.from_json(layout.to_json(), "test") == layout
     old = DatasetLayout.from_json('{"session": 0, "extents": []}', "test")
     assert old.checksum == "" and old.extents == ()
-    session = Session(0, "w", 1, {}, "", [], "0", "now", subfile_info={"a": {"bytes": 1}})
+    session = Session(
+        0, "w", 1, {}, "", [], "0", "now", subfile_info={"a": {"bytes": 1, "identity_offset": 0}}
+    )
     record = FileRecord.from_json(FileRecord([session]).to_json(), "test")
-    assert record.sessions[0].subfile_info == {"a": {"bytes": 1}}
+    assert record.sessions[0].subfile_info == {"a": {"bytes": 1, "identity_offset": 0}}
