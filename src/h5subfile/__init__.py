@@ -8,6 +8,7 @@ one plain dataset.
 from ._version import __version__
 from .errors import (
     BlockError,
+    ChecksumError,
     CollectiveMismatchError,
     CollectiveTimeoutError,
     CorruptFileError,
@@ -27,6 +28,7 @@ from .errors import (
     RankTypeError,
     RankValueError,
     SelectionError,
+    SubfileMismatchError,
     TruncatedFileError,
     UnsafePathError,
     UnsupportedDtypeError,
@@ -38,6 +40,7 @@ __all__ = [
     "AttributeManager",
     "Block",
     "BlockError",
+    "ChecksumError",
     "CollectiveMismatchError",
     "CollectiveTimeoutError",
     "CorruptFileError",
@@ -61,6 +64,7 @@ __all__ = [
     "RankTypeError",
     "RankValueError",
     "SelectionError",
+    "SubfileMismatchError",
     "TruncatedFileError",
     "UnsafePathError",
     "UnsupportedDtypeError",

@@ -109,6 +109,20 @@ class CorruptFileError(H5SubfileError, OSError):
     """A file h5subfile cannot interpret (not HDF5, damaged layout record, ...)."""
 
 
+class SubfileMismatchError(CorruptFileError):
+    """A subfile that is not the one the master recorded: another run's, swapped with another,
+    overwritten, or of the wrong size."""
+
+
+class ChecksumError(CorruptFileError):
+    """Stored bytes whose checksum differs from the one recorded when they were written.
+
+    ``span``: (byte offset, length) of the piece in its file, when known on the raising rank.
+    """
+
+    span: tuple[int | None, int | None] = (None, None)
+
+
 class UnsafePathError(H5SubfileError, ValueError):
     """A recorded source path that would escape the master file's folder."""
 

@@ -23,6 +23,7 @@ from mpi4py import MPI
 
 from .engine import commit, create, structure, transfer
 from .engine import read as reads
+from .engine import verify as verification
 from .engine.messages import WHOLE_BLOCK, DatasetRequest, WriteRequest
 from .engine.session import Session, open_session, warn_problems
 from .errors import (
@@ -433,10 +434,16 @@ class Dataset(_Object):
             return self.read_collective(selection)
         return self.read(selection)
 
-    def read(self, selection: Any = ()) -> Any:
-        """Read a selection (numpy/h5py style) on this rank only; no communication."""
+    def read(self, selection: Any = (), verify: bool | None = None) -> Any:
+        """Read a selection (numpy/h5py style) on this rank only; no communication.
+
+        ``verify`` (default: the file's ``verify``) checks the checksum of every stored piece
+        the selection touches, reading each piece whole (ChecksumError names the dataset, the
+        file, the byte offset and length of a piece that changed). Without it, a subfile's
+        identity and size are still checked, but flipped data bytes go unnoticed.
+        """
         self._session.require_open()
-        return reads.read(self._session, self._path, selection)
+        return reads.read(self._session, self._path, selection, verify)
 
     def read_direct(self, dest: np.ndarray, source_sel: Any = ()) -> None:
         """Read ``source_sel`` straight into the array ``dest`` (as h5py's ``read_direct``).
@@ -489,7 +496,8 @@ class File(Group):
     :class:`~h5subfile.plan.Plan`; each also read from its ``H5SUBFILE_*`` environment
     variable) applies to what this session writes; for reading, ``aggregators``,
     ``buffer_size`` and ``transfer_size`` apply. The file can be read and appended to with
-    any number of ranks.
+    any number of ranks. ``verify=True`` makes every read check the checksums of the stored
+    pieces it touches (see :meth:`Dataset.read`).
     """
 
     def __init__(
@@ -500,11 +508,13 @@ class File(Group):
         subfiles: int | str | None = None,
         ranks_per_subfile: int | None = None,
         fsync: bool | None = None,
+        verify: bool = False,
         **plan_fields: Any,
     ):
         comm = MPI.COMM_WORLD if comm is None else comm
         fields = dict(plan_fields, subfiles=subfiles, ranks_per_subfile=ranks_per_subfile)
         session = open_session(os.fspath(path), mode, comm, dict(fields, fsync=fsync))
+        session.verify = bool(verify)
         super().__init__(session, "/")
         if session.catalog.problems:  # the same on every rank
             warn_problems(session, stacklevel=3)
@@ -552,6 +562,15 @@ class File(Group):
     def sessions(self) -> list[dict[str, Any]]:
         """The write sessions recorded in the file (plan, ranks, grouping, times)."""
         return [dataclasses.asdict(s) for s in self._session.catalog.record.sessions]
+
+    def verify(self, progress: Any = None) -> dict[str, Any]:
+        """Collective: check every stored byte against its checksum and every recorded
+        subfile's identity and size, the work split over the ranks; every rank returns the
+        report (``bad``: each damaged piece or subfile; ``no_checksums``: datasets written
+        without them; ``problems``: the open-time scan's; ``clean``). ``progress(done, total)``
+        is called with this rank's bytes."""
+        self._session.require_open()
+        return verification.verify(self._session, progress)
 
     def __repr__(self) -> str:
         status = "closed" if self._session.closed else f"mode {self._session.mode!r}"

@@ -15,7 +15,9 @@ from mpi4py import MPI
 from ..io.h5 import SourceFile
 from ..layout.blocks import Block
 from ..layout.chunking import chunk_box
+from ..layout.integrity import PieceSum, checksum
 from .exchange import exchange_bytes
+from .integrity import note_chunk
 from .messages import ChunkTarget, CompressedChunk, CompressionFailed, PreparedWrite
 from .session import Session
 
@@ -32,6 +34,8 @@ class _ChunkWrite:
     chunked: ChunkTarget
     data: np.ndarray
     block: Block
+    path: str  # the dataset
+    origin: tuple[int, ...]  # its extent's start, in dataset coordinates
 
 
 def write_chunks(session: Session, writes: Sequence[PreparedWrite]) -> BaseException | None:
@@ -43,7 +47,8 @@ def write_chunks(session: Session, writes: Sequence[PreparedWrite]) -> BaseExcep
     for write in writes:
         assert write.target.chunked is not None
         block = write.target.block.relative_to(write.target.extent.start)
-        items.append(_ChunkWrite(write.target.chunked, write.data, block))
+        origin = write.target.extent.start
+        items.append(_ChunkWrite(write.target.chunked, write.data, block, write.path, origin))
     received = _exchange_parts(session.comm, items)
     batches = _batches(items, session.plan.buffer_bytes)
     error = _compress_and_store(session, items, batches, received)
@@ -193,5 +198,7 @@ def _compress_chunk(
     compressor = writing.compressors.get(data.dtype, chunked.chunks, chunked.filters)
     started = time.perf_counter()
     mask, stored = compressor.compress(chunk)
+    start = tuple(o + s for o, s in zip(item.origin, box.start))
+    note_chunk(writing, item.path, item.origin, PieceSum(start, chunked.chunks, checksum(stored)))
     session.stats.compress_seconds += time.perf_counter() - started
     return CompressedChunk(chunked.sink, box.start, mask, stored)

@@ -23,6 +23,7 @@ import dataclasses
 from ..errors import IncompleteFileError
 from ..layout.regions import describe
 from ..mpi.collective import root_decides
+from . import integrity
 from .session import Session
 
 #: What one rank still had to write of one dataset at close: (path, its block, the first
@@ -60,6 +61,7 @@ def close(session: Session, failure: BaseException | None = None) -> None:
         failed = f"{type(failure).__name__}: {failure}"
     try:
         session.enter("close", error)
+        integrity.seal(session)  # checksums and subfile identities into the master
         message = root_decides(
             session.comm,
             missing_regions(session),

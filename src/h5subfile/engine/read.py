@@ -37,8 +37,10 @@ def route(info: NodeInfo) -> Route:
 
 
 @mapped
-def read(session: Session, path: str, selection: Any = ()) -> Any:
-    """Read a selection (numpy/h5py style) on this rank only."""
+def read(session: Session, path: str, selection: Any = (), verify: bool | None = None) -> Any:
+    """Read a selection (numpy/h5py style) on this rank only; with ``verify`` (default: the
+    file's), the checksum of every stored piece it touches is checked."""
+    verify = session.verify if verify is None else verify
     info = session.node(path)
     reader = session.reader
     assert info.dtype is not None
@@ -51,7 +53,10 @@ def read(session: Session, path: str, selection: Any = ()) -> Any:
         return assemble(plan, arrays)
     assert info.layout is not None
     plan = plan_read(info.shape, info.dtype.itemsize, selection)
-    arrays = [reader.read_direct(info.layout, info.dtype, piece.box) for piece in plan.pieces]
+    arrays = [
+        reader.read_direct(info.layout, info.dtype, piece.box, verify=verify, name=path)
+        for piece in plan.pieces
+    ]
     return assemble(plan, arrays)
 
 
@@ -65,7 +70,8 @@ def read_into(session: Session, path: str, dest: np.ndarray, selection: Any = ()
         found = selection_box(info.shape, info.dtype.itemsize, selection)
         if found is not None and dest.shape == found[1]:
             box = found[0]
-            session.reader.read_direct(info.layout, info.dtype, box, dest.reshape(box.count))
+            out = dest.reshape(box.count)
+            session.reader.read_direct(info.layout, info.dtype, box, out, session.verify, path)
             return
     dest[...] = read(session, path, selection)
 
@@ -101,7 +107,7 @@ def read_collective(session: Session, path: str, selection: Any = ()) -> Any:
         error = exc
     session.enter("read_collective", error, detail=path, args=path)
     assert plan is not None and info.dtype is not None
-    if session.plan.aggregators is None or how is not Route.DIRECT:
+    if session.plan.aggregators is None or how is not Route.DIRECT or session.verify:
         result = None
         try:
             result = read(session, path, selection)
@@ -148,7 +154,7 @@ def _read_aggregated(session: Session, pieces: list[tuple[str, Piece]]) -> BaseE
         session.comm,
         rounds,
         [buffer for _, (_, buffer) in pieces],
-        lambda i: session.reader.pool.get(files[i]),
+        lambda i: session.reader.open_file(files[i]),
     )
     stats.exchange_seconds += time.perf_counter() - started - (stats.read_seconds - read_before)
     return error

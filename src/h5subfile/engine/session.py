@@ -42,6 +42,7 @@ from ..io.subfile import SubfileWriter
 from ..layout.blocks import Block
 from ..layout.catalog import Catalog, NodeInfo
 from ..layout.grouping import Grouping, plan_groups
+from ..layout.integrity import PieceSum, identity
 from ..layout.names import SourcePaths, subfile_relpath
 from ..mpi.collective import Call, agree, checked_collective, root_only
 from ..mpi.nodes import node_of_ranks
@@ -65,13 +66,15 @@ class LeaderRole:
 
     relpath: str  # the subfile, relative to the master's folder (as recorded)
     alignment: int | None
+    identity: bytes = b""  # written into the subfile (layout.integrity.identity)
     subfile: SubfileWriter | None = None  # created with the first source dataset
     chunk_sinks: dict[str, h5py.Dataset] = field(default_factory=dict)  # chunked, by name
 
     def open_subfile(self, paths: SourcePaths) -> SubfileWriter:
         """The subfile, created on first use (inside a step whose errors are agreed)."""
         if self.subfile is None:
-            self.subfile = SubfileWriter(paths.resolve(self.relpath), self.alignment)
+            path = paths.resolve(self.relpath)
+            self.subfile = SubfileWriter(path, self.identity, self.alignment)
         return self.subfile
 
 
@@ -94,6 +97,15 @@ class Writing:
     failure: str | None = None
     compressors: Compressors = field(default_factory=Compressors)
     group_comm: MPI.Comm | None = None
+    #: checksums of this rank's whole blocks, by dataset and block start (engine.integrity)
+    sums: dict[str, dict[tuple[int, ...], PieceSum]] = field(default_factory=dict)
+    #: datasets whose block this rank wrote piecewise: hashed from the file at close
+    rehash: set[str] = field(default_factory=set)
+    #: checksums of the chunks this rank compressed: by dataset, by chunk start, with the
+    #: start of the chunk's extent
+    chunk_sums: dict[str, dict[tuple[int, ...], tuple[tuple[int, ...], PieceSum]]] = field(
+        default_factory=dict
+    )
 
     def note_failure(self, error: BaseException) -> None:
         """Remember the first error agreed by every rank (the same on every rank)."""
@@ -125,6 +137,8 @@ class Session:
         data_path = self.path if data_path is None else data_path
         self.reader = BoxReader(self.path, data_path, self.stats, plan.transfer_size)
         self.reader.h5py_opener = lambda: open_shared_read(data_path)
+        self.reader.expect(catalog.record)  # identities and sizes of recorded subfiles
+        self.verify = False  # reads check the checksums of the pieces they touch
         self.collective_depth = 0
         self.closed = False
         self.calls = 0  # collective calls made on this file so far (the same on every rank)
@@ -300,9 +314,8 @@ def _begin_writing(path: str, mode: str, comm: MPI.Comm, plan: Plan) -> Session:
         writing.root = RootRole(masters[0], frozenset(masters[0].catalog.nodes))
     group = grouping.group_of_rank[comm.rank]
     if grouping.leaders[group] == comm.rank:
-        writing.leader = LeaderRole(
-            subfile_relpath(path, number, session_id, group), plan.alignment
-        )
+        relpath = subfile_relpath(path, number, session_id, group)
+        writing.leader = LeaderRole(relpath, plan.alignment, identity(session_id, relpath))
     session.writing = writing
     if writing.root is not None:  # rank 0 reads the master through its own handle
         master_h5 = writing.root.master.h5

@@ -20,6 +20,7 @@ from ..io.posix import Piece
 from ..layout.grouping import aggregators_of
 from ..layout.regions import subtract
 from ..mpi.collective import agree
+from . import integrity
 from .chunks import write_chunks
 from .create import transfer_for
 from .exchange import plan_aggregated, write_two_phase
@@ -51,10 +52,12 @@ def _put(session: Session, requests: Sequence[WriteRequest]) -> None:
     session.enter("write", error, detail=paths, args=paths)
     # The transfers used by this call, from the catalogue and the plan: the same on every rank.
     used = {transfer_for(session.node(r.path).layout, session.plan) for r in requests}
+    hashing = integrity.start_hashing(prepared)  # runs while the bytes are written
     for transfer in Transfer:
         if transfer in used:
             mine = [p for p in prepared if p.target.transfer is transfer]
             error = TRANSFERS[transfer](session, mine) or error
+    integrity.finish_hashing(session, prepared, hashing, ok=error is None)
     if error is None:
         for write in prepared:
             record_written(session, write)
@@ -74,9 +77,11 @@ def put_independent(session: Session, request: WriteRequest) -> None:
         )
     writing = session.require_writable("write")
     target = write.target
+    hashing = integrity.start_hashing([write])
     writing.pool.get(target.file).write_pieces(
         box_pieces(target.offset, target.extent, write.box, write.data)
     )
+    integrity.finish_hashing(session, [write], hashing, ok=True)
     record_written(session, write)
 
 

@@ -2,19 +2,33 @@
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Callable
 
 import h5py
 import numpy as np
 
+from ..errors import ChecksumError, SubfileMismatchError, UnsafePathError
 from ..layout.blocks import Block
+from ..layout.integrity import (
+    IDENTITY_BYTES,
+    PieceSum,
+    SubfileInfo,
+    checksum,
+    describe_identity,
+    identity,
+    new_hasher,
+)
 from ..layout.names import SourcePaths, names_master
-from ..layout.record import DatasetLayout, StoredExtent
+from ..layout.record import DatasetLayout, FileRecord, StoredExtent
 from ..layout.runs import box_runs
 from .filters import load_plugins
 from .h5 import open_shared_read
-from .posix import FilePool, IOStats, Piece, as_bytes
+from .posix import FilePool, IOStats, Piece, RawFile, as_bytes
+
+#: Bytes read per call when hashing stored bytes without keeping them.
+HASH_BATCH = 32 * 2**20
 
 
 def box_pieces(data_offset: int, extent: Block, box: Block, data: np.ndarray) -> list[Piece]:
@@ -25,6 +39,74 @@ def box_pieces(data_offset: int, extent: Block, box: Block, data: np.ndarray) ->
         (data_offset + at, raw[taken : taken + nbytes])
         for at, taken, nbytes in box_runs(extent, box, box, data.dtype.itemsize)
     ]
+
+
+def hash_stored(raw: RawFile, data_offset: int, extent: Block, box: Block, dtype: np.dtype) -> str:
+    """The checksum of the C-order bytes of ``box``, stored in the extent at ``data_offset`` of
+    ``raw``, read in batches of :data:`HASH_BATCH` bytes (never the whole box in memory)."""
+    hasher = new_hasher()
+    buffer = np.empty(min(box.size * dtype.itemsize, HASH_BATCH), dtype=np.uint8)
+    view = buffer.data
+    batch: list[Piece] = []
+    used = 0
+
+    def flush() -> None:
+        nonlocal used
+        raw.read_pieces(batch)
+        hasher.update(view[:used])
+        batch.clear()
+        used = 0
+
+    for at, _, nbytes in box_runs(extent, box, box, dtype.itemsize):
+        while nbytes > 0:
+            take = min(nbytes, len(buffer) - used)
+            batch.append((data_offset + at, view[used : used + take]))
+            used, at, nbytes = used + take, at + take, nbytes - take
+            if used == len(buffer):
+                flush()
+    if used:
+        flush()
+    return hasher.hexdigest()
+
+
+def identity_problem(
+    raw: RawFile, relpath: str, session_uuid: str, info: SubfileInfo
+) -> str | None:
+    """Why the open subfile ``raw`` is not the subfile ``relpath`` the master recorded (size
+    and identity: one fstat, one positioned read), or None."""
+    size = os.fstat(raw.fd or -1).st_size
+    if size != info.bytes:
+        return (
+            f"subfile {relpath} has {size} bytes, the master recorded {info.bytes}: it is not "
+            "the subfile this file's writer closed (replaced, truncated or extended)"
+        )
+    found = bytearray(IDENTITY_BYTES)
+    raw.pread_into(memoryview(found), info.identity_offset)
+    if bytes(found) != identity(session_uuid, relpath):
+        return (
+            f"subfile {relpath} is not the one its master recorded: it holds "
+            f"{describe_identity(bytes(found))}, not that of write session {session_uuid} "
+            "(another run's subfile, swapped subfiles, or overwritten bytes)"
+        )
+    return None
+
+
+def expected_identities(
+    record: FileRecord, paths: SourcePaths
+) -> dict[str, tuple[str, str, SubfileInfo]]:
+    """For each subfile whose writer recorded its identity (format 3): its absolute path ->
+    (recorded relative path, session uuid, size and identity offset)."""
+    expected = {}
+    for session in record.sessions:
+        if not session.uuid:
+            continue  # no session id (before format 3): nothing to compare an identity with
+        for relpath, data in session.subfile_info.items():
+            try:
+                path = paths.resolve(relpath)
+            except UnsafePathError:
+                continue  # reading it raises the same error
+            expected[path] = (relpath, session.uuid, SubfileInfo.from_dict(data))
+    return expected
 
 
 class BoxReader:
@@ -49,21 +131,50 @@ class BoxReader:
         #: h5py files this process has open for writing (a leader's subfile), by path.
         self.writer_files: dict[str, h5py.File] = {}
         self._sources: dict[str, h5py.File] = {}
+        #: subfiles whose identity and size the master recorded (:meth:`expect`)
+        self.expected: dict[str, tuple[str, str, SubfileInfo]] = {}
+        self._checked: set[str] = set()
+
+    def expect(self, record: FileRecord) -> None:
+        """Check the identity and size of the subfiles ``record`` describes, each when this
+        process first reads from it."""
+        self.expected = expected_identities(record, self.paths)
+        self._checked.clear()
+
+    def open_file(self, path: str) -> RawFile:
+        """The file at ``path`` for positioned reads; a subfile whose identity or size is not
+        the recorded one raises SubfileMismatchError (checked once per process)."""
+        raw = self.pool.get(path)
+        if path not in self._checked and path in self.expected:
+            relpath, session_uuid, info = self.expected[path]
+            problem = identity_problem(raw, relpath, session_uuid, info)
+            if problem is not None:
+                raise SubfileMismatchError(problem)
+            self._checked.add(path)
+        return raw
 
     def plan(
-        self, layout: DatasetLayout, itemsize: int, box: Block, out: memoryview
+        self,
+        layout: DatasetLayout,
+        itemsize: int,
+        box: Block,
+        out: memoryview,
+        skip: frozenset[int] = frozenset(),
     ) -> tuple[dict[str, list[Piece]], list[tuple[StoredExtent, Block]], bool]:
         """How to read ``box`` into ``out`` (its C-order bytes): byte pieces per file, the
-        chunked extents (read through HDF5), and whether the extents cover the whole box."""
+        chunked extents (read through HDF5), and whether the extents cover the whole box.
+        Extents whose index is in ``skip`` count as covering but are left to the caller."""
         pieces: dict[str, list[Piece]] = {}
         chunked: list[tuple[StoredExtent, Block]] = []
         covered = 0
-        for extent in layout.extents:
+        for index, extent in enumerate(layout.extents):
             stored = extent.block
             common = box.intersect(stored)
             if common is None:
                 continue
             covered += common.size
+            if index in skip:
+                continue
             if extent.chunks:
                 chunked.append((extent, common))
                 continue
@@ -75,24 +186,111 @@ class BoxReader:
         return pieces, chunked, covered >= box.size
 
     def read_direct(
-        self, layout: DatasetLayout, dtype: np.dtype, box: Block, out: np.ndarray | None = None
+        self,
+        layout: DatasetLayout,
+        dtype: np.dtype,
+        box: Block,
+        out: np.ndarray | None = None,
+        verify: bool = False,
+        name: str = "",
     ) -> np.ndarray:
         """Read ``box`` from the extents of ``layout``; unmapped parts read as zeros (fill).
 
         ``out`` (C-contiguous, shape ``box.count``, ``dtype``) receives the data without an
-        extra allocation.
+        extra allocation. With ``verify``, every checksummed piece the box touches is read
+        whole and checked before its part is copied out (ChecksumError naming ``name``, the
+        dataset, otherwise).
         """
         if out is None:
             out = np.empty(box.count, dtype=dtype)
         if out.size == 0:
             return out
-        pieces, chunked, complete = self.plan(layout, dtype.itemsize, box, as_bytes(out))
+        checked = frozenset(
+            i for i, e in enumerate(layout.extents) if verify and summed(e, dtype.itemsize)
+        )
+        pieces, chunked, complete = self.plan(layout, dtype.itemsize, box, as_bytes(out), checked)
         if not complete:
             out.reshape(-1).view(np.uint8).fill(0)  # zero bytes (fill(0) writes "0" into strings)
         for path, file_pieces in pieces.items():
-            self.pool.get(path).read_pieces(file_pieces)
+            self.open_file(path).read_pieces(file_pieces)
         self.read_chunked(chunked, box, out)
+        for index in sorted(checked):
+            self.read_checked(layout.extents[index], dtype, box, out, name)
         return out
+
+    def read_checked(
+        self, extent: StoredExtent, dtype: np.dtype, box: Block, out: np.ndarray, name: str
+    ) -> None:
+        """Read the part of ``box`` stored in ``extent`` into ``out`` (shape ``box.count``),
+        checking the checksum of every piece it touches first."""
+        within = box.intersect(extent.block)
+        if within is None:
+            return
+        touched = [p for p in extent.pieces if box.intersect(Block(p.start, p.shape))]
+        for piece in touched:
+            data = self.check_piece(extent, piece, dtype, name, keep=not extent.chunks)
+            if data is None:
+                continue
+            stored = Block(piece.start, piece.shape)
+            common = box.intersect(stored)
+            assert common is not None
+            out[common.relative_to(box.start).slices] = data[
+                common.relative_to(stored.start).slices
+            ]
+        if extent.chunks:
+            self.read_chunked([(extent, within)], box, out)
+
+    def check_piece(
+        self, extent: StoredExtent, piece: PieceSum, dtype: np.dtype, name: str, keep: bool
+    ) -> np.ndarray | None:
+        """Read one piece whole and check its checksum (ChecksumError naming the dataset
+        ``name``, the file, the byte offset and length). Returns the piece's data for a
+        contiguous extent with ``keep``, else None (then it is hashed in batches)."""
+        if extent.chunks:
+            self._check_chunk(extent, piece, name)
+            return None
+        raw = self.open_file(self.paths.resolve(extent.file))
+        stored = Block(piece.start, piece.shape)
+        runs = box_runs(extent.block, stored, stored, dtype.itemsize)
+        data = None
+        if keep:
+            data = np.empty(piece.shape, dtype=dtype)
+            view = as_bytes(data)
+            raw.read_pieces([(extent.offset + at, view[t : t + n]) for at, t, n in runs])
+            found = checksum(view)
+        else:
+            found = hash_stored(raw, extent.offset, extent.block, stored, dtype)
+        if found != piece.checksum:
+            first = extent.offset + runs[0][0]
+            length = extent.offset + runs[-1][0] + runs[-1][2] - first
+            error = ChecksumError(
+                f"dataset {name}: the block {stored} stored in {extent.file or 'the master'} at "
+                f"byte offset {first}, length {length}, has checksum {found}, the writer "
+                f"recorded {piece.checksum}: its bytes changed after they were written"
+            )
+            error.span = (first, length)
+            raise error
+        return data
+
+    def _check_chunk(self, extent: StoredExtent, piece: PieceSum, name: str) -> None:
+        source = self.source_dataset(extent)
+        local = tuple(s - e for s, e in zip(piece.start, extent.start))
+        try:
+            _, stored = source.id.read_direct_chunk(local)
+            found = checksum(stored)
+        except (OSError, ValueError, KeyError) as exc:
+            found = f"unreadable ({exc})"
+        if found != piece.checksum:
+            where = source.id.get_chunk_info_by_coord(local)
+            at = "unknown" if where.byte_offset is None else where.byte_offset
+            error = ChecksumError(
+                f"dataset {name}: the chunk at {list(piece.start)} stored in "
+                f"{extent.file or 'the master'} at byte offset {at}, length {where.size}, has "
+                f"checksum {found}, the writer recorded {piece.checksum}: its bytes changed "
+                "after they were written"
+            )
+            error.span = (where.byte_offset, where.size)
+            raise error
 
     def read_chunked(
         self, chunked: list[tuple[StoredExtent, Block]], box: Block, out: np.ndarray
@@ -117,6 +315,7 @@ class BoxReader:
         path = self.paths.resolve(extent.file)
         h5 = self.writer_files.get(path) or self._sources.get(path)
         if h5 is None:
+            self.open_file(path)  # its identity and size first
             h5 = self._sources[path] = open_shared_read(path)
         return h5[extent.dataset]
 
@@ -146,3 +345,15 @@ class BoxReader:
         if self._h5 is not None:
             self._h5.close()
             self._h5 = None
+
+
+def summed(extent: StoredExtent, itemsize: int) -> bool:
+    """Whether checksummed pieces cover the whole extent (its bytes can all be verified)."""
+    if not extent.pieces:
+        return False
+    if extent.chunks:
+        count = 1
+        for length, chunk in zip(extent.shape, extent.chunks):
+            count *= -(-length // chunk)
+        return len(extent.pieces) >= count
+    return sum(Block(p.start, p.shape).size for p in extent.pieces) >= extent.block.size

@@ -87,10 +87,16 @@ def _user_attrs(obj: h5py.HLObject) -> dict[str, Any]:
 class _SizeCheck:
     """Checks the files that extents name, stat()ing each file once."""
 
-    def __init__(self, master_path: str, master_data_path: str):
+    def __init__(self, master_path: str, master_data_path: str, record: FileRecord):
         self.paths = SourcePaths(master_path, master_data_path)
         self.sizes: dict[str, int | None] = {}
         self.errors: dict[str, OSError | None] = {}
+        #: the exact size each subfile had when its writer closed it (format 3)
+        self.recorded = {
+            relpath: int(info["bytes"])
+            for session in record.sessions
+            for relpath, info in session.subfile_info.items()
+        }
 
     def problem(
         self, dataset: str, extents: Iterable[StoredExtent], itemsize: int
@@ -115,14 +121,21 @@ class _SizeCheck:
                     f"subfile {extent.file} of dataset {dataset} cannot be read ({path}: "
                     f"{getattr(error, 'strerror', None) or error})",
                 )
-            if extent.chunks:
-                continue  # chunks are wherever HDF5 put them; HDF5 checks them when reading
             end = extent.offset + extent.nbytes(itemsize)
-            if size < end:
+            if not extent.chunks and size < end:  # chunks: HDF5 checks them when reading
                 return (
                     "TruncatedFileError",
                     f"{extent.file or 'the master'} of dataset {dataset} is truncated: it has "
                     f"{size} bytes, the data needs {end}",
+                )
+            recorded = self.recorded.get(extent.file)
+            if recorded is not None and size != recorded:
+                shorter = size < recorded
+                return (
+                    "TruncatedFileError" if shorter else "SubfileMismatchError",
+                    f"subfile {extent.file} of dataset {dataset} "
+                    f"{'is truncated: it ' if shorter else ''}has {size} bytes, the master "
+                    f"recorded {recorded}: it is not the subfile this file's writer closed",
                 )
         return None
 
@@ -137,7 +150,7 @@ class _Scan:
         if ROOT_ATTR in h5.attrs:
             self.record = FileRecord.from_json(read_text_attr(h5, ROOT_ATTR), master_path)
         self.open_sessions = {s.id for s in self.record.open_sessions}
-        self.check = _SizeCheck(master_path, master_data_path)
+        self.check = _SizeCheck(master_path, master_data_path, self.record)
         self.nodes: dict[str, NodeInfo] = {"/": NodeInfo("group", _user_attrs(h5))}
         self.ranges: list[ByteRange] = []  # bytes read directly, by file (overlaps: damage)
 

@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import os
 
+import numpy as np
+
+from ..layout.integrity import IDENTITY_DATASET, SubfileInfo
 from .h5 import META_BLOCK_SIZE, Groups, SourceFile, create_file
 from .posix import fsync_path
 
@@ -12,15 +15,23 @@ class SubfileWriter(SourceFile):
     """A subfile of one write session, open on its group's leader.
 
     The leader creates early-allocated, unfilled datasets and hands their byte offsets to the
-    group's ranks, which write their blocks there with positioned writes.
+    group's ranks, which write their blocks there with positioned writes. Its first dataset
+    is its identity (``layout.integrity``), whose byte offset is kept for the record.
     """
 
-    def __init__(self, path: str, alignment: int | None = None):
+    def __init__(self, path: str, identity: bytes, alignment: int | None = None):
         self.path = path
         os.makedirs(os.path.dirname(path), exist_ok=True)
         self.h5 = create_file(path, alignment, META_BLOCK_SIZE)
         self.groups = Groups(self.h5)
         self.closed = False
+        self.identity_offset = self.create(IDENTITY_DATASET, (len(identity),), np.dtype("u1"))
+        self.h5[IDENTITY_DATASET][...] = np.frombuffer(identity, dtype=np.uint8)
+
+    def info(self) -> SubfileInfo:
+        """Its size and identity offset, for the record (once closed)."""
+        assert self.closed
+        return SubfileInfo(os.path.getsize(self.path), self.identity_offset)
 
     def close(self, fsync: bool = False) -> None:
         if self.closed:

@@ -19,6 +19,7 @@ from typing import Any
 
 from ..errors import CorruptFileError
 from .blocks import Block
+from .integrity import PieceSum
 
 FORMAT_VERSION = 3  # 2: chunked and compressed extents; 3: session ids, dtypes, integrity
 ROOT_ATTR = "h5subfile"
@@ -37,6 +38,7 @@ class StoredExtent:
     offset: int  # -1 for a chunked extent (its chunks are wherever HDF5 put them)
     ranks: tuple[int, ...] = ()
     chunks: tuple[int, ...] = ()  # the source dataset's chunk shape; () if contiguous
+    pieces: tuple[PieceSum, ...] = ()  # checksums of the pieces stored here (format 3)
 
     @cached_property
     def block(self) -> Block:
@@ -58,6 +60,7 @@ class DatasetLayout:
     chunks_aligned: bool = True  # no chunk straddles two ranks' blocks
     filters: dict[str, Any] = field(default_factory=dict)  # io.filters.FilterSpec.to_dict()
     dtype: str = ""  # the element type written (numpy's ``dtype.str``); "" before format 3
+    checksum: str = ""  # the pieces' checksum algorithm (integrity.ALGORITHM); "" for none
 
     def to_json(self) -> str:
         data = asdict(self)
@@ -79,6 +82,16 @@ class DatasetLayout:
                     _int(e["offset"], "offset"),
                     _ints(e.get("ranks", []), "ranks"),
                     _ints(e.get("chunks", []), "chunks"),
+                    tuple(
+                        PieceSum(
+                            _ints(q["start"], "piece start"),
+                            _ints(q["shape"], "piece shape"),
+                            _text(q["checksum"], "checksum"),
+                        )
+                        for q in (
+                            _mapping(q, "a piece") for q in _list(e.get("pieces", []), "pieces")
+                        )
+                    ),
                 )
                 for e in (_mapping(e, "an extent") for e in _list(data["extents"], "extents"))
             )
@@ -90,6 +103,7 @@ class DatasetLayout:
                 _flag(data.get("chunks_aligned", True), "chunks_aligned"),
                 dict(_mapping(data.get("filters") or {}, "filters")),
                 _text(data.get("dtype", ""), "dtype"),
+                _text(data.get("checksum", ""), "checksum"),
             )
         except (ValueError, KeyError, TypeError) as exc:
             raise CorruptFileError(f"damaged layout record of {where}: {exc}") from None
@@ -156,6 +170,8 @@ class Session:
     commit: str = "replace"
     extra: dict[str, Any] = field(default_factory=dict)
     uuid: str = ""  # unique id of the session (32 hex digits); "" before format 3
+    #: each subfile's size and identity offset (integrity.SubfileInfo.to_dict()), by subfile
+    subfile_info: dict[str, dict[str, int]] = field(default_factory=dict)
 
 
 @dataclass
@@ -178,6 +194,8 @@ class FileRecord:
                     f"reads format {FORMAT_VERSION} or older: upgrade h5subfile"
                 )
             sessions = [Session(**s) for s in data.get("sessions", [])]
+            for session in sessions:
+                session.subfile_info = _subfile_info(session.subfile_info)
             return cls(sessions, int(data.get("format", FORMAT_VERSION)))
         except (ValueError, KeyError, TypeError) as exc:
             raise CorruptFileError(f"damaged h5subfile record in {where}: {exc}") from None
@@ -185,6 +203,17 @@ class FileRecord:
     @property
     def open_sessions(self) -> list[Session]:
         return [s for s in self.sessions if s.closed is None]
+
+
+def _subfile_info(value: Any) -> dict[str, dict[str, int]]:
+    """A session's ``subfile_info``, checked: subfile -> {"bytes", "identity_offset"}."""
+    return {
+        _text(name, "subfile name"): {
+            "bytes": _int(_mapping(info, "subfile info")["bytes"], "bytes"),
+            "identity_offset": _int(info["identity_offset"], "identity_offset"),
+        }
+        for name, info in _mapping(value, "subfile_info").items()
+    }
 
 
 def is_reserved(name: str) -> bool:

@@ -1,0 +1,166 @@
+"""Checksums and subfile identities of a write session (docs/FORMAT.md, *Integrity*).
+
+- While writing: a rank's whole-block write is hashed from its buffer, in a thread that runs
+  while the bytes are written (both release the GIL); a block written piecewise
+  (``dset[box] = x``, in any order, overlapping or repeated) is hashed at close from the file,
+  so the checksum is always of the final bytes. Chunks are hashed by the rank that compresses
+  them (:mod:`.chunks`), over the stored (filtered) bytes.
+- At close (:func:`seal`, collective, a step of its own before the commit): every rank's
+  checksums and each leader's subfile size and identity offset go to rank 0, which rewrites
+  the layout records of the session's datasets and records the subfiles in the session entry.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
+
+from ..io.boxes import hash_stored
+from ..io.posix import RawFile
+from ..layout.integrity import ALGORITHM, PieceSum, checksum
+from ..mpi.collective import root_decides
+from .messages import PreparedWrite, Transfer
+from .session import Session, Writing
+
+_POOL: ThreadPoolExecutor | None = None
+#: What a rank reports at close: its pieces (dataset, extent start, checksum) and, for a
+#: leader, its subfile's (relative path, size and identity offset).
+Report = tuple[list[tuple[str, tuple[int, ...], PieceSum]], tuple[str, dict[str, int]] | None]
+
+
+def _pool() -> ThreadPoolExecutor:
+    global _POOL
+    if _POOL is None:
+        _POOL = ThreadPoolExecutor(max_workers=1, thread_name_prefix="h5subfile-hash")
+    return _POOL
+
+
+def start_hashing(writes: Sequence[PreparedWrite]) -> Future[list[str | None]]:
+    """Hash, in a thread, the writes that cover their rank's whole block (their checksum is
+    their buffer's); the others get None. Chunked writes are hashed chunk by chunk."""
+
+    whole = [
+        w.target.transfer is not Transfer.CHUNKED and w.box == w.target.block and w.data.size > 0
+        for w in writes
+    ]
+
+    def work() -> list[str | None]:
+        return [checksum(w.data) if hashed else None for w, hashed in zip(writes, whole)]
+
+    return _pool().submit(work) if any(whole) else _done([None] * len(writes))
+
+
+def _done(value: list[str | None]) -> Future[list[str | None]]:
+    future: Future[list[str | None]] = Future()
+    future.set_result(value)
+    return future
+
+
+def finish_hashing(
+    session: Session,
+    writes: Sequence[PreparedWrite],
+    hashing: Future[list[str | None]],
+    ok: bool,
+) -> None:
+    """Wait for :func:`start_hashing`; when the writes succeeded, remember each block's
+    checksum, or that the block must be hashed from the file at close."""
+    sums = hashing.result()
+    writing = session.writing
+    if not ok or writing is None:
+        return
+    for write, value in zip(writes, sums):
+        if write.target.transfer is Transfer.CHUNKED:
+            continue
+        key = write.target.block.start
+        if value is None:
+            writing.rehash.add(write.path)
+            writing.sums.get(write.path, {}).pop(key, None)
+            continue
+        writing.rehash.discard(write.path)
+        piece = PieceSum(key, write.target.block.count, value)
+        writing.sums.setdefault(write.path, {})[key] = piece
+
+
+def note_chunk(writing: Writing, path: str, start: tuple[int, ...], piece: PieceSum) -> None:
+    """Remember the checksum of a chunk this rank compressed (``start``: its extent's)."""
+    writing.chunk_sums.setdefault(path, {})[piece.start] = (start, piece)
+
+
+def _rehash(session: Session, writing: Writing) -> None:
+    """Hash, from the file, the blocks this rank wrote piecewise."""
+    for path in sorted(writing.rehash):
+        target = writing.targets.get(path)
+        info = session.catalog.nodes[path]
+        if target is None or info.dtype is None or target.block.is_empty:
+            continue
+        if path in writing.unwritten:
+            continue  # not completely written: the dataset is incomplete, no checksum
+        raw = RawFile(target.file, stats=session.stats)
+        try:
+            value = hash_stored(raw, target.offset, target.extent, target.block, info.dtype)
+        finally:
+            raw.close()
+        key = target.block.start
+        writing.sums.setdefault(path, {})[key] = PieceSum(key, target.block.count, value)
+    writing.rehash.clear()
+
+
+def _report(session: Session) -> Report:
+    writing = session.writing
+    assert writing is not None
+    _rehash(session, writing)
+    pieces: list[tuple[str, tuple[int, ...], PieceSum]] = []
+    for path, by_start in writing.sums.items():
+        target = writing.targets.get(path)
+        if target is not None:
+            pieces.extend((path, target.extent.start, p) for p in by_start.values())
+    for path, chunks in writing.chunk_sums.items():
+        pieces.extend((path, start, p) for start, p in chunks.values())
+    subfile = None
+    leader = writing.leader
+    if leader is not None and leader.subfile is not None:
+        subfile = (leader.relpath, leader.subfile.info().to_dict())
+    return pieces, subfile
+
+
+def seal(session: Session) -> None:
+    """Collective (close, once every rank's files are closed): gather every rank's checksums
+    and the leaders' subfile sizes and identities on rank 0, which records them."""
+    report: Report | None = None
+    error: BaseException | None = None
+    try:
+        report = _report(session)
+    except Exception as exc:  # noqa: BLE001 - agreed on every rank by root_decides
+        error = exc
+    root_decides(
+        session.comm, report, error, lambda gathered: _record(session, gathered), per_rank=False
+    )
+
+
+def _record(session: Session, gathered: list[Report]) -> None:
+    """Rank 0: put the pieces' checksums into the layout records of this session's datasets,
+    and each subfile's size and identity offset into the session's entry."""
+    writing = session.writing
+    assert writing is not None and writing.root is not None
+    master = writing.root.master
+    pieces: dict[str, dict[tuple[int, ...], list[PieceSum]]] = {}
+    for rank_pieces, _ in gathered:
+        for path, extent_start, piece in rank_pieces:
+            pieces.setdefault(path, {}).setdefault(extent_start, []).append(piece)
+    for path, info in session.catalog.nodes.items():
+        layout = info.layout
+        if layout is None or layout.session != writing.number or not layout.extents:
+            continue
+        found = pieces.get(path, {})
+        extents = tuple(
+            dataclasses.replace(
+                e, pieces=tuple(sorted(found.get(e.start, ()), key=lambda p: p.start))
+            )
+            for e in layout.extents
+        )
+        info.layout = dataclasses.replace(layout, extents=extents, checksum=ALGORITHM)
+        master.write_layout(path, info.layout)
+    master.session.subfile_info = {
+        relpath: sizes for _, subfile in gathered if subfile for relpath, sizes in [subfile]
+    }

@@ -1,0 +1,178 @@
+"""Checking a whole file (``h5subfile verify``, collective): every stored piece against its
+checksum and every recorded subfile's identity and size, split over the ranks.
+
+Every rank derives the same list of work items from the catalogue (identical on every rank)
+and takes a share of about equal bytes; the findings are gathered on every rank.
+"""
+
+from __future__ import annotations
+
+import heapq
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from ..errors import ChecksumError, MissingFileError
+from ..io.boxes import identity_problem
+from ..io.posix import RawFile
+from ..layout.catalog import NodeInfo
+from ..layout.integrity import PieceSum, SubfileInfo
+from ..layout.record import FileRecord, StoredExtent
+from .session import Session
+
+#: Scan problems whose dataset's pieces are still checked (its files are there to read).
+_CHECKED_DESPITE = (None, "SubfileMismatchError")
+#: ``progress(done_bytes, total_bytes)`` of this rank's share.
+Progress = Callable[[int, int], None]
+
+
+@dataclass(frozen=True)
+class _Item:
+    """One thing to check: a piece of a dataset, or a recorded subfile."""
+
+    nbytes: int
+    dataset: str = ""
+    extent: int = -1
+    piece: int = -1
+    subfile: str = ""
+    session_uuid: str = ""
+    info: SubfileInfo | None = None
+
+
+def _items(session: Session) -> tuple[list[_Item], list[str]]:
+    """Every piece and recorded subfile to check, and the datasets without checksums."""
+    items: list[_Item] = []
+    unchecked: list[str] = []
+    for path, info in sorted(session.catalog.nodes.items()):
+        layout = info.layout
+        if info.kind != "dataset" or layout is None or not layout.extents:
+            continue
+        if not layout.checksum:
+            unchecked.append(path)
+            continue
+        if info.problem is not None and info.problem[0] not in _CHECKED_DESPITE:
+            continue  # missing, truncated, unfinished: the scan's problem says so
+        itemsize = _itemsize(info)
+        for i, extent in enumerate(layout.extents):
+            for j, piece in enumerate(extent.pieces):
+                nbytes = _piece_bytes(piece, itemsize)
+                items.append(_Item(nbytes, path, i, j))
+    items.extend(_subfile_items(session.catalog.record))
+    return items, unchecked
+
+
+def _subfile_items(record: FileRecord) -> list[_Item]:
+    return [
+        _Item(IDENTITY_COST, subfile=relpath, session_uuid=s.uuid, info=SubfileInfo.from_dict(d))
+        for s in record.sessions
+        if s.uuid
+        for relpath, d in sorted(s.subfile_info.items())
+    ]
+
+
+#: The weight of a subfile check when sharing the work (an open, an fstat, a read).
+IDENTITY_COST = 1 << 20
+
+
+def _itemsize(info: NodeInfo) -> int:
+    assert info.dtype is not None
+    return int(info.dtype.itemsize)
+
+
+def _piece_bytes(piece: PieceSum, itemsize: int) -> int:
+    count = itemsize
+    for n in piece.shape:
+        count *= n
+    return count
+
+
+def share(items: list[_Item], ranks: int, rank: int) -> list[_Item]:
+    """This rank's items: largest first, each to the least loaded rank (the same split on
+    every rank)."""
+    loads = [(0, r) for r in range(ranks)]  # a heap: (bytes so far, rank)
+    mine = []
+    for index in sorted(range(len(items)), key=lambda i: (-items[i].nbytes, i)):
+        load, target = heapq.heappop(loads)
+        heapq.heappush(loads, (load + items[index].nbytes, target))
+        if target == rank:
+            mine.append(items[index])
+    return mine
+
+
+def _check_subfile(session: Session, item: _Item) -> dict[str, Any] | None:
+    assert item.info is not None
+    try:
+        raw = RawFile(session.reader.paths.resolve(item.subfile))
+    except MissingFileError as exc:
+        return {"subfile": item.subfile, "error": "MissingFileError", "message": str(exc)}
+    try:
+        problem = identity_problem(raw, item.subfile, item.session_uuid, item.info)
+    except OSError as exc:
+        problem = f"subfile {item.subfile}: its identity cannot be read: {exc}"
+    finally:
+        raw.close()
+    if problem is None:
+        return None
+    return {"subfile": item.subfile, "error": "SubfileMismatchError", "message": problem}
+
+
+def _check_piece(session: Session, item: _Item) -> dict[str, Any] | None:
+    info = session.catalog.nodes[item.dataset]
+    assert info.layout is not None and info.dtype is not None
+    extent: StoredExtent = info.layout.extents[item.extent]
+    piece = extent.pieces[item.piece]
+    found: dict[str, Any] = {
+        "dataset": item.dataset,
+        "file": extent.file or "(the master)",
+        "start": list(piece.start),
+        "shape": list(piece.shape),
+    }
+    try:
+        session.reader.check_piece(extent, piece, info.dtype, item.dataset, keep=False)
+    except ChecksumError as exc:
+        offset, length = getattr(exc, "span", (None, None))
+        return dict(found, error="ChecksumError", offset=offset, length=length, message=str(exc))
+    except Exception as exc:  # noqa: BLE001 - any failure to read a piece is a finding
+        return dict(found, error=type(exc).__name__, message=str(exc))
+    return None
+
+
+def verify(session: Session, progress: Progress | None = None) -> dict[str, Any]:
+    """Collective: check this rank's share of the file; every rank returns the whole report."""
+    items, unchecked = _items(session)
+    mine = share(items, session.comm.size, session.rank)
+    total = sum(i.nbytes for i in mine)
+    # Pieces are checked by checksum whatever their subfile's identity says: every bad
+    # piece is listed (the identities are checked as items of their own).
+    reader = session.reader
+    expected, reader.expected = reader.expected, {}
+    findings: list[dict[str, Any]] = []
+    done, checked = 0, 0
+    started = time.perf_counter()
+    try:
+        for item in mine:
+            found = _check_subfile(session, item) if item.subfile else _check_piece(session, item)
+            if found is not None:
+                findings.append(found)
+            done += item.nbytes
+            checked += 0 if item.subfile else item.nbytes
+            if progress is not None:
+                progress(done, total)
+    finally:
+        reader.expected = expected
+    gathered = session.comm.allgather((findings, checked, time.perf_counter() - started))
+    bad = [f for rank_findings, _, _ in gathered for f in rank_findings]
+    bad.sort(key=lambda f: (f.get("dataset", ""), f.get("subfile", ""), f.get("start", [])))
+    return {
+        "file": session.path,
+        "ranks": session.comm.size,
+        "pieces": sum(1 for i in items if not i.subfile),
+        "subfiles": sum(1 for i in items if i.subfile),
+        "checked_bytes": sum(c for _, c, _ in gathered),
+        "seconds": max(s for _, _, s in gathered),
+        "no_checksums": unchecked,
+        "problems": list(session.catalog.problems),
+        "bad": bad,
+        "clean": not bad and not session.catalog.problems,
+    }

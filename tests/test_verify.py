@@ -1,0 +1,119 @@
+"""``h5subfile verify``: exit status 0 on a clean file and 1 on a damaged one, naming the
+subfile and byte offset of each bad piece, under 1 and 3 ranks; files written before checksums
+(format 2, tests/data) open and are reported as having none. Plain h5py in a separate process
+still reads files with identities and checksums."""
+
+from __future__ import annotations
+
+import json
+import tarfile
+from pathlib import Path
+
+import pytest
+
+from conftest import ROOT, run_cli, run_python
+
+PARTICLES = 400
+
+
+@pytest.fixture(scope="module")
+def written(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    path = tmp_path_factory.mktemp("verify") / "run.h5"
+    result = run_cli(
+        2, "vpic", path, "--particles", PARTICLES, "--steps", 2, "--subfiles", 2, "--quiet"
+    )
+    assert result.returncode == 0, result.stderr
+    return path
+
+
+@pytest.mark.parametrize("ranks", [1, 3])
+def test_clean_file_exits_0(written: Path, ranks: int) -> None:
+    result = run_cli(ranks, "verify", written, "--json")
+    assert result.returncode == 0, result.stdout + result.stderr
+    report = json.loads(result.stdout)
+    assert report["clean"] and report["ranks"] == ranks and report["bad"] == []
+    assert report["pieces"] == 2 * 8 * 2 and report["subfiles"] == 2  # 2 steps, 8 fields, 2 ranks
+    assert report["checked_bytes"] == 2 * 8 * 2 * PARTICLES * 4
+
+
+def test_plain_h5py_reads_files_with_checksums(written: Path) -> None:
+    code = (
+        "import sys, h5py, numpy as np\n"
+        "with h5py.File(sys.argv[1], 'r') as f:\n"
+        "    x = f['Timestep_1/x'][...]\n"
+        f"    assert x.shape == ({2 * PARTICLES},) and np.isfinite(x).all(), x\n"
+        "    print(sorted(f))\n"
+    )
+    result = run_python(code, str(written))
+    assert result.returncode == 0, result.stderr
+    assert "Timestep_0" in result.stdout
+
+
+def _flip_byte(path: Path, dataset: str) -> tuple[Path, int]:
+    """Flip one byte in the second extent of ``dataset``; its subfile and byte offset."""
+    code = (
+        "import sys, json, h5py\n"
+        "with h5py.File(sys.argv[1], 'r') as f:\n"
+        "    e = json.loads(f[sys.argv[2]].attrs['h5subfile.layout'])['extents'][1]\n"
+        "print(e['file'], e['offset'])\n"
+    )
+    result = run_python(code, str(path), dataset)
+    assert result.returncode == 0, result.stderr
+    name, offset = result.stdout.split()
+    subfile = path.parent / name
+    with open(subfile, "r+b") as handle:
+        handle.seek(int(offset) + 17)
+        byte = handle.read(1)[0]
+        handle.seek(int(offset) + 17)
+        handle.write(bytes([byte ^ 1]))
+    return subfile, int(offset)
+
+
+@pytest.mark.parametrize("ranks", [1, 3])
+def test_flipped_byte_exits_1_naming_subfile_and_offset(
+    tmp_path: Path, written: Path, ranks: int
+) -> None:
+    copy = tmp_path / "run.h5"
+    result = run_python(
+        "import shutil, sys; shutil.copy(sys.argv[1], sys.argv[2]);"
+        "shutil.copytree(sys.argv[1][:-3] + '.subfiles', sys.argv[2][:-3] + '.subfiles')",
+        str(written),
+        str(copy),
+    )
+    assert result.returncode == 0, result.stderr
+    subfile, offset = _flip_byte(copy, "Timestep_1/py")
+    result = run_cli(ranks, "verify", copy, "--quiet")
+    assert result.returncode == 1, result.stdout + result.stderr
+    (line,) = [line for line in result.stdout.splitlines() if line.startswith("BAD")]
+    assert "/Timestep_1/py" in line and subfile.name in line, line
+    assert f"byte offset {offset}, length {PARTICLES * 4}" in line, line
+    assert result.stdout.rstrip().endswith("DAMAGED")
+
+
+def test_usage_error_exits_2() -> None:
+    result = run_cli(1, "verify")
+    assert result.returncode == 2
+
+
+@pytest.fixture
+def format2(tmp_path: Path) -> Path:
+    """A file written by h5subfile at commit f522254 (format 2; tests/data/format2_write.py)."""
+    with tarfile.open(ROOT / "data" / "format2.tar.gz") as archive:
+        archive.extractall(tmp_path, filter="data")
+    return tmp_path / "format2.h5"
+
+
+def test_format2_file_opens_and_has_no_checksums(format2: Path) -> None:
+    code = (
+        "import sys, numpy as np, h5subfile as hs\n"
+        "with hs.File(sys.argv[1], 'r', verify=True) as f:\n"
+        "    assert f['x'][...].tolist() == list(range(16))\n"
+        "    assert f['z'][...].tolist() == list(range(32))\n"
+        "    print(f.problems, f.sessions[0]['uuid'] == '')\n"
+    )
+    result = run_python(code, str(format2))
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.split() == ["[]", "True"]
+    result = run_cli(2, "verify", format2)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "no checksums: 2 dataset(s)" in result.stdout and "/x" in result.stdout

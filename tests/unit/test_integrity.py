@@ -1,0 +1,50 @@
+"""Identities and checksums (layout/integrity.py) and their place in the layout record."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from h5subfile.layout.integrity import (
+    IDENTITY_BYTES,
+    PieceSum,
+    checksum,
+    describe_identity,
+    identity,
+    new_hasher,
+)
+from h5subfile.layout.record import DatasetLayout, FileRecord, Session, StoredExtent
+
+UUID = "3f2a9c1e5d0b4e7a9a61c2f08d3b5e77"
+
+
+def test_identity_names_session_and_subfile() -> None:
+    found = identity(UUID, "run.subfiles/s0-3f2a9c1e-00001.h5")
+    assert len(found) == IDENTITY_BYTES
+    assert found != identity(UUID, "run.subfiles/s0-3f2a9c1e-00000.h5")
+    assert found == identity(UUID, "moved.subfiles/s0-3f2a9c1e-00001.h5")  # only the name
+    assert "s0-3f2a9c1e-00001.h5" in describe_identity(found) and UUID in describe_identity(found)
+    assert "overwritten" in describe_identity(np.random.default_rng(0).bytes(IDENTITY_BYTES))
+
+
+def test_checksum_is_the_same_whole_or_in_batches() -> None:
+    data = np.arange(100_000, dtype="f8")
+    hasher = new_hasher()
+    raw = data.view(np.uint8)
+    for start in range(0, raw.size, 77_777):
+        hasher.update(raw[start : start + 77_777])
+    assert hasher.hexdigest() == checksum(data) == checksum(raw.tobytes())
+    assert len(checksum(b"")) == 16 and checksum(b"a") != checksum(b"b")
+
+
+def test_pieces_and_subfile_info_round_trip_through_the_record() -> None:
+    piece = PieceSum((4, 0), (4, 3), checksum(b"x"))
+    extent = StoredExtent("run.subfiles/a.h5", "/x", (4, 0), (4, 3), 2048, (1,), (), (piece,))
+    layout = DatasetLayout(0, (extent,), dtype="<f4", checksum="xxh3_64")
+    assert DatasetLayout.from_json(layout.to_json(), "test") == layout
+    old = DatasetLayout.from_json('{"session": 0, "extents": []}', "test")
+    assert old.checksum == "" and old.extents == ()
+    session = Session(
+        0, "w", 1, {}, "", [], "0", "now", subfile_info={"a": {"bytes": 1, "identity_offset": 0}}
+    )
+    record = FileRecord.from_json(FileRecord([session]).to_json(), "test")
+    assert record.sessions[0].subfile_info == {"a": {"bytes": 1, "identity_offset": 0}}
