@@ -286,6 +286,11 @@ def allreduce_max(comm: MPI.Comm, sent: np.ndarray, call: Call | None) -> np.nda
     request = comm.Iallreduce(sent, got, op=MPI.MAX)
     if not request.Test():
         _wait(comm, channel, request, (sent, got), call)
+    if channel.dup is not None:
+        # Every rank posted the duplicate before this round, which every rank has now
+        # reached: it completes. Left pending, MPI would report it at exit.
+        channel.dup[1].Wait()
+        channel.status, channel.dup = channel.dup[0], None
     channel.progress()  # one probe: did the others give up waiting for this rank?
     late = channel.notices.pop(channel.rounds, None)
     if late:  # they have left this call: going on would wait for them in its next steps
