@@ -271,12 +271,7 @@ def run_mpi(
         env=full_env,
         start_new_session=True,
     )
-    try:
-        stdout, stderr = process.communicate(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        os.killpg(process.pid, signal.SIGKILL)
-        stdout, stderr = process.communicate()
-        pytest.fail(f"{script} {args} on {ranks} ranks hung (> {timeout} s)\n{stderr[-4000:]}")
+    stdout, stderr = finish_job(process, timeout, f"{script} {args} on {ranks} ranks")
     result = subprocess.CompletedProcess(command, process.returncode, stdout, stderr)
     if check and result.returncode != 0:
         pytest.fail(
@@ -304,3 +299,14 @@ def run_cli(ranks: int, *args: str, timeout: float = 240) -> subprocess.Complete
         text=True,
         timeout=timeout,
     )
+
+
+def finish_job(process: subprocess.Popen[str], timeout: float, what: str) -> tuple[str, str]:
+    """Wait for a job started in its own session: its (stdout, stderr); after ``timeout``
+    seconds the whole job is killed and the test fails, naming ``what``."""
+    try:
+        return process.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        os.killpg(process.pid, signal.SIGKILL)
+        out, err = process.communicate()
+        pytest.fail(f"{what} hung (> {timeout} s)\n{(out or '')[-3000:]}\n{(err or '')[-3000:]}")

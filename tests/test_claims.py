@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import socket
 import subprocess
 import sys
@@ -22,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import MPIEXEC, SCRIPTS, run_mpi
+from conftest import MPIEXEC, SCRIPTS, finish_job, run_mpi
 
 ROUNDS = 10
 GAP = 0.5  # seconds between rounds; a round's writes take a few tens of ms
@@ -42,12 +41,7 @@ def start_job(ranks: int, *args: object) -> subprocess.Popen[str]:
 
 def finish(job: subprocess.Popen[str], timeout: float = 180) -> tuple[int, list[dict], str]:
     """Wait for a writer job (killed after ``timeout`` s): its status, rounds and stderr."""
-    try:
-        out, err = job.communicate(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        os.killpg(job.pid, signal.SIGKILL)
-        out, err = job.communicate()
-        pytest.fail(f"writer job hung\n{out[-3000:]}\n{err[-3000:]}")
+    out, err = finish_job(job, timeout, "writer job")
     rounds = [json.loads(line) for line in out.splitlines() if line.startswith("{")]
     return job.returncode, rounds, err
 
