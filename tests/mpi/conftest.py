@@ -27,6 +27,11 @@ from mpi4py import MPI
 from ranks import on_root
 
 WORLD = MPI.COMM_WORLD
+#: The harness's own communicator: its barriers and gathers can never be matched with a
+#: collective that a test (or the library) left pending on WORLD, so a rank that leaves a test
+#: early shows up as a hang in that test (ended by the test timeout, naming where each rank
+#: waits) rather than as garbage received by another rank's collective.
+HARNESS = WORLD.Dup()
 PATIENCE = 10  # seconds a failed rank waits for the others before saying why it may hang
 
 
@@ -64,7 +69,7 @@ def pytest_unconfigure(config: pytest.Config) -> None:
     # printed its summary, so that no rank's output is cut short.
     sys.stdout.flush()
     sys.stderr.flush()
-    WORLD.Barrier()
+    HARNESS.Barrier()
     if _stderr is not sys.stderr:
         _stderr.close()
 
@@ -85,7 +90,7 @@ def _wait_for_every_rank(nodeid: str, when: str, failure: str) -> None:
     """Collective barrier. A rank whose test failed prints its failure if the others do not come
     within PATIENCE seconds: they may wait in a collective it left (the test timeout then ends
     the job, and this says why)."""
-    request = WORLD.Ibarrier()
+    request = HARNESS.Ibarrier()
     if not failure:
         request.Wait()
         return
@@ -146,7 +151,7 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo) -> pytes
     report = yield
     text, message = _own_report(report)
     _wait_for_every_rank(item.nodeid, report.when, text)
-    outcomes = WORLD.allgather((item.nodeid, report.when, report.outcome, text, message))
+    outcomes = HARNESS.allgather((item.nodeid, report.when, report.outcome, text, message))
     places = {(nodeid, when) for nodeid, when, *_ in outcomes}
     if len(places) > 1:  # different tests on different ranks: their collectives cannot match
         where = "; ".join(f"rank {r}: {n} ({w})" for r, (n, w, *_) in enumerate(outcomes))

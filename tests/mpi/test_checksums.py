@@ -33,9 +33,10 @@ def expected(comm) -> np.ndarray:
     return np.arange(comm.size * N, dtype="f8")
 
 
-def subfile_of(master: Path, group: int) -> Path:
-    (found,) = master.with_suffix(".subfiles").glob(f"s0-*-{group:05d}.h5")
-    return found
+def subfile_of(comm, master: Path, group: int) -> Path:
+    """Collective: the subfile of ``group``, found by rank 0 (so no rank looks while rank 0
+    changes the folder: a rank still globbing would miss a subfile being renamed)."""
+    return on_root(comm, lambda: next(master.with_suffix(".subfiles").glob(f"s0-*-{group:05d}.h5")))
 
 
 def opened(path: Path, **kwargs) -> hs.File:
@@ -67,8 +68,8 @@ def test_subfile_of_another_run_is_refused(comm, shared_tmp: Path) -> None:
     on_root(comm, lambda: [(shared_tmp / d).mkdir() for d in "ab"])
     path = write_run(comm, shared_tmp / "a" / "run.h5")
     other = write_run(comm, shared_tmp / "b" / "run.h5", offset=0.5)  # same shape and sizes
-    victim = subfile_of(path, 1)
-    on_root(comm, lambda: shutil.copyfile(subfile_of(other, 1), victim))
+    victim, source = subfile_of(comm, path, 1), subfile_of(comm, other, 1)
+    on_root(comm, lambda: shutil.copyfile(source, victim))
     with opened(path) as f:
         with raises_on_every_rank(comm, hs.SubfileMismatchError, victim.name, "another run"):
             f["x"][...]
@@ -80,7 +81,7 @@ def test_subfile_of_another_run_is_refused(comm, shared_tmp: Path) -> None:
 
 def test_swapped_subfiles_are_refused(comm, shared_tmp: Path) -> None:
     path = write_run(comm, shared_tmp / "run.h5", subfiles=comm.size)  # subfiles of one size
-    first, second = subfile_of(path, 0), subfile_of(path, 1)
+    first, second = subfile_of(comm, path, 0), subfile_of(comm, path, 1)
 
     def swap() -> None:
         spare = first.with_suffix(".tmp")
@@ -96,7 +97,7 @@ def test_swapped_subfiles_are_refused(comm, shared_tmp: Path) -> None:
 
 def test_same_size_overwrite_is_refused(comm, shared_tmp: Path) -> None:
     path = write_run(comm, shared_tmp / "run.h5")
-    victim = subfile_of(path, 0)
+    victim = subfile_of(comm, path, 0)
     size = on_root(comm, lambda: victim.stat().st_size)
     on_root(comm, lambda: victim.write_bytes(np.random.default_rng(1).bytes(size)))
     with opened(path) as f:
@@ -106,7 +107,7 @@ def test_same_size_overwrite_is_refused(comm, shared_tmp: Path) -> None:
 
 def test_longer_subfile_is_reported_when_opening(comm, shared_tmp: Path) -> None:
     path = write_run(comm, shared_tmp / "run.h5")
-    victim = subfile_of(path, 1)
+    victim = subfile_of(comm, path, 1)
 
     def extend() -> None:
         with open(victim, "ab") as handle:

@@ -175,6 +175,18 @@ def out_of_step(arrivals: Sequence[_Arrival]) -> errors.CollectiveMismatchError:
     return exc
 
 
+def _crossed(ranks: Sequence[int], mine: _Arrival) -> errors.CollectiveMismatchError:
+    """The error of a round whose exchange met another collective operation on some ranks."""
+    exc = errors.CollectiveMismatchError(
+        f"collective calls out of step{_files([mine.file])}: while this rank was in "
+        f"{mine.call or 'a step inside a call'}, {_ranks(ranks)} made another collective call "
+        "on the same communicator (not one of this file's). Every rank must make the same "
+        "collective calls in the same order; the communicator is now unusable: end the job"
+    )
+    exc.collective, exc.out_of_step = False, True  # the other ranks may be anywhere
+    return exc
+
+
 def _argument_mismatch(arrivals: Sequence[_Arrival]) -> errors.CollectiveMismatchError:
     shown = "; ".join(f"[{_ranks(r)}] {args}" for args, r in _by_value([a.args for a in arrivals]))
     exc = errors.CollectiveMismatchError(
@@ -210,6 +222,9 @@ def agree(comm: MPI.Comm, error: BaseException | None, call: Call | None = None)
         agreed,
     )
     arrivals: list[_Arrival] = comm.allgather(mine)
+    crossed = [r for r, a in enumerate(arrivals) if not isinstance(a, _Arrival)]
+    if crossed:
+        raise _crossed(crossed, mine) from error
     if not in_step:
         raise out_of_step(arrivals) from error
     if not same_args:
