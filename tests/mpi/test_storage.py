@@ -97,10 +97,19 @@ def write(comm, folder: Path, grouping: str, plan: dict) -> None:
         with d.collective:
             d[rank * 100 : rank * 100 + 60] = full[rank * 100 : rank * 100 + 60]
             d[rank * 100 + 60 : rank * 100 + 100] = full[rank * 100 + 60 : rank * 100 + 100]
-        # Read back in the same session (chunks written by other ranks' leaders).
-        got = f["straddle"][...]
+        # Read back in the same session (chunks written by other ranks' leaders): each rank
+        # holds only its own extent of the layout, so whole reads are collective (rank 0, which
+        # holds every extent, reads alone too); every rank reads its own part alone.
         want = expected("/straddle", (n,), np.dtype("f8"))
+        own = f["straddle"][start : start + mine]
+        assert np.array_equal(own, want[start : start + mine]), "same-session read of own part"
+        if f["straddle"]._session.catalog.nodes["/straddle"].local_view and rank != 0:
+            with pytest.raises(hs.FileModeError, match="reaches beyond"):
+                f["straddle"][...]
+        with f["straddle"].collective:
+            got = f["straddle"][...]
         assert np.array_equal(got, want), "same-session read of straddle"
+        assert np.array_equal(f["straddle"][...], want), "after a collective read, any read"
 
 
 def read(comm, path: Path, plan: dict) -> None:

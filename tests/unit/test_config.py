@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 
@@ -10,6 +11,7 @@ import pytest
 
 from h5subfile.errors import CorruptFileError, PlanError, UnsafePathError, UnsupportedDtypeError
 from h5subfile.layout.dtypes import check_dtype
+from h5subfile.layout.integrity import PieceSum
 from h5subfile.layout.names import (
     SUBFILE_NAME,
     resolve_inside,
@@ -79,6 +81,12 @@ def test_records_round_trip() -> None:
         2, (StoredExtent("a/s0-00000.h5", "/x", (0, 0), (4, 5), 2048, (0, 1)),), complete=False
     )
     assert DatasetLayout.from_json(layout.to_json(), "here") == layout
+    summed = StoredExtent("", "/y", (3,), (4,), 96, (1,), (2,), (PieceSum((3,), (4,), "ab"),))
+    full = dataclasses.replace(layout, extents=(summed,), filters={"gzip": 4}, checksum="xxh3")
+    for one in (layout, full):  # the hand-built dict is what asdict gives, as JSON (digest!)
+        as_json = [json.dumps(d, sort_keys=True) for d in (one.to_dict(), dataclasses.asdict(one))]
+        assert as_json[0] == as_json[1]
+    assert DatasetLayout.from_json(full.to_json(), "here") == full
     record = FileRecord([Session(0, "w", 4, {"subfiles": 2}, "2 subfiles", [], "0.1", "t0")])
     back = FileRecord.from_json(record.to_json(), "here")
     assert back.sessions[0].ranks == 4 and back.open_sessions == back.sessions

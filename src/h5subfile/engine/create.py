@@ -254,11 +254,12 @@ def plan_creation(
             )
         placed.append(one)
     paths = tuple(p.dataset.path for p in placed)
+    tasks = _tasks_by_leader(placed, grouping)
     assignments = [
         RankAssignment(
             paths,
             tuple(_assignment(p, grouping, rank) for p in placed),
-            tuple(_tasks(placed, grouping, rank)),
+            tuple(tasks.get(rank, ())),
         )
         for rank in range(size)
     ]
@@ -276,16 +277,15 @@ def _assignment(placed: _Placed, grouping: Grouping, rank: int) -> BlockAssignme
     return BlockAssignment(block, extent, chunks)
 
 
-def _tasks(placed: Sequence[_Placed], grouping: Grouping, rank: int) -> list[LeaderTask]:
-    """The source datasets ``rank`` creates as the leader of its group."""
-    tasks = []
+def _tasks_by_leader(placed: Sequence[_Placed], grouping: Grouping) -> dict[int, list[LeaderTask]]:
+    """The source datasets each group leader creates (one pass over the extents)."""
+    tasks: dict[int, list[LeaderTask]] = {}
+    leaders = grouping.leaders
     for index, one in enumerate(placed):
         dataset = one.dataset
+        chunked = dataset.choice is not None
         for k, (extent, group) in enumerate(zip(dataset.extents, dataset.groups)):
-            if grouping.leaders[group] != rank:
-                continue
-            chunks = extent.chunks if dataset.choice is not None else None
-            tasks.append(
+            tasks.setdefault(leaders[group], []).append(
                 LeaderTask(
                     index,
                     k,
@@ -293,7 +293,7 @@ def _tasks(placed: Sequence[_Placed], grouping: Grouping, rank: int) -> list[Lea
                     extent.dataset,
                     extent.shape,
                     dataset.dtype,
-                    chunks,
+                    extent.chunks if chunked else None,
                     dataset.filters,
                 )
             )
@@ -340,15 +340,20 @@ def _create_datasets(
     session.enter("create_dataset", error, detail=named)
     assignment, creation = root_plans(comm, requests, None, plan_on_root)
     offsets, error = create_sources(session, assignment.tasks)
-    nodes = root_decides(
-        comm, offsets, error, lambda gathered: publish(session, creation, gathered), per_rank=False
+
+    def publish_on_root(gathered: list[SourceOffsets]) -> list[dict[str, Any]]:
+        assert creation is not None
+        return rank_views(publish(session, creation, gathered), creation.assignments)
+
+    views: dict[str, tuple[NodeInfo, StoredExtent | None]] = root_decides(
+        comm, offsets, error, publish_on_root
     )
-    for path, info in nodes.items():
+    for path, (info, _) in views.items():
         for new_group in session.catalog.missing_groups(path)[:-1]:
             session.catalog.nodes[new_group] = NodeInfo("group")
         session.catalog.nodes[path] = info
     for path, block in zip(assignment.paths, assignment.blocks):
-        writing.targets[path] = _target(session, path, block)
+        writing.targets[path] = _target(session, path, block, views[path][1])
         target = writing.targets[path]
         if target is not None:
             writing.unwritten[path] = [target.block]
@@ -437,6 +442,27 @@ def publish(
     return nodes
 
 
+def rank_views(
+    nodes: dict[str, NodeInfo], assignments: Sequence[RankAssignment]
+) -> list[dict[str, tuple[NodeInfo, StoredExtent | None]]]:
+    """Rank 0: what each rank learns of the new datasets: each node with only the rank's own
+    extent when there are several (rank 0 keeps them all), and that extent. O(1) per rank and
+    dataset, so the metadata sent grows linearly with the ranks (whole layouts: O(P) each)."""
+    views = []
+    for rank, assigned in enumerate(assignments):
+        view = {}
+        for (path, info), block in zip(nodes.items(), assigned.blocks):
+            layout = info.layout
+            own = None if layout is None or block.extent is None else layout.extents[block.extent]
+            trimmed = layout is not None and len(layout.extents) > 1  # the same on every rank
+            if trimmed and rank != 0:
+                assert layout is not None
+                layout = dataclasses.replace(layout, extents=() if own is None else (own,))
+            view[path] = (dataclasses.replace(info, layout=layout, local_view=trimmed), own)
+        views.append(view)
+    return views
+
+
 def transfer_for(layout: DatasetLayout | None, plan: Plan) -> Transfer:
     """How the bytes of a dataset created in this session are written: the same on every
     rank (from the catalogue and the plan)."""
@@ -445,12 +471,13 @@ def transfer_for(layout: DatasetLayout | None, plan: Plan) -> Transfer:
     return Transfer.TWO_PHASE if plan.aggregators is not None else Transfer.DIRECT
 
 
-def _target(session: Session, path: str, assigned: BlockAssignment) -> WriteTarget | None:
-    """Where this rank writes its block of ``path`` (None when it writes nothing)."""
+def _target(
+    session: Session, path: str, assigned: BlockAssignment, extent: StoredExtent | None
+) -> WriteTarget | None:
+    """Where this rank writes its block of ``path`` into ``extent`` (None: it writes nothing)."""
     info = session.catalog.nodes[path]
-    if assigned.extent is None or info.layout is None:
+    if extent is None or info.layout is None:
         return None
-    extent = info.layout.extents[assigned.extent]
     writing = session.writing
     assert writing is not None
     chunked = None

@@ -3,17 +3,20 @@ through the plan's aggregators). :func:`route` decides once how a dataset is rea
 
 from __future__ import annotations
 
+import dataclasses
 import enum
 import time
+from collections.abc import Iterable
 from typing import Any
 
 import numpy as np
 
-from ..errors import H5SubfileError, SelectionError, mapped
+from ..errors import FileModeError, H5SubfileError, SelectionError, mapped
 from ..io.posix import Piece, as_bytes
+from ..layout.blocks import Block
 from ..layout.catalog import NodeInfo, raise_problem
 from ..layout.selection import assemble, partition, plan_read, selection_box
-from ..mpi.collective import agree
+from ..mpi.collective import agree, root_only
 from .exchange import plan_aggregated, read_two_phase
 from .messages import FileRun
 from .session import Session
@@ -36,6 +39,39 @@ def route(info: NodeInfo) -> Route:
     return Route.DIRECT
 
 
+def refuse_local_view(info: NodeInfo, path: str, boxes: Iterable[Block]) -> None:
+    """A dataset created in the open write session over several extents: this rank holds only
+    its own extent (rank 0 all), so an independent read reaching beyond it is refused rather
+    than read as unwritten (zeros)."""
+    if not info.local_view:
+        return
+    assert info.layout is not None
+    known = [e.block for e in info.layout.extents]
+    for box in boxes:
+        covered = 0
+        for block in known:
+            common = box.intersect(block)
+            covered += 0 if common is None else common.size
+        if covered < box.size:
+            raise FileModeError(
+                f"{path} was created in this write session, and each rank holds only the "
+                "part of its layout it writes (so that metadata grows linearly with the "
+                f"ranks): {box} reaches beyond it; read it collectively "
+                "(Dataset.read_collective, or d[...] inside 'with d.collective:'), or after "
+                "closing the file"
+            )
+
+
+def share_layout(session: Session, path: str) -> NodeInfo:
+    """Collective: every rank gets rank 0's whole entry of ``path`` (a dataset created in the
+    open session, read collectively: O(extents) per rank, on demand)."""
+    info = session.node(path)
+    if info.local_view:
+        info = root_only(session.comm, lambda: session.node(path))
+        info = session.catalog.nodes[path] = dataclasses.replace(info, local_view=False)
+    return info
+
+
 @mapped
 def read(session: Session, path: str, selection: Any = (), verify: bool | None = None) -> Any:
     """Read a selection (numpy/h5py style) on this rank only; with ``verify`` (default: the
@@ -49,10 +85,12 @@ def read(session: Session, path: str, selection: Any = (), verify: bool | None =
             # Variable-length or scalar data: h5py reads it (and checks the selection).
             return np.asarray(reader.h5py_dataset(path)[selection])
         plan = plan_read(info.shape, info.dtype.itemsize, selection)
+        refuse_local_view(info, path, (piece.box for piece in plan.pieces))
         arrays = [reader.read_h5py(path, info.dtype, piece.box) for piece in plan.pieces]
         return assemble(plan, arrays)
     assert info.layout is not None
     plan = plan_read(info.shape, info.dtype.itemsize, selection)
+    refuse_local_view(info, path, (piece.box for piece in plan.pieces))
     arrays = [
         reader.read_direct(info.layout, info.dtype, piece.box, verify=verify, name=path)
         for piece in plan.pieces
@@ -70,6 +108,7 @@ def read_into(session: Session, path: str, dest: np.ndarray, selection: Any = ()
         found = selection_box(info.shape, info.dtype.itemsize, selection)
         if found is not None and dest.shape == found[1]:
             box = found[0]
+            refuse_local_view(info, path, [box])
             out = dest.reshape(box.count)
             session.reader.read_direct(info.layout, info.dtype, box, out, session.verify, path)
             return
@@ -106,6 +145,7 @@ def read_collective(session: Session, path: str, selection: Any = ()) -> Any:
     except Exception as exc:  # noqa: BLE001 - agreed on every rank
         error = exc
     session.enter("read_collective", error, detail=path, args=path)
+    info = share_layout(session, path)
     assert plan is not None and info.dtype is not None
     if session.plan.aggregators is None or how is not Route.DIRECT or session.verify:
         result = None

@@ -13,7 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from ..errors import ChecksumError, MissingFileError
+from ..errors import ChecksumError, FileModeError, MissingFileError
 from ..io.boxes import identity_problem
 from ..io.posix import RawFile
 from ..layout.catalog import NodeInfo
@@ -140,6 +140,11 @@ def _check_piece(session: Session, item: _Item) -> dict[str, Any] | None:
 
 def verify(session: Session, progress: Progress | None = None) -> dict[str, Any]:
     """Collective: check this rank's share of the file; every rank returns the whole report."""
+    if session.writing is not None:  # the same on every rank: no rank waits for the others
+        raise FileModeError(
+            f"verify {session.path} after closing it: checksums are recorded when a write "
+            "session closes"
+        )
     items, unchecked = _items(session)
     mine = share(items, session.comm.size, session.rank)
     total = sum(i.nbytes for i in mine)

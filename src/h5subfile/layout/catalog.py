@@ -37,6 +37,9 @@ class NodeInfo:
     via_h5py: bool = False  # read through h5py instead
     problem: Problem | None = None  # raised when read
     storage: str = ""  # short description for `info`
+    #: Created in the open write session: this rank holds only its own extent of the layout
+    #: (rank 0 all of them), so independent reads are refused until the file is closed.
+    local_view: bool = False
 
     @property
     def unfinished(self) -> bool:

@@ -35,7 +35,7 @@ class Grouping:
             groups[group].append(rank)
         return tuple(tuple(m) for m in groups)
 
-    @property
+    @cached_property
     def leaders(self) -> tuple[int, ...]:
         return tuple(m[0] for m in self.members)
 

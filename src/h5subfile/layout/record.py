@@ -62,8 +62,22 @@ class DatasetLayout:
     dtype: str = ""  # the element type written (numpy's ``dtype.str``); "" before format 3
     checksum: str = ""  # the pieces' checksum algorithm (integrity.ALGORITHM); "" for none
 
+    def to_dict(self) -> dict[str, Any]:
+        """The record as JSON types (what ``dataclasses.asdict`` gives, built directly: a
+        layout of one extent per rank is written for every dataset at every close)."""
+        return {
+            "session": self.session,
+            "extents": [_extent_dict(e) for e in self.extents],
+            "complete": self.complete,
+            "chunks": list(self.chunks),
+            "chunks_aligned": self.chunks_aligned,
+            "filters": dict(self.filters),
+            "dtype": self.dtype,
+            "checksum": self.checksum,
+        }
+
     def to_json(self) -> str:
-        data = asdict(self)
+        data = self.to_dict()
         data[DIGEST_KEY] = record_digest(data)
         return json.dumps(data, separators=(",", ":"))
 
@@ -107,6 +121,22 @@ class DatasetLayout:
             )
         except (ValueError, KeyError, TypeError) as exc:
             raise CorruptFileError(f"damaged layout record of {where}: {exc}") from None
+
+
+def _extent_dict(extent: StoredExtent) -> dict[str, Any]:
+    return {
+        "file": extent.file,
+        "dataset": extent.dataset,
+        "start": list(extent.start),
+        "shape": list(extent.shape),
+        "offset": extent.offset,
+        "ranks": list(extent.ranks),
+        "chunks": list(extent.chunks),
+        "pieces": [
+            {"start": list(p.start), "shape": list(p.shape), "checksum": p.checksum}
+            for p in extent.pieces
+        ],
+    }
 
 
 #: Key of the record's digest: SHA-256 of the record's canonical JSON without it (format 3).
