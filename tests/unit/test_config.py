@@ -5,11 +5,13 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import pickle
 
 import numpy as np
 import pytest
 
 from h5subfile.errors import CorruptFileError, PlanError, UnsafePathError, UnsupportedDtypeError
+from h5subfile.layout.catalog import NodeInfo
 from h5subfile.layout.dtypes import check_dtype
 from h5subfile.layout.integrity import PieceSum
 from h5subfile.layout.names import (
@@ -116,3 +118,21 @@ def test_supported_dtypes(good) -> None:
 def test_unsupported_dtypes_say_why(bad, hint) -> None:
     with pytest.raises(UnsupportedDtypeError, match=hint):
         check_dtype(bad)
+
+
+def test_a_sent_node_parses_its_layout_when_first_used() -> None:
+    pieces = (PieceSum((0,), (4,), "ab"),)
+    extents = tuple(
+        StoredExtent(f"r.subfiles/s0-{g:05d}.h5", "/x@0", (4 * g,), (4,), 2048, (g,), (), pieces)
+        for g in range(3)
+    )
+    layout = DatasetLayout(1, extents, dtype="<f8", checksum="xxh3_64", filters={"gzip": 4})
+    sent = NodeInfo("dataset", {"a": 1}, (12,), np.dtype("f8"), layout, storage="3 subfiles")
+    received = pickle.loads(pickle.dumps(sent))
+    assert "layout" not in received.__dict__  # still the string it travelled as
+    assert received.layout == layout and received.shape == (12,)
+    assert pickle.loads(pickle.dumps(received)).layout == layout  # and passed on again
+    group = pickle.loads(pickle.dumps(NodeInfo("group")))
+    assert group.layout is None
+    with pytest.raises(AttributeError):
+        group.not_a_field  # noqa: B018 - only ``layout`` is looked up lazily

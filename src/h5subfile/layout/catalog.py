@@ -25,21 +25,55 @@ def raise_problem(problem: Problem) -> None:
     raise cls(message)
 
 
+#: Where a received :class:`NodeInfo` keeps its layout until it is first used.
+_WIRE = "_layout_wire"
+
+
+def _no_layout() -> DatasetLayout | None:
+    return None
+
+
 @dataclass
 class NodeInfo:
-    """What every rank knows of one group or dataset."""
+    """What every rank knows of one group or dataset.
+
+    Sent between ranks, the layout travels as one string (:meth:`DatasetLayout.to_wire`) and
+    is parsed when this rank first uses it: a rank that opens a file of P extents per dataset
+    pays for the datasets it reads, not for every layout (``layout`` has no class attribute,
+    so that :meth:`__getattr__` sees it missing).
+    """
 
     kind: str  # "group" or "dataset"
     attrs: dict[str, Any] = field(default_factory=dict)
     shape: tuple[int, ...] = ()
     dtype: np.dtype | None = None
-    layout: DatasetLayout | None = None  # read straight from these extents
+    layout: DatasetLayout | None = field(default_factory=_no_layout)  # read from these extents
     via_h5py: bool = False  # read through h5py instead
     problem: Problem | None = None  # raised when read
     storage: str = ""  # short description for `info`
     #: Created in the open write session: this rank holds only its own extent of the layout
     #: (rank 0 all of them), so independent reads are refused until the file is closed.
     local_view: bool = False
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = dict(self.__dict__)
+        layout = state.pop("layout", None)
+        if layout is not None:
+            state[_WIRE] = layout.to_wire()
+        elif _WIRE not in state:
+            state["layout"] = None
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+
+    def __getattr__(self, name: str) -> DatasetLayout | None:
+        """``layout`` of a received node: parsed on first use."""
+        if name != "layout" or _WIRE not in self.__dict__:
+            raise AttributeError(name)
+        wire = self.__dict__.pop(_WIRE)
+        layout = self.__dict__["layout"] = DatasetLayout.from_wire(wire)
+        return layout
 
     @property
     def unfinished(self) -> bool:

@@ -81,6 +81,42 @@ class DatasetLayout:
         data[DIGEST_KEY] = record_digest(data)
         return json.dumps(data, separators=(",", ":"))
 
+    def to_wire(self) -> str:
+        """The record as compact JSON for sending to other ranks (rank 0 checked it; no digest):
+        a string costs a receiver nothing until it reads the dataset (:meth:`from_wire`)."""
+        return json.dumps(self.to_dict(), separators=(",", ":"))
+
+    @classmethod
+    def from_wire(cls, text: str) -> DatasetLayout:
+        """The record :meth:`to_wire` sent (trusted: no checks)."""
+        data = json.loads(text)
+        extents = tuple(
+            StoredExtent(
+                e["file"],
+                e["dataset"],
+                tuple(e["start"]),
+                tuple(e["shape"]),
+                e["offset"],
+                tuple(e["ranks"]),
+                tuple(e["chunks"]),
+                tuple(
+                    PieceSum(tuple(q["start"]), tuple(q["shape"]), q["checksum"])
+                    for q in e["pieces"]
+                ),
+            )
+            for e in data["extents"]
+        )
+        return cls(
+            data["session"],
+            extents,
+            data["complete"],
+            tuple(data["chunks"]),
+            data["chunks_aligned"],
+            data["filters"],
+            data["dtype"],
+            data["checksum"],
+        )
+
     @classmethod
     def from_json(cls, text: str, where: str) -> DatasetLayout:
         """Parse a record strictly: numbers are JSON integers (not strings, floats or booleans),

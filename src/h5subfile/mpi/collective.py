@@ -404,6 +404,15 @@ def _arrived_late(
     )
 
 
+def wait_for_all(comm: MPI.Comm) -> None:
+    """Collective: return when every rank is here; waiting ranks poll and sleep (an agreement
+    round) instead of spinning inside a blocking collective. Placed before the gathers and
+    broadcasts of rank 0's protocols, it leaves the CPU to the ranks still working: with more
+    ranks than cores, spinning ranks slowed rank 0's scan of a master 5-fold at 8 ranks on
+    2 cores."""
+    agree(comm, None)
+
+
 def root_only(comm: MPI.Comm, fn: Callable[[], T], root: int = 0) -> T:
     """Collective: run ``fn`` on ``root`` only; every rank returns its result or raises its error."""
     payload: tuple[bool, Any] = (True, None)
@@ -413,6 +422,7 @@ def root_only(comm: MPI.Comm, fn: Callable[[], T], root: int = 0) -> T:
             payload = (True, fn())
         except Exception as exc:  # noqa: BLE001 - re-raised on every rank below
             payload, cause = (False, describe(exc)), exc
+    wait_for_all(comm)  # the others sleep while ``root`` works
     ok, value = comm.bcast(payload, root=root)
     if not ok:
         raise rebuild([(root, value)], 1) from cause
@@ -457,6 +467,7 @@ def root_decides(
     become the same exception on every rank. O(P) messages in total.
     """
     sent = (local, None if local_error is None else describe(local_error))
+    wait_for_all(comm)  # ranks still working (leaders creating datasets) get the CPU
     gathered = comm.gather(sent, root=0)
     answer: Any = None
     cause: BaseException | None = None  # the original, kept as __cause__ on rank 0
@@ -476,6 +487,7 @@ def root_decides(
         except Exception as exc:  # noqa: BLE001 - re-raised on every rank below
             failure, cause = describe(exc), exc
             answer = [(False, failure)] * comm.size if per_rank else (False, failure)
+    wait_for_all(comm)  # the others sleep while rank 0 decides
     ok, value = comm.scatter(answer, root=0) if per_rank else comm.bcast(answer, root=0)
     if not ok:
         error = exception_for(value)
