@@ -434,13 +434,14 @@ def root_plans(
     local: Any,
     local_error: BaseException | None,
     plan: Callable[[list[Any]], tuple[list[Any], T]],
+    settle: bool = True,
 ) -> tuple[Any, T | None]:
     """Collective: gather every rank's ``local`` on rank 0, whose ``plan`` returns one answer
     per rank (scattered) and what rank 0 keeps for the next step of its protocol.
 
     Returns ``(this rank's answer, kept)``; ``kept`` is None except on rank 0. Local errors
     from any rank, and any exception raised by ``plan``, become the same exception on every
-    rank. O(P) messages in total.
+    rank. O(P) messages in total. ``settle``: as in :func:`root_decides`.
     """
     kept: list[T] = []
 
@@ -449,7 +450,7 @@ def root_plans(
         kept.append(keep)
         return answers
 
-    answer = root_decides(comm, local, local_error, decide)
+    answer = root_decides(comm, local, local_error, decide, settle=settle)
     return answer, (kept[0] if kept else None)
 
 
@@ -459,15 +460,18 @@ def root_decides(
     local_error: BaseException | None,
     decide: Callable[[list[Any]], Any],
     per_rank: bool = True,
+    settle: bool = True,
 ) -> Any:
     """Collective: gather every rank's ``local`` on rank 0, which decides for all.
 
     With ``per_rank`` ``decide`` returns one answer per rank (scattered); otherwise one answer for
     everybody (broadcast). Local errors from any rank, and any exception raised by ``decide``,
-    become the same exception on every rank. O(P) messages in total.
+    become the same exception on every rank. O(P) messages in total. ``settle=False`` skips
+    the round before the gather where the caller has just made one (nothing ran since).
     """
     sent = (local, None if local_error is None else describe(local_error))
-    wait_for_all(comm)  # ranks still working (leaders creating datasets) get the CPU
+    if settle:
+        wait_for_all(comm)  # ranks still working (leaders creating datasets) get the CPU
     gathered = comm.gather(sent, root=0)
     answer: Any = None
     cause: BaseException | None = None  # the original, kept as __cause__ on rank 0
@@ -517,4 +521,4 @@ def checked_collective(comm: MPI.Comm, call: str, signature: Any, fn: Callable[[
         check_same(call, signatures)
         return fn()
 
-    return root_decides(comm, signature, None, decide, per_rank=False)
+    return root_decides(comm, signature, None, decide, per_rank=False, settle=False)
