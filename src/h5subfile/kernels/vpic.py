@@ -183,6 +183,8 @@ class _ParallelHDF5Sink:
 
         group = self.file.create_group(name)
         datasets = [group.create_dataset(f, (self.total,), dtype=a.dtype) for f, a in data.items()]
+        if not self.total:
+            return  # nothing to write (and HDF5 cannot select in an empty dataset)
         memory = h5s.create_simple((self.count,))
         for dataset, array in zip(datasets, data.values()):
             space = dataset.id.get_space()
