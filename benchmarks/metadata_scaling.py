@@ -248,12 +248,14 @@ def targets(run: dict) -> list[str]:
             phdf5 = [t for t in phdf5 if t == t]
             if phdf5 and median_of(runs, ranks, config, "metadata_seconds") >= min(phdf5):
                 slower.append(str(ranks))
+        missing = sorted({r["ranks"] for r in runs} - set(counts))
         if counts:
+            verdict = "**no**" if slower else "not measured at " + ", ".join(map(str, missing))
             lines.append(
                 f"| {config}: metadata time below parallel HDF5's (best of independent and "
                 f"collective) at every rank count | slower at "
                 f"{', '.join(slower) or 'none'} of {', '.join(map(str, counts))} ranks "
-                f"| {'**no**' if slower else 'yes'} |"
+                f"| {verdict if slower or missing else 'yes'} |"
             )
     for config in (DEFAULT, "h5subfile, file per process"):
         for phdf5 in (PHDF5_IND, PHDF5_COLL):
