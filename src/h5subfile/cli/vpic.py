@@ -1,4 +1,5 @@
-"""``h5subfile vpic FILE --particles N --steps S``: the VPIC-IO write kernel."""
+"""``h5subfile vpic FILE --particles N --steps S [--api phdf5 [--collective]]``: the VPIC-IO
+write kernel, through h5subfile or, as the baseline, through parallel HDF5."""
 
 from __future__ import annotations
 
@@ -24,26 +25,57 @@ def add_parser(verbs: Any) -> None:
         help="particles per rank: 1024, 4M (10**6), 8Mi (2**20); default 8Mi",
     )
     parser.add_argument("--steps", type=int, default=1, help="time steps (default 1)")
+    parser.add_argument(
+        "--api",
+        choices=("h5subfile", "phdf5"),
+        default="h5subfile",
+        help="h5subfile (default), or phdf5: parallel HDF5 through h5py's mpio driver, one "
+        "shared file, h5bench's way (needs `make phdf5`: .venv-phdf5/bin/h5subfile)",
+    )
+    parser.add_argument(
+        "--collective",
+        action="store_true",
+        help="with --api phdf5: collective H5Dwrite calls (default: independent)",
+    )
     add_plan_flags(parser)
     parser.add_argument("--json", action="store_true", help="print the metrics as JSON")
     parser.add_argument("--quiet", action="store_true", help="no progress lines")
     parser.set_defaults(run=run)
 
 
+def _phdf5_problem(args: argparse.Namespace) -> str | None:
+    """Why this run cannot go ahead (the same on every rank), or None."""
+    if args.api != "phdf5":
+        return "--collective applies to --api phdf5 only" if args.collective else None
+    flags = [f"--{name.replace('_', '-')}" for name, v in plan_arguments(args).items() if v]
+    if flags:
+        return f"{', '.join(flags)}: plan flags apply to --api h5subfile only"
+    from ..bench.backends import PHDF5Backend
+
+    return PHDF5Backend.unavailable()
+
+
 def run(args: argparse.Namespace) -> int:
     from mpi4py import MPI
 
-    from ..kernels.vpic import run_vpic
+    from ..errors import H5SubfileError
+    from ..kernels.vpic import run_vpic, run_vpic_phdf5
 
     comm = MPI.COMM_WORLD
-    metrics = run_vpic(
-        args.file,
-        args.particles,
-        args.steps,
-        comm,
-        progress=not (args.quiet or args.json),
-        **plan_arguments(args),
-    )
+    problem = _phdf5_problem(args)
+    if problem:
+        error = H5SubfileError(problem)
+        error.collective = True  # decided from argv and the h5py build: the same on every rank
+        raise error
+    progress = not (args.quiet or args.json)
+    if args.api == "phdf5":
+        metrics = run_vpic_phdf5(
+            args.file, args.particles, args.steps, comm, progress, collective=args.collective
+        )
+    else:
+        metrics = run_vpic(
+            args.file, args.particles, args.steps, comm, progress, **plan_arguments(args)
+        )
     if comm.rank == 0:
         if args.json:
             data = metrics.as_dict()
@@ -51,6 +83,8 @@ def run(args: argparse.Namespace) -> int:
                 file=args.file,
                 particles_per_rank=args.particles,
                 steps=args.steps,
+                api=args.api,
+                collective=args.collective,
                 plan=plan_arguments(args),
             )
             print_json(data)

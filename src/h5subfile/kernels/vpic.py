@@ -4,13 +4,20 @@ Each time step is a group ``Timestep_<s>`` holding 1-D datasets ``x y z px py pz
 ``id_1`` (int32) and ``id_2`` (float32), in that order; rank r's particles start at the exclusive
 prefix sum of the ranks' counts. Values are a deterministic function of (step, global particle
 index), so that any reader, with any rank count, can verify them.
+
+The same kernel writes through h5subfile (:func:`run_vpic`) or, as the baseline it is measured
+against, through parallel HDF5 with h5py's ``mpio`` driver into one shared file
+(:func:`run_vpic_phdf5`: each rank writes its contiguous block with independent or collective
+``H5Dwrite`` calls, as h5bench does). Both go through :func:`write_vpic`, so the data, the timing
+and the metrics are defined once.
 """
 
 from __future__ import annotations
 
 import sys
 import time
-from typing import Any
+from collections.abc import Callable
+from typing import Any, Protocol
 
 import numpy as np
 from mpi4py import MPI
@@ -50,6 +57,79 @@ def particle_values(name: str, step: int, gids: np.ndarray) -> np.ndarray:
     return bits / np.float32(2**24) + np.float32(index + step)
 
 
+class Sink(Protocol):
+    """Where :func:`write_vpic` puts the steps: a context manager, opened and closed inside the
+    timed region."""
+
+    def __enter__(self) -> Sink: ...
+
+    def __exit__(self, *exc_info: Any) -> Any: ...
+
+    def set_attributes(self, attributes: dict[str, Any]) -> None: ...
+
+    def write_step(self, name: str, data: dict[str, np.ndarray]) -> None: ...
+
+    def raw_seconds(self) -> float:
+        """Seconds this rank spent inside its data writes so far."""
+        ...
+
+
+def write_vpic(
+    open_sink: Callable[[int, int], Sink],
+    particles: int,
+    steps: int,
+    comm: MPI.Intracomm,
+    progress: bool = False,
+) -> Metrics:
+    """Collective: the VPIC-IO kernel, timed as h5bench does, writing through
+    ``open_sink(first, total)`` (this rank's first particle, every rank's particles).
+
+    Observed time runs from before the sink is opened to after it is closed (after a barrier,
+    data generation excluded); raw time is what the sink spent inside its data writes.
+    """
+    counts = comm.allgather(particles)
+    first = sum(counts[: comm.rank])
+    gids = np.arange(first, first + particles, dtype=np.uint64)
+    excluded = 0.0
+    comm.Barrier()
+    started = time.perf_counter()
+    with open_sink(first, sum(counts)) as sink:
+        sink.set_attributes({KERNEL_ATTR: KERNEL_NAME, "particles_per_rank": counts})
+        for step in range(steps):
+            t = time.perf_counter()
+            data = {name: particle_values(name, step, gids) for name, _ in FIELDS}
+            excluded += time.perf_counter() - t
+            sink.write_step(step_name(step), data)
+            if progress and comm.rank == 0:
+                print(f"vpic: step {step + 1}/{steps} written", file=sys.stderr, flush=True)
+        raw = sink.raw_seconds()
+    observed = time.perf_counter() - started - excluded
+    return reduce_metrics(comm, "write", particles * BYTES_PER_PARTICLE * steps, raw, observed)
+
+
+class _H5SubfileSink:
+    """The kernel's steps through h5subfile (``write_datasets``: one coordination per step)."""
+
+    def __init__(self, path: str, comm: MPI.Intracomm, plan: dict[str, Any]) -> None:
+        self.file = File(path, "w", comm=comm, **plan)
+
+    def __enter__(self) -> _H5SubfileSink:
+        return self
+
+    def __exit__(self, *exc_info: Any) -> Any:
+        return self.file.__exit__(*exc_info)
+
+    def set_attributes(self, attributes: dict[str, Any]) -> None:
+        for name, value in attributes.items():
+            self.file.attrs[name] = value
+
+    def write_step(self, name: str, data: dict[str, np.ndarray]) -> None:
+        self.file.create_group(name).write_datasets(data)
+
+    def raw_seconds(self) -> float:
+        return self.file.stats.data_write_seconds
+
+
 def run_vpic(
     path: str,
     particles: int,
@@ -63,21 +143,76 @@ def run_vpic(
     ``plan`` goes to :class:`~h5subfile.File` (``subfiles``, ``ranks_per_subfile``, ``fsync``).
     """
     comm = MPI.COMM_WORLD if comm is None else comm
-    first = comm.exscan(particles) or 0
-    gids = np.arange(first, first + particles, dtype=np.uint64)
-    excluded = 0.0
-    comm.Barrier()
-    started = time.perf_counter()
-    with File(path, "w", comm=comm, **plan) as f:
-        f.attrs[KERNEL_ATTR] = KERNEL_NAME
-        f.attrs["particles_per_rank"] = comm.allgather(particles)
-        for step in range(steps):
+
+    def open_sink(first: int, total: int) -> Sink:
+        return _H5SubfileSink(path, comm, plan)
+
+    return write_vpic(open_sink, particles, steps, comm, progress)
+
+
+class _ParallelHDF5Sink:
+    """The kernel's steps through parallel HDF5 (h5py's ``mpio`` driver) into one shared file,
+    as h5bench writes them: per step a group and its eight datasets (default properties:
+    contiguous, allocated at creation, no fill), then one ``H5Dwrite`` of this rank's contiguous
+    block per dataset, independent or collective."""
+
+    def __init__(
+        self, path: str, comm: MPI.Intracomm, first: int, count: int, total: int, collective: bool
+    ) -> None:
+        import h5py
+        from h5py import h5fd, h5p
+
+        self.first, self.count, self.total = first, count, total
+        self.raw = 0.0
+        self.file = h5py.File(path, "w", driver="mpio", comm=comm)
+        self.dxpl = h5p.create(h5p.DATASET_XFER)
+        self.dxpl.set_dxpl_mpio(h5fd.MPIO_COLLECTIVE if collective else h5fd.MPIO_INDEPENDENT)
+
+    def __enter__(self) -> _ParallelHDF5Sink:
+        return self
+
+    def __exit__(self, *exc_info: Any) -> None:
+        self.file.close()
+
+    def set_attributes(self, attributes: dict[str, Any]) -> None:
+        for name, value in attributes.items():
+            self.file.attrs[name] = value
+
+    def write_step(self, name: str, data: dict[str, np.ndarray]) -> None:
+        from h5py import h5s
+
+        group = self.file.create_group(name)
+        datasets = [group.create_dataset(f, (self.total,), dtype=a.dtype) for f, a in data.items()]
+        if not self.total:
+            return  # nothing to write (and HDF5 cannot select in an empty dataset)
+        memory = h5s.create_simple((self.count,))
+        for dataset, array in zip(datasets, data.values()):
+            space = dataset.id.get_space()
+            if self.count:
+                space.select_hyperslab((self.first,), (self.count,))
+            else:
+                space.select_none()  # still takes part in a collective write
             t = time.perf_counter()
-            data = {name: particle_values(name, step, gids) for name, _ in FIELDS}
-            excluded += time.perf_counter() - t
-            f.create_group(step_name(step)).write_datasets(data)
-            if progress and comm.rank == 0:
-                print(f"vpic: step {step + 1}/{steps} written", file=sys.stderr, flush=True)
-        raw = f.stats.data_write_seconds
-    observed = time.perf_counter() - started - excluded
-    return reduce_metrics(comm, "write", particles * BYTES_PER_PARTICLE * steps, raw, observed)
+            dataset.id.write(memory, space, array, dxpl=self.dxpl)
+            self.raw += time.perf_counter() - t
+
+    def raw_seconds(self) -> float:
+        return self.raw
+
+
+def run_vpic_phdf5(
+    path: str,
+    particles: int,
+    steps: int,
+    comm: MPI.Intracomm | None = None,
+    progress: bool = False,
+    collective: bool = False,
+) -> Metrics:
+    """Collective: the same kernel through parallel HDF5 into one shared file (the baseline
+    h5subfile is measured against). Needs an h5py built with MPI (``make phdf5``)."""
+    comm = MPI.COMM_WORLD if comm is None else comm
+
+    def open_sink(first: int, total: int) -> Sink:
+        return _ParallelHDF5Sink(path, comm, first, particles, total, collective)
+
+    return write_vpic(open_sink, particles, steps, comm, progress)
