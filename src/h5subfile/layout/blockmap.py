@@ -93,7 +93,7 @@ def check_block_map(name: str, shape: Shape, blocks: BlockMap) -> None:
             f"rank {rank} block {blocks.block(rank)} lies outside the shape {shape} of dataset "
             f"{name}"
         )
-    if _disjoint_on_some_axis(blocks, written):
+    if disjoint_on_some_axis(blocks, written):
         return
     found = first_overlap(blocks.blocks())
     if found is not None:
@@ -104,10 +104,11 @@ def check_block_map(name: str, shape: Shape, blocks: BlockMap) -> None:
         )
 
 
-def _disjoint_on_some_axis(blocks: BlockMap, written: np.ndarray) -> bool:
+def disjoint_on_some_axis(blocks: BlockMap, written: np.ndarray | None = None) -> bool:
     """Whether, along some axis, no two non-empty blocks' intervals meet (then no two blocks
-    share an element: boxes that do meet on every axis)."""
-    ranks = np.flatnonzero(written)
+    share an element: boxes that do meet on every axis). ``written``: the blocks to look at
+    (default: every non-empty one)."""
+    ranks = np.flatnonzero(blocks.nonempty() if written is None else written)
     if len(ranks) < 2:
         return True
     for axis in range(blocks.ndim):

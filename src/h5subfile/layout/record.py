@@ -158,6 +158,8 @@ def _int(value: Any, what: str) -> int:
 
 
 def _ints(value: Any, what: str) -> tuple[int, ...]:
+    if type(value) is list and all(type(v) is int for v in value):  # the common case, fast
+        return tuple(value)
     return tuple(_int(v, what) for v in _list(value, what))
 
 
