@@ -6,6 +6,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import cached_property
 
+import numpy as np
+
 from ..errors import PlanError
 from ..plan import Plan
 
@@ -29,11 +31,16 @@ class Grouping:
         return max(self.group_of_rank) + 1
 
     @cached_property
+    def rank_groups(self) -> np.ndarray:
+        """``group_of_rank`` as an int64 array (for planning with numpy)."""
+        return np.array(self.group_of_rank, dtype=np.int64)
+
+    @cached_property
     def members(self) -> tuple[tuple[int, ...], ...]:
-        groups: list[list[int]] = [[] for _ in range(self.ngroups)]
-        for rank, group in enumerate(self.group_of_rank):
-            groups[group].append(rank)
-        return tuple(tuple(m) for m in groups)
+        order = np.argsort(self.rank_groups, kind="stable")
+        ends = np.cumsum(np.bincount(self.rank_groups, minlength=self.ngroups))
+        ranks = order.tolist()
+        return tuple(tuple(ranks[a:b]) for a, b in zip([0, *ends[:-1].tolist()], ends.tolist()))
 
     @cached_property
     def leaders(self) -> tuple[int, ...]:
