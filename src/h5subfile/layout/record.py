@@ -100,7 +100,12 @@ class DatasetLayout:
 
     def to_wire(self) -> str:
         """The record as compact JSON for sending to other ranks (rank 0 checked it; no digest):
-        a string costs a receiver nothing until it reads the dataset (:meth:`from_wire`)."""
+        a string costs a receiver nothing until it reads the dataset (:meth:`from_wire`).
+        Made once per record (a record sent to every rank is not serialised again each time)."""
+        return self._wire
+
+    @cached_property
+    def _wire(self) -> str:
         return json.dumps(self.to_dict(), separators=(",", ":"))
 
     @classmethod
