@@ -37,7 +37,6 @@ from mpi4py import MPI
 from .errors import (
     CorruptFileError,
     FileExistsH5SubfileError,
-    H5SubfileError,
     ObjectExistsError,
     SameFileError,
     UnsupportedDtypeError,
@@ -241,7 +240,7 @@ class _Copier:
         error = None
         try:
             arrays = {d.name.rsplit("/", 1)[1]: self._read_share(d) for d in batch}
-        except H5SubfileError as exc:
+        except Exception as exc:  # noqa: BLE001 - agreed on every rank next
             error = exc
         agree(self.comm, error)
         group = _group(self.target, parent)
@@ -259,7 +258,7 @@ class _Copier:
             error, data = None, None
             try:
                 data = self._read_share(dataset)
-            except H5SubfileError as exc:
+            except Exception as exc:  # noqa: BLE001 - agreed on every rank next
                 error = exc
             agree(self.comm, error)
             copy = group.write_dataset(name, data)
@@ -281,7 +280,7 @@ class _Copier:
             error, data = None, None
             try:
                 data = np.asarray(dataset.read(box))
-            except H5SubfileError as exc:
+            except Exception as exc:  # noqa: BLE001 - agreed on every rank next
                 error = exc
             agree(self.comm, error)
             with copy.collective:

@@ -49,11 +49,13 @@ class _Progress:
 
     def __init__(self, enabled: bool):
         self.enabled = enabled
-        self.started = self.shown = time.perf_counter()
+        self.started = time.perf_counter()
+        self.shown: float | None = None  # the first and last calls are shown
 
     def __call__(self, done: int, total: int, datasets: int, count: int) -> None:
         now = time.perf_counter()
-        if not self.enabled or now - self.shown < 2.0:
+        recent = self.shown is not None and now - self.shown < 2.0
+        if not self.enabled or (recent and datasets < count):
             return
         self.shown = now
         share = 100 * done / total if total else 100.0
