@@ -33,6 +33,7 @@ from .errors import (
     TruncatedFileError,
     UnsafePathError,
     UnsupportedDtypeError,
+    UnsupportedLinkError,
 )
 from .layout.blocks import Block
 from .plan import Plan
@@ -70,6 +71,7 @@ __all__ = [
     "TruncatedFileError",
     "UnsafePathError",
     "UnsupportedDtypeError",
+    "UnsupportedLinkError",
     "__version__",
 ]
 

@@ -37,9 +37,11 @@ from mpi4py import MPI
 from .errors import (
     CorruptFileError,
     FileExistsH5SubfileError,
+    H5SubfileError,
     ObjectExistsError,
     SameFileError,
     UnsupportedDtypeError,
+    UnsupportedLinkError,
 )
 from .files import Dataset, File, Group
 from .layout.dtypes import check_dtype
@@ -67,6 +69,7 @@ class Summary:
     seconds: float = 0.0
     subfiles: int = 0
     plan: dict[str, Any] = field(default_factory=dict)
+    skipped_links: list[str] = field(default_factory=list)
 
     def as_dict(self) -> dict[str, Any]:
         data = asdict(self)
@@ -166,16 +169,56 @@ def _attribute_problems(path: str, obj: Group | Dataset) -> list[str]:
     ]
 
 
-def refusal(inv: Inventory, source: str) -> CorruptFileError | UnsupportedDtypeError | None:
+def find_links(path: str) -> list[str]:
+    """Rank 0: the links of a file that a copy through the catalogue would lose: soft and
+    external links, and every hard link to an object after its first name."""
+    import h5py
+
+    found: list[str] = []
+    seen: dict[tuple[int, int], str] = {}
+
+    def walk(group: h5py.Group, prefix: str) -> None:
+        for name in group:
+            path = f"{prefix}/{name}"
+            link = group.get(name, getlink=True)
+            if isinstance(link, h5py.SoftLink):
+                found.append(f"{path} (soft link to {link.path})")
+                continue
+            if isinstance(link, h5py.ExternalLink):
+                found.append(f"{path} (external link to {link.filename}:{link.path})")
+                continue
+            obj = group[name]
+            key = (obj.id.fileno, h5py.h5o.get_info(obj.id).addr)
+            if key in seen:
+                found.append(f"{path} (hard link to {seen[key]})")
+                continue
+            seen[key] = path
+            if isinstance(obj, h5py.Group):
+                walk(obj, path)
+
+    with h5py.File(path, "r") as f:
+        walk(f, "")
+    return found
+
+
+def refusal(
+    inv: Inventory, links: list[str], skip_links: bool, source: str
+) -> H5SubfileError | None:
     """The error naming everything that cannot be copied, or None."""
-    if not inv.refused:
+    refused = inv.refused + ([] if skip_links else links)
+    if not refused:
         return None
-    shown = "; ".join(inv.refused[:10])
-    more = f"; and {len(inv.refused) - 10} more" if len(inv.refused) > 10 else ""
+    shown = "; ".join(refused[:10])
+    more = f"; and {len(refused) - 10} more" if len(refused) > 10 else ""
     text = f"cannot repack {source}: {shown}{more}"
-    if any("cannot be read" in r for r in inv.refused):
+    if any("cannot be read" in r for r in refused):
         return CorruptFileError(text)
-    return UnsupportedDtypeError(text)
+    if inv.refused:
+        return UnsupportedDtypeError(text)
+    return UnsupportedLinkError(
+        f"{text}: h5subfile writes groups and datasets, not links; repack with --skip-links "
+        "(skip_links=True) to copy each object under its first name only"
+    )
 
 
 # Copying (collective) ------------------------------------------------------------------------
@@ -313,6 +356,7 @@ def repack(
     force: bool = False,
     slab_size: int = DEFAULT_SLAB_SIZE,
     progress: Progress | None = None,
+    skip_links: bool = False,
     **plan: Any,
 ) -> Summary:
     """Collective: copy every group, dataset (bit for bit) and attribute of ``source`` into a
@@ -320,7 +364,8 @@ def repack(
     ``subfiles=1`` for one conventional HDF5 file, ``compression``, ...).
 
     ``target`` must not exist unless ``force`` (then it and its subfile folder are replaced
-    once the new file is complete); it may not be ``source``. Each rank holds at most about
+    once the new file is complete); it may not be ``source``. Soft, external and extra hard
+    links are refused, or with ``skip_links`` left out (listed in ``skipped_links``). Each rank holds at most about
     ``slab_size`` bytes of data at a time (its whole share of a dataset when the target is
     chunked). On failure nothing is left at ``target`` and every rank raises the same error.
     ``progress(done_bytes, total_bytes, done_datasets, total_datasets)`` is called on every
@@ -338,7 +383,7 @@ def repack(
     summary = Summary(source, target, comm.size)
     try:
         master = os.path.join(staging, os.path.basename(target))
-        _copy(source, master, comm, slab_size, progress, summary, plan)
+        _copy(source, master, comm, (slab_size, skip_links), progress, summary, plan)
         root_only(comm, lambda: _install(staging, target, force))
     except BaseException:
         if comm.rank == 0:
@@ -352,7 +397,7 @@ def _copy(
     source: str,
     master: str,
     comm: MPI.Comm,
-    slab_size: int,
+    options: tuple[int, bool],
     progress: Progress | None,
     summary: Summary,
     plan: dict[str, Any],
@@ -362,8 +407,11 @@ def _copy(
         warnings.simplefilter("ignore", RuntimeWarning)  # damaged datasets are refused below
         src = File(source, "r", comm=comm)
     with src:
+        slab_size, skip_links = options
         inv = inventory(src)
-        agree(comm, refusal(inv, source))
+        links = root_only(comm, lambda: find_links(source))
+        agree(comm, refusal(inv, links, skip_links, source))
+        summary.skipped_links = links
         datasets = [src[path] for path in inv.datasets]
         total = sum(d.nbytes for d in datasets if isinstance(d, Dataset))
         with File(master, "w-", comm=comm, **plan) as out:

@@ -116,3 +116,27 @@ def test_refusals_are_the_same_on_every_rank(comm, source: Path, shared_tmp: Pat
     with raises_on_every_rank(comm, hs.FileExistsH5SubfileError, "out.subfiles exists"):
         repack(source, shared_tmp / "out.h5", comm)
     assert on_root(comm, lambda: os.listdir(shared_tmp)) == ["out.subfiles"]
+
+
+def test_links_are_refused_or_skipped(comm, shared_tmp: Path) -> None:
+    def write() -> str:
+        import h5py
+
+        path = shared_tmp / "links.h5"
+        with h5py.File(path, "w") as f:
+            f["g/a"] = np.arange(5)
+            f["soft"] = h5py.SoftLink("/g/a")
+            f["hard"] = f["g/a"]
+        return str(path)
+
+    source = Path(on_root(comm, write))
+    target = shared_tmp / "out.h5"
+    with raises_on_every_rank(
+        comm, hs.UnsupportedLinkError, "/hard (hard link to /g/a); /soft (soft link to /g/a)"
+    ):
+        repack(source, target, comm)
+    assert on_root(comm, lambda: os.listdir(shared_tmp)) == ["links.h5"]
+    summary = repack(source, target, comm, skip_links=True)
+    assert summary.skipped_links == ["/hard (hard link to /g/a)", "/soft (soft link to /g/a)"]
+    with hs.File(target, "r", comm=comm) as f:
+        assert list(f) == ["g"] and f["g/a"][...].tolist() == list(range(5))

@@ -32,6 +32,12 @@ def add_parser(verbs: Any) -> None:
         "--force", action="store_true", help="replace OUT (and its subfile folder) if it exists"
     )
     parser.add_argument(
+        "--skip-links",
+        action="store_true",
+        help="copy a file with soft, external or extra hard links without them (each object "
+        "under its first name); without it such files are refused",
+    )
+    parser.add_argument(
         "--slab-size",
         type=parse_size,
         default="256m",
@@ -95,10 +101,15 @@ def run(args: argparse.Namespace) -> int:
         force=args.force,
         slab_size=args.slab_size,
         progress=progress,
+        skip_links=args.skip_links,
         **plan_arguments(args),
     )
     if comm.rank == 0:
         data = summary.as_dict()
+        if summary.skipped_links and not args.quiet:
+            shown = "; ".join(summary.skipped_links[:10])
+            more = "; ..." if len(summary.skipped_links) > 10 else ""
+            print(f"repack: links not copied: {shown}{more}", file=sys.stderr, flush=True)
         if args.json:
             print_json(data)
         else:
