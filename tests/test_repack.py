@@ -7,6 +7,7 @@ missing input) leave nothing behind. Multi-rank failure and slab tests: tests/mp
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -177,3 +178,39 @@ def test_existing_target_needs_force(vpic: Path, repacked: dict[str, Path], tmp_
     assert result.returncode == 0, result.stderr
     assert entries(tmp_path) == ["out.h5"]  # the old subfiles went with the old file
     check_same(vpic, out, "--conventional")
+
+
+PHDF5 = ROOT.parent / ".venv-phdf5" / "bin"
+PARALLEL_READ = """
+import sys, h5py, numpy as np
+from mpi4py import MPI
+comm = MPI.COMM_WORLD
+with h5py.File(sys.argv[1], "r", driver="mpio", comm=comm) as f:
+    x = f["Timestep_1/x"]
+    n = x.shape[0]
+    lo, hi = comm.rank * n // comm.size, (comm.rank + 1) * n // comm.size
+    with x.collective:
+        mine = x[lo:hi]
+    everything = np.concatenate(comm.allgather(mine))
+with h5py.File(sys.argv[1], "r") as f:
+    assert everything.tobytes() == f["Timestep_1/x"][...].tobytes()
+print("parallel read", comm.rank, hi - lo)
+"""
+
+
+@pytest.mark.skipif(
+    not (PHDF5.parent / ".installed").exists(),
+    reason="parallel HDF5 environment not built (run `make phdf5`)",
+)
+def test_parallel_hdf5_reads_the_conventional_file(repacked: dict[str, Path]) -> None:
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    result = subprocess.run(
+        [str(PHDF5 / "mpiexec"), "-n", "2", str(PHDF5 / "python"), "-c", PARALLEL_READ]
+        + [str(repacked["conv"])],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=env,
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.count("parallel read") == 2

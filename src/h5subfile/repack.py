@@ -365,11 +365,11 @@ def repack(
 
     ``target`` must not exist unless ``force`` (then it and its subfile folder are replaced
     once the new file is complete); it may not be ``source``. Soft, external and extra hard
-    links are refused, or with ``skip_links`` left out (listed in ``skipped_links``). Each rank holds at most about
-    ``slab_size`` bytes of data at a time (its whole share of a dataset when the target is
-    chunked). On failure nothing is left at ``target`` and every rank raises the same error.
-    ``progress(done_bytes, total_bytes, done_datasets, total_datasets)`` is called on every
-    rank after each write.
+    links are refused, or with ``skip_links`` left out (listed in ``skipped_links``). Each
+    rank holds at most about ``slab_size`` bytes of data at a time (its whole share of a
+    dataset when the target is chunked). On failure nothing is left at ``target`` and every
+    rank raises the same error. ``progress(done_bytes, total_bytes, done_datasets,
+    total_datasets)`` is called on every rank after each write.
     """
     comm = MPI.COMM_WORLD if comm is None else comm
     source, target = os.path.abspath(os.fspath(source)), os.path.abspath(os.fspath(target))
