@@ -202,15 +202,22 @@ print("parallel read", comm.rank, hi - lo)
     not (PHDF5.parent / ".installed").exists(),
     reason="parallel HDF5 environment not built (run `make phdf5`)",
 )
-def test_parallel_hdf5_reads_the_conventional_file(repacked: dict[str, Path]) -> None:
+def test_parallel_hdf5_reads_the_conventional_file(vpic: Path, repacked: dict[str, Path]) -> None:
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
-    result = subprocess.run(
-        [str(PHDF5 / "mpiexec"), "-n", "2", str(PHDF5 / "python"), "-c", PARALLEL_READ]
-        + [str(repacked["conv"])],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        env=env,
-    )
+
+    def parallel_read(path: Path) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [str(PHDF5 / "mpiexec"), "-n", "2", str(PHDF5 / "python"), "-c", PARALLEL_READ]
+            + [str(path)],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            env=env,
+        )
+
+    result = parallel_read(repacked["conv"])
     assert result.returncode == 0, result.stderr
     assert result.stdout.count("parallel read") == 2
+    refused = parallel_read(vpic)  # why repack exists: the subfiled original, virtual datasets
+    assert refused.returncode != 0
+    assert "parallel reads not supported on virtual datasets" in refused.stderr
