@@ -48,7 +48,7 @@ $(PHDF5_STAMP): pyproject.toml
 	CC=mpicc.mpich HDF5_MPI=ON HDF5_PKGCONFIG_NAME=hdf5-mpich \
 	  $(PHDF5_VENV)/bin/pip install --quiet --no-build-isolation --no-binary=h5py h5py
 	$(PHDF5_VENV)/bin/pip install --quiet --no-deps -e .
-	$(PHDF5_VENV)/bin/pip install --quiet pytest hypothesis matplotlib hdf5plugin
+	$(PHDF5_VENV)/bin/pip install --quiet pytest hypothesis matplotlib hdf5plugin xxhash
 	printf '#!/bin/sh\nexec %s "$$@"\n' "$$(command -v mpiexec.mpich)" > $(PHDF5_VENV)/bin/mpiexec
 	chmod +x $(PHDF5_VENV)/bin/mpiexec
 	$(PHDF5_VENV)/bin/python -c "import h5py; assert h5py.get_config().mpi, 'h5py built without MPI'; print('parallel h5py', h5py.version.version, 'HDF5', h5py.version.hdf5_version)"
