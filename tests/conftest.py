@@ -45,7 +45,7 @@ READ = (
 #: files of 1 and 3 writers) and 3 ranks (2 and 4 writers), then read with 1-5 ranks; the storage
 #: files are written with 4 ranks and read with 1-5. Self-contained modules share these jobs.
 STAGES = (
-    Stage("write-1", 1, (WRITE, "test_integrity.py")),
+    Stage("write-1", 1, (WRITE, "test_integrity.py", "test_repack.py")),
     Stage(
         "write-3",
         3,
@@ -81,6 +81,7 @@ STAGES = (
             "test_integrity.py",
             "test_claims.py",
             "test_collective_misuse.py",
+            "test_repack.py",
         ),
     ),
     Stage(

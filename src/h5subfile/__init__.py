@@ -27,11 +27,13 @@ from .errors import (
     RankIOError,
     RankTypeError,
     RankValueError,
+    SameFileError,
     SelectionError,
     SubfileMismatchError,
     TruncatedFileError,
     UnsafePathError,
     UnsupportedDtypeError,
+    UnsupportedLinkError,
 )
 from .layout.blocks import Block
 from .plan import Plan
@@ -63,11 +65,13 @@ __all__ = [
     "RankIOError",
     "RankTypeError",
     "RankValueError",
+    "SameFileError",
     "SelectionError",
     "SubfileMismatchError",
     "TruncatedFileError",
     "UnsafePathError",
     "UnsupportedDtypeError",
+    "UnsupportedLinkError",
     "__version__",
 ]
 

@@ -127,6 +127,14 @@ class UnsafePathError(H5SubfileError, ValueError):
     """A recorded source path that would escape the master file's folder."""
 
 
+class SameFileError(H5SubfileError, ValueError):
+    """An output file that is its input (``repack IN IN``)."""
+
+
+class UnsupportedLinkError(H5SubfileError, ValueError):
+    """Soft, external or extra hard links, which ``repack`` cannot write."""
+
+
 class RankFailedError(H5SubfileError, RuntimeError):
     """An unexpected exception on some ranks, re-raised on every rank by a collective check."""
 

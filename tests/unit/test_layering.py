@@ -7,7 +7,7 @@ import ast
 from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parents[2] / "src" / "h5subfile"
-# cli > kernels | bench > files > engine > io > mpi | layout > plan > errors | units (STYLE.md)
+# cli > kernels | bench | repack > files > engine > io > mpi | layout > plan > errors | units (STYLE.md)
 RANK = {
     "errors": 0,
     "units": 0,
@@ -18,6 +18,7 @@ RANK = {
     "io": 3,
     "engine": 4,
     "files": 5,
+    "repack": 6,
     "kernels": 6,
     "bench": 6,
     "cli": 7,

@@ -13,9 +13,9 @@ from collections.abc import Sequence
 from typing import Any
 
 from .._version import __version__
-from . import bdcats, bench, demo, info, verify, vpic
+from . import bdcats, bench, demo, info, repack, verify, vpic
 
-VERBS = (vpic, bdcats, bench, info, verify, demo)
+VERBS = (vpic, bdcats, bench, info, verify, repack, demo)
 
 
 def _rank() -> int:

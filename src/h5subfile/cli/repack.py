@@ -1,0 +1,117 @@
+"""``h5subfile repack IN OUT [plan flags]``: copy a file into a new one written with a chosen
+plan, in parallel under mpiexec: a subfiled file into one conventional HDF5 file
+(``--subfiles 1``), any HDF5 file into a subfiled one (``--subfiles M``), with or without
+compression (``--compression zstd``)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from typing import Any
+
+from ..units import format_bytes, parse_size
+from .common import add_plan_flags, plan_arguments, print_json
+
+
+def add_parser(verbs: Any) -> None:
+    parser = verbs.add_parser(
+        "repack",
+        help="copy a file into a new one with another plan (subfiled <-> conventional)",
+        description="Copy every group, dataset (bit for bit) and attribute of IN into a new file "
+        "OUT written with the plan given by the flags below: --subfiles 1 writes one "
+        "conventional HDF5 file (contiguous datasets, no virtual datasets: parallel-HDF5 "
+        "applications and every HDF5 tool read it), --subfiles M a subfiled file, "
+        "--compression chunked and compressed datasets. IN may be any HDF5 file (h5subfile's, "
+        "h5py's, h5bench's). Run under mpiexec: every dataset is split over the ranks. OUT "
+        "appears only once complete; on failure nothing is left.",
+    )
+    parser.add_argument("source", metavar="IN", help="file to read (h5subfile or plain HDF5)")
+    parser.add_argument("target", metavar="OUT", help="file to write (must not exist)")
+    parser.add_argument(
+        "--force", action="store_true", help="replace OUT (and its subfile folder) if it exists"
+    )
+    parser.add_argument(
+        "--skip-links",
+        action="store_true",
+        help="copy a file with soft, external or extra hard links without them (each object "
+        "under its first name); without it such files are refused",
+    )
+    parser.add_argument(
+        "--slab-size",
+        type=parse_size,
+        default="256m",
+        help="bytes each rank reads and writes at a time (default 256m; with compression each "
+        "rank writes its whole share of a dataset at once)",
+    )
+    add_plan_flags(parser)
+    parser.add_argument("--json", action="store_true", help="print a JSON summary")
+    parser.add_argument("--quiet", action="store_true", help="no progress lines")
+    parser.set_defaults(run=run)
+
+
+class _Progress:
+    """Rank 0's progress lines, at most every two seconds (stderr)."""
+
+    def __init__(self, enabled: bool):
+        self.enabled = enabled
+        self.started = time.perf_counter()
+        self.shown: float | None = None  # the first and last calls are shown
+
+    def __call__(self, done: int, total: int, datasets: int, count: int) -> None:
+        now = time.perf_counter()
+        recent = self.shown is not None and now - self.shown < 2.0
+        if not self.enabled or (recent and datasets < count):
+            return
+        self.shown = now
+        share = 100 * done / total if total else 100.0
+        print(
+            f"repack: {share:.0f}% ({format_bytes(done)} of {format_bytes(total)}), "
+            f"{datasets}/{count} datasets, {now - self.started:.0f} s",
+            file=sys.stderr,
+            flush=True,
+        )
+
+
+def render(summary: dict[str, Any]) -> str:
+    kind = (
+        f"{summary['subfiles']} subfiles" if summary["subfiles"] else "one conventional HDF5 file"
+    )
+    compression = summary["plan"].get("compression")
+    return (
+        f"{summary['source']} -> {summary['target']} ({kind}"
+        f"{', ' + compression if compression else ''}): {summary['groups']} group(s), "
+        f"{summary['datasets']} dataset(s), {summary['attributes']} attribute(s), "
+        f"{format_bytes(summary['bytes'])} in {summary['seconds']:.2f} s "
+        f"({summary['mib_per_second']:.1f} MiB/s) with {summary['ranks']} rank(s)"
+    )
+
+
+def run(args: argparse.Namespace) -> int:
+    from mpi4py import MPI
+
+    from ..repack import repack
+
+    comm = MPI.COMM_WORLD
+    progress = _Progress(comm.rank == 0 and not args.quiet and not args.json)
+    summary = repack(
+        args.source,
+        args.target,
+        comm,
+        force=args.force,
+        slab_size=args.slab_size,
+        progress=progress,
+        skip_links=args.skip_links,
+        **plan_arguments(args),
+    )
+    if comm.rank == 0:
+        data = summary.as_dict()
+        if summary.skipped_links and not args.quiet:
+            shown = "; ".join(summary.skipped_links[:10])
+            more = "; ..." if len(summary.skipped_links) > 10 else ""
+            print(f"repack: links not copied: {shown}{more}", file=sys.stderr, flush=True)
+        if args.json:
+            print_json(data)
+        else:
+            print(render(data), flush=True)
+    return 0

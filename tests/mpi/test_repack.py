@@ -1,0 +1,142 @@
+"""repack on every rank of a job (1 and 2 ranks in the suite): datasets of every shape (N-D,
+uneven, scalar, empty, compound, big-endian) copied bit for bit with slabs so small that rows
+are cut, through aggregators, and compressed; a failure on one rank ends every rank with the
+same error and leaves nothing at the target; refusals are the same on every rank."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import numpy as np
+import pytest
+from common import COMPOUND, expected, same
+from ranks import on_root, raises_on_every_rank
+
+import h5subfile as hs
+from h5subfile.repack import repack
+
+
+@pytest.fixture(scope="module")
+def source(comm, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A file of this job's ranks, file per process: uneven prefix blocks, N-D, scalar..."""
+    path = Path(on_root(comm, lambda: str(tmp_path_factory.mktemp("repack") / "src.h5")))
+    rank = comm.rank
+    rows = 1 + rank  # uneven
+    first = sum(1 + r for r in range(rank))
+    with hs.File(path, "w", comm=comm, subfiles="rank") as f:
+        f.attrs["run"] = "repack"
+        group = f.create_group("a/b")
+        group.attrs["n"] = np.int32(3)
+        total = sum(1 + r for r in range(comm.size))
+        cube = expected("/a/b/cube", (total, 4, 3), np.dtype("f8"))[first : first + rows]
+        written = group.write_datasets(
+            {
+                "cube": cube,
+                "big_endian": expected("/a/b/big_endian", (total,), np.dtype(">i8"))[
+                    first : first + rows
+                ],
+                "compound": expected("/a/b/compound", (total, 2), COMPOUND)[first : first + rows],
+            }
+        )
+        written[0].attrs["units"] = "m"
+        f.write_dataset("scalar", np.float32(1.5))
+        f.create_dataset("empty", (0, 4), "u1")
+    return path
+
+
+def check_copy(comm, source: Path, target: Path) -> None:
+    """Every rank reads both files whole: same objects, bytes and attributes."""
+    with hs.File(source, "r", comm=comm) as a, hs.File(target, "r", comm=comm) as b:
+        names: list[str] = []
+        a.visit(names.append)
+        copied: list[str] = []
+        b.visit(copied.append)
+        assert names == copied
+        assert dict(a.attrs) == dict(b.attrs)
+        for name in names:
+            left, right = a[name], b[name]
+            assert {k: str(v) for k, v in left.attrs.items()} == {
+                k: str(v) for k, v in right.attrs.items()
+            }, name
+            if isinstance(left, hs.Dataset):
+                assert isinstance(right, hs.Dataset)
+                assert same(left[()], right[()]), name
+
+
+PLANS = {
+    "conventional, 48-byte slabs": (dict(subfiles=1), 48),  # rows of the cube cut in two
+    "file per process, aggregators": (dict(subfiles="rank", aggregators=1), 100),
+    "gzip, whole shares": (dict(subfiles=1, compression="gzip"), 100),
+}
+
+
+@pytest.mark.parametrize("plan", PLANS, ids=list(PLANS))
+def test_copies_bit_for_bit(comm, source: Path, shared_tmp: Path, plan: str) -> None:
+    fields, slab = PLANS[plan]
+    target = shared_tmp / "out.h5"
+    summary = repack(source, target, comm, slab_size=slab, **fields)
+    assert summary.datasets == 5 and summary.groups == 2 and summary.attributes == 3
+    check_copy(comm, source, target)
+    with hs.File(target, "r", comm=comm) as f:
+        cube = f["a/b/cube"]
+        assert cube.compression == fields.get("compression")
+        assert ("virtual" in cube.storage) == (summary.subfiles > 1), cube.storage
+    assert sorted(os.listdir(shared_tmp)) == ["out.h5"] + (
+        ["out.subfiles"] if summary.subfiles > 1 else []
+    )
+
+
+@pytest.mark.parametrize("slab", [1 << 20, 48], ids=["batched", "slabs"])
+def test_failure_on_one_rank_leaves_nothing(
+    comm, source: Path, shared_tmp: Path, slab: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    real_read = hs.Dataset.read
+    last = comm.size - 1
+
+    def read(self: hs.Dataset, selection=(), verify=None):
+        if comm.rank == last and self.name == "/a/b/compound":
+            raise OSError(5, "simulated read failure")
+        return real_read(self, selection, verify)
+
+    monkeypatch.setattr(hs.Dataset, "read", read)
+    target = shared_tmp / "out.h5"
+    where = f"[rank {last}] " if comm.size > 1 else ""
+    with raises_on_every_rank(comm, hs.RankIOError, f"{where}OSError: [Errno 5] simulated"):
+        repack(source, target, comm, slab_size=slab, subfiles="rank")
+    assert on_root(comm, lambda: os.listdir(shared_tmp)) == []
+
+
+def test_refusals_are_the_same_on_every_rank(comm, source: Path, shared_tmp: Path) -> None:
+    with raises_on_every_rank(comm, hs.SameFileError, "onto itself"):
+        repack(source, source, comm)
+    with raises_on_every_rank(comm, hs.RankValueError, "slab_size=0"):
+        repack(source, shared_tmp / "out.h5", comm, slab_size=0)
+    on_root(comm, lambda: (shared_tmp / "out.subfiles").mkdir())
+    with raises_on_every_rank(comm, hs.FileExistsH5SubfileError, "out.subfiles exists"):
+        repack(source, shared_tmp / "out.h5", comm)
+    assert on_root(comm, lambda: os.listdir(shared_tmp)) == ["out.subfiles"]
+
+
+def test_links_are_refused_or_skipped(comm, shared_tmp: Path) -> None:
+    def write() -> str:
+        import h5py
+
+        path = shared_tmp / "links.h5"
+        with h5py.File(path, "w") as f:
+            f["g/a"] = np.arange(5)
+            f["soft"] = h5py.SoftLink("/g/a")
+            f["hard"] = f["g/a"]
+        return str(path)
+
+    source = Path(on_root(comm, write))
+    target = shared_tmp / "out.h5"
+    with raises_on_every_rank(
+        comm, hs.UnsupportedLinkError, "/hard (hard link to /g/a); /soft (soft link to /g/a)"
+    ):
+        repack(source, target, comm)
+    assert on_root(comm, lambda: os.listdir(shared_tmp)) == ["links.h5"]
+    summary = repack(source, target, comm, skip_links=True)
+    assert summary.skipped_links == ["/hard (hard link to /g/a)", "/soft (soft link to /g/a)"]
+    with hs.File(target, "r", comm=comm) as f:
+        assert list(f) == ["g"] and f["g/a"][...].tolist() == list(range(5))

@@ -1,0 +1,48 @@
+"""How repack splits the work: the ranks' shares tile axis 0, and the slabs of a share cover
+it exactly once, in storage order, each within the slab size unless it is one element."""
+
+from __future__ import annotations
+
+import numpy as np
+from hypothesis import given
+from hypothesis import strategies as st
+
+from h5subfile.repack import box_bytes, max_share_bytes, share, slab_boxes
+
+
+@given(st.integers(0, 1000), st.integers(1, 64))
+def test_shares_tile_axis_0(n: int, size: int) -> None:
+    shares = [share(n, size, rank) for rank in range(size)]
+    assert shares[0][0] == 0 and shares[-1][1] == n
+    assert all(a[1] == b[0] for a, b in zip(shares, shares[1:]))
+    lengths = [hi - lo for lo, hi in shares]
+    assert max(lengths) - min(lengths) <= 1
+    assert max(lengths) * 8 == max_share_bytes((n,), 8, size)
+
+
+@given(
+    st.lists(st.integers(0, 6), min_size=1, max_size=4),
+    st.sampled_from([1, 2, 8, 15]),
+    st.integers(1, 400),
+    st.data(),
+)
+def test_slabs_cover_a_share_once_in_order(
+    shape: list[int], itemsize: int, limit: int, data: st.DataObject
+) -> None:
+    lo = data.draw(st.integers(0, shape[0]))
+    hi = data.draw(st.integers(lo, shape[0]))
+    covered = np.zeros(shape, dtype=np.int64)
+    order = np.arange(covered.size).reshape(shape)
+    last = -1
+    for box in slab_boxes(lo, hi, tuple(shape), itemsize, limit):
+        assert len(box) == len(shape)
+        covered[box] += 1
+        size = box_bytes(box, itemsize)
+        assert size <= limit or size == itemsize, (box, size, limit)
+        positions = order[box]
+        if positions.size:
+            assert positions.min() > last  # storage order
+            last = positions.max()
+    want = np.zeros(shape, dtype=np.int64)
+    want[lo:hi] = 1
+    assert np.array_equal(covered, want)
