@@ -9,6 +9,7 @@ exception): every rank must end by itself, with an error, instead of hanging.
 from __future__ import annotations
 
 import sys
+import traceback
 
 import numpy as np
 from mpi4py import MPI
@@ -31,4 +32,15 @@ def main(case: str, folder: str) -> None:
 
 
 if __name__ == "__main__":
-    main(sys.argv[1], sys.argv[2])
+    try:
+        main(sys.argv[1], sys.argv[2])
+    except Exception:
+        if sys.argv[1] != "exception":
+            raise
+        # Every rank prints its error, then waits for the others (the agreement round left the
+        # communicator in step): the first rank to exit with an error makes mpiexec kill the
+        # rest, which could cut another rank's report short.
+        traceback.print_exc()
+        sys.stderr.flush()
+        MPI.COMM_WORLD.Barrier()
+        sys.exit(1)
