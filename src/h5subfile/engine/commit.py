@@ -68,7 +68,6 @@ def close(session: Session, failure: BaseException | None = None) -> None:
             None,
             lambda gathered: commit_on_root(session, gathered, failed),
             per_rank=False,
-            settle=False,  # right after seal's answer
         )
     except BaseException:
         session.abandon()

@@ -360,7 +360,7 @@ def _create_datasets(
 
     named = "" if requests is None else ", ".join(r.path for r in requests)
     session.enter("create_dataset", error, detail=named)
-    assignment, creation = root_plans(comm, requests, None, plan_on_root, settle=False)
+    assignment, creation = root_plans(comm, requests, None, plan_on_root)
     offsets, error = create_sources(session, assignment.tasks)
 
     def publish_on_root(gathered: list[SourceOffsets]) -> list[dict[str, Any]]:

@@ -133,13 +133,12 @@ def seal(session: Session) -> None:
         report = _report(session)
     except Exception as exc:  # noqa: BLE001 - agreed on every rank by root_decides
         error = exc
-    root_decides(  # right after close's agreement round: no round before the gather
+    root_decides(
         session.comm,
         report,
         error,
         lambda gathered: _record(session, gathered),
         per_rank=False,
-        settle=False,
     )
 
 

@@ -19,6 +19,7 @@ from ..io.posix import RawFile
 from ..layout.catalog import NodeInfo
 from ..layout.integrity import PieceSum, SubfileInfo
 from ..layout.record import FileRecord, StoredExtent
+from ..mpi.collective import allgather
 from .session import Session
 
 #: Scan problems whose dataset's pieces are still checked (its files are there to read).
@@ -166,7 +167,7 @@ def verify(session: Session, progress: Progress | None = None) -> dict[str, Any]
                 progress(done, total)
     finally:
         reader.expected = expected
-    gathered = session.comm.allgather((findings, checked, time.perf_counter() - started))
+    gathered = allgather(session.comm, (findings, checked, time.perf_counter() - started))
     bad = [f for rank_findings, _, _ in gathered for f in rank_findings]
     bad.sort(key=lambda f: (f.get("dataset", ""), f.get("subfile", ""), f.get("start", [])))
     return {

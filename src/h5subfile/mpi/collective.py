@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import pickle
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -39,6 +40,11 @@ SPIN = 50e-6
 YIELD_FOR = 2e-3  # then yield the CPU between tests (sched_yield) until this, then sleep
 FIRST_SLEEP = 20e-6
 LAST_SLEEP = 1e-3
+#: A rank that has waited t seconds sleeps up to PATIENCE * t between tests (at most
+#: LONGEST_SLEEP): with more ranks than cores, ranks waking every millisecond to test took most
+#: of the CPU from the rank they waited for (a 16 ms plan took 0.5 s at 128 ranks on 2 cores).
+PATIENCE = 0.1
+LONGEST_SLEEP = 0.05
 CHECK_EVERY = 0.01  # seconds between looks for other ranks' timeout notices while waiting
 GRACE = 1.0  # seconds a rank that gives up waits to hear where the others are
 _NOTICE = 1  # the tag of timeout notices on a communicator's status duplicate
@@ -295,12 +301,23 @@ def _channel(comm: MPI.Comm) -> _Channel:
 def allreduce_max(comm: MPI.Comm, sent: np.ndarray, call: Call | None) -> np.ndarray:
     """Collective: the element-wise maximum of ``sent`` over the ranks, by a non-blocking
     allreduce polled with short sleeps; CollectiveTimeoutError after the timeout."""
+    got = np.empty_like(sent)
+    _polled(comm, lambda: comm.Iallreduce(sent, got, op=MPI.MAX), (sent, got), call)
+    return got
+
+
+def _polled(
+    comm: MPI.Comm, start: Callable[[], MPI.Request], buffers: Any, call: Call | None = None
+) -> None:
+    """One round: start a non-blocking collective (after the communicator's channel exists:
+    every rank posts the same operations in the same order) and poll it to completion,
+    sleeping between tests; CollectiveTimeoutError after the timeout, or when the others
+    gave up waiting for this rank. ``buffers`` stay referenced until the request completes."""
     channel = _channel(comm)
     channel.rounds += 1
-    got = np.empty_like(sent)
-    request = comm.Iallreduce(sent, got, op=MPI.MAX)
+    request = start()
     if not request.Test():
-        _wait(comm, channel, request, (sent, got), call)
+        _wait(comm, channel, request, buffers, call)
     if channel.dup is not None:
         # Every rank posted the duplicate before this round, which every rank has now
         # reached: it completes. Left pending, MPI would report it at exit.
@@ -310,7 +327,92 @@ def allreduce_max(comm: MPI.Comm, sent: np.ndarray, call: Call | None) -> np.nda
     late = channel.notices.pop(channel.rounds, None)
     if late:  # they have left this call: going on would wait for them in its next steps
         raise _arrived_late(comm, late, call)
+
+
+# Object collectives, polled: with more ranks than cores, MPI's blocking collectives spin and
+# starve the ranks that still work (a blocking barrier of 128 ranks on 2 cores took 1.6 s, a
+# polled round 0.12 s). Each is two rounds: the sizes, then the pickled bytes. The ``_bytes``
+# forms move objects pickled by the caller, who can then turn a pickling error into an answer.
+def _pickled(obj: Any) -> np.ndarray:
+    """``obj`` as the bytes the object collectives move."""
+    return np.frombuffer(pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL), dtype=np.uint8)
+
+
+def _unpickled(data: np.ndarray) -> Any:
+    """The object whose bytes (:func:`_pickled`) ``data`` holds."""
+    return pickle.loads(data.data)
+
+
+def _displacements(sizes: np.ndarray) -> np.ndarray:
+    displs = np.zeros_like(sizes)
+    np.cumsum(sizes[:-1], out=displs[1:])
+    return displs
+
+
+def _gather_bytes(comm: MPI.Comm, data: np.ndarray, root: int = 0) -> list[np.ndarray] | None:
+    """Collective, polled: every rank's bytes on ``root`` (None elsewhere)."""
+    size = np.array([data.size], dtype=np.int64)
+    sizes = np.empty(comm.size, dtype=np.int64)
+    _polled(comm, lambda: comm.Igather(size, sizes, root=root), (size, sizes))
+    if comm.rank != root:
+        _polled(comm, lambda: comm.Igatherv(data, None, root=root), data)
+        return None
+    displs = _displacements(sizes)
+    buffer = np.empty(int(sizes.sum()), dtype=np.uint8)
+    spec = [buffer, sizes, displs, MPI.BYTE]
+    _polled(comm, lambda: comm.Igatherv(data, spec, root=root), (data, spec))
+    return [buffer[d : d + n] for d, n in zip(displs, sizes)]
+
+
+def _scatter_bytes(comm: MPI.Comm, parts: Sequence[np.ndarray] | None, root: int = 0) -> np.ndarray:
+    """Collective, polled: ``parts[r]`` (given on ``root``) to each rank r."""
+    sizes = np.zeros(comm.size, dtype=np.int64)
+    spec: list[Any] | None = None
+    if comm.rank == root:
+        assert parts is not None and len(parts) == comm.size
+        sizes[:] = [p.size for p in parts]
+        spec = [np.concatenate(parts), sizes, _displacements(sizes), MPI.BYTE]
+    size = np.empty(1, dtype=np.int64)
+    _polled(comm, lambda: comm.Iscatter(sizes, size, root=root), (sizes, size))
+    mine = np.empty(int(size[0]), dtype=np.uint8)
+    _polled(comm, lambda: comm.Iscatterv(spec, mine, root=root), (spec, mine))
+    return mine
+
+
+def _bcast_bytes(comm: MPI.Comm, data: np.ndarray | None, root: int = 0) -> np.ndarray:
+    """Collective, polled: ``root``'s bytes on every rank."""
+    size = np.array([0 if data is None else data.size], dtype=np.int64)
+    _polled(comm, lambda: comm.Ibcast(size, root=root), size)
+    if comm.rank != root or data is None:
+        data = np.empty(int(size[0]), dtype=np.uint8)
+    got = data
+    _polled(comm, lambda: comm.Ibcast(got, root=root), got)
     return got
+
+
+def gather(comm: MPI.Comm, obj: Any, root: int = 0) -> list[Any] | None:
+    """Collective, polled: every rank's ``obj`` on ``root`` (None elsewhere)."""
+    parts = _gather_bytes(comm, _pickled(obj), root)
+    return None if parts is None else [_unpickled(p) for p in parts]
+
+
+def bcast(comm: MPI.Comm, obj: Any, root: int = 0) -> Any:
+    """Collective, polled: ``root``'s ``obj`` on every rank (``root`` keeps its own)."""
+    data = _bcast_bytes(comm, _pickled(obj) if comm.rank == root else None, root)
+    return obj if comm.rank == root else _unpickled(data)
+
+
+def allgather(comm: MPI.Comm, obj: Any) -> list[Any]:
+    """Collective, polled: every rank's ``obj`` on every rank."""
+    data = _pickled(obj)
+    size = np.array([data.size], dtype=np.int64)
+    sizes = np.empty(comm.size, dtype=np.int64)
+    _polled(comm, lambda: comm.Iallgather(size, sizes), (size, sizes))
+    displs = _displacements(sizes)
+    buffer = np.empty(int(sizes.sum()), dtype=np.uint8)
+    spec = [buffer, sizes, displs, MPI.BYTE]
+    _polled(comm, lambda: comm.Iallgatherv(data, spec), (data, spec))
+    return [_unpickled(buffer[d : d + n]) for d, n in zip(displs, sizes)]
 
 
 def _wait(
@@ -327,7 +429,8 @@ def _wait(
         now = time.monotonic()
         if now - started >= YIELD_FOR:
             time.sleep(pause)
-            pause = min(max(2 * pause, FIRST_SLEEP), LAST_SLEEP)
+            longest = min(max(LAST_SLEEP, (now - started) * PATIENCE), LONGEST_SLEEP)
+            pause = min(max(2 * pause, FIRST_SLEEP), longest)
             now = time.monotonic()
         elif now - started >= SPIN:
             os.sched_yield()  # runnable ranks (oversubscribed) go first; otherwise no delay
@@ -404,29 +507,22 @@ def _arrived_late(
     )
 
 
-def wait_for_all(comm: MPI.Comm) -> None:
-    """Collective: return when every rank is here; waiting ranks poll and sleep (an agreement
-    round) instead of spinning inside a blocking collective. Placed before the gathers and
-    broadcasts of rank 0's protocols, it leaves the CPU to the ranks still working: with more
-    ranks than cores, spinning ranks slowed rank 0's scan of a master 5-fold at 8 ranks on
-    2 cores."""
-    agree(comm, None)
-
-
 def root_only(comm: MPI.Comm, fn: Callable[[], T], root: int = 0) -> T:
-    """Collective: run ``fn`` on ``root`` only; every rank returns its result or raises its error."""
-    payload: tuple[bool, Any] = (True, None)
+    """Collective: run ``fn`` on ``root`` only; every rank returns its result or raises its error.
+    The others wait polling (they sleep while ``root`` works)."""
+    data: np.ndarray | None = None
+    result: Any = None
     cause: BaseException | None = None  # the original, kept as __cause__ on the root
     if comm.rank == root:
         try:
-            payload = (True, fn())
+            result = fn()
+            data = _pickled((True, result))
         except Exception as exc:  # noqa: BLE001 - re-raised on every rank below
-            payload, cause = (False, describe(exc)), exc
-    wait_for_all(comm)  # the others sleep while ``root`` works
-    ok, value = comm.bcast(payload, root=root)
+            data, cause = _pickled((False, describe(exc))), exc
+    ok, value = _unpickled(_bcast_bytes(comm, data, root))
     if not ok:
         raise rebuild([(root, value)], 1) from cause
-    return value
+    return result if comm.rank == root else value
 
 
 def root_plans(
@@ -434,14 +530,13 @@ def root_plans(
     local: Any,
     local_error: BaseException | None,
     plan: Callable[[list[Any]], tuple[list[Any], T]],
-    settle: bool = True,
 ) -> tuple[Any, T | None]:
     """Collective: gather every rank's ``local`` on rank 0, whose ``plan`` returns one answer
     per rank (scattered) and what rank 0 keeps for the next step of its protocol.
 
     Returns ``(this rank's answer, kept)``; ``kept`` is None except on rank 0. Local errors
     from any rank, and any exception raised by ``plan``, become the same exception on every
-    rank. O(P) messages in total. ``settle``: as in :func:`root_decides`.
+    rank. O(P) messages in total.
     """
     kept: list[T] = []
 
@@ -450,7 +545,7 @@ def root_plans(
         kept.append(keep)
         return answers
 
-    answer = root_decides(comm, local, local_error, decide, settle=settle)
+    answer = root_decides(comm, local, local_error, decide)
     return answer, (kept[0] if kept else None)
 
 
@@ -460,44 +555,56 @@ def root_decides(
     local_error: BaseException | None,
     decide: Callable[[list[Any]], Any],
     per_rank: bool = True,
-    settle: bool = True,
 ) -> Any:
     """Collective: gather every rank's ``local`` on rank 0, which decides for all.
 
     With ``per_rank`` ``decide`` returns one answer per rank (scattered); otherwise one answer for
-    everybody (broadcast). Local errors from any rank, and any exception raised by ``decide``,
-    become the same exception on every rank. O(P) messages in total. ``settle=False`` skips
-    the round before the gather where the caller has just made one (nothing ran since).
+    everybody (broadcast). Local errors from any rank (a ``local`` that cannot be sent is one),
+    and any exception raised by ``decide`` (or an answer that cannot be sent), become the same
+    exception on every rank. O(P) messages in total, polled: waiting ranks sleep.
     """
-    sent = (local, None if local_error is None else describe(local_error))
-    if settle:
-        wait_for_all(comm)  # ranks still working (leaders creating datasets) get the CPU
-    gathered = comm.gather(sent, root=0)
-    answer: Any = None
+    try:
+        sent = _pickled((local, None if local_error is None else describe(local_error)))
+    except Exception as exc:  # noqa: BLE001 - agreed below, like a local error
+        sent = _pickled((None, describe(exc)))
+    gathered = _gather_bytes(comm, sent, root=0)
+    answers: list[np.ndarray] | None = None
     cause: BaseException | None = None  # the original, kept as __cause__ on rank 0
     if comm.rank == 0:
         assert gathered is not None
-        failures = [(r, f) for r, (_, f) in enumerate(gathered) if f is not None]
-        try:
-            if failures:
-                raise rebuild(failures, comm.size)
-            decided = decide([value for value, _ in gathered])
-            if per_rank:
-                if len(decided) != comm.size:
-                    raise AssertionError("root_decides: one answer per rank expected")
-                answer = [(True, a) for a in decided]
-            else:
-                answer = (True, decided)
-        except Exception as exc:  # noqa: BLE001 - re-raised on every rank below
-            failure, cause = describe(exc), exc
-            answer = [(False, failure)] * comm.size if per_rank else (False, failure)
-    wait_for_all(comm)  # the others sleep while rank 0 decides
-    ok, value = comm.scatter(answer, root=0) if per_rank else comm.bcast(answer, root=0)
+        answers, cause = _decided([_unpickled(g) for g in gathered], decide, per_rank, comm.size)
+    if per_rank:
+        ok, value = _unpickled(_scatter_bytes(comm, answers, root=0))
+    else:
+        ok, value = _unpickled(_bcast_bytes(comm, None if answers is None else answers[0], 0))
     if not ok:
         error = exception_for(value)
         error.collective = True
         raise error from cause
     return value
+
+
+def _decided(
+    gathered: list[tuple[Any, Failure | None]],
+    decide: Callable[[list[Any]], Any],
+    per_rank: bool,
+    size: int,
+) -> tuple[list[np.ndarray], BaseException | None]:
+    """Rank 0 of :func:`root_decides`: the pickled answers (one per rank, or one for all),
+    and the exception they carry, if any."""
+    try:
+        failures = [(r, f) for r, (_, f) in enumerate(gathered) if f is not None]
+        if failures:
+            raise rebuild(failures, size)
+        decided = decide([value for value, _ in gathered])
+        if not per_rank:
+            return [_pickled((True, decided))], None
+        if len(decided) != size:
+            raise AssertionError("root_decides: one answer per rank expected")
+        return [_pickled((True, a)) for a in decided], None
+    except Exception as exc:  # noqa: BLE001 - re-raised on every rank by the caller
+        failure = _pickled((False, describe(exc)))
+        return [failure] * (size if per_rank else 1), exc
 
 
 def check_same(call: str, signatures: list[Any]) -> None:
@@ -521,4 +628,4 @@ def checked_collective(comm: MPI.Comm, call: str, signature: Any, fn: Callable[[
         check_same(call, signatures)
         return fn()
 
-    return root_decides(comm, signature, None, decide, per_rank=False, settle=False)
+    return root_decides(comm, signature, None, decide, per_rank=False)

@@ -7,7 +7,7 @@ import os
 from mpi4py import MPI
 
 from ..errors import PlanError
-from .collective import agree
+from .collective import agree, allgather
 
 RANKS_PER_NODE_ENV = "H5SUBFILE_RANKS_PER_NODE"
 
@@ -36,5 +36,5 @@ def node_of_ranks(comm: MPI.Comm) -> tuple[int, ...]:
     if per_node:
         return tuple((rank // per_node) * per_node for rank in range(comm.size))
     first: dict[str, int] = {}
-    names: list[str] = comm.allgather(MPI.Get_processor_name())
+    names: list[str] = allgather(comm, MPI.Get_processor_name())
     return tuple(first.setdefault(name, rank) for rank, name in enumerate(names))
