@@ -56,6 +56,7 @@ STAGES = (
             "test_mpiio_hints.py",
             "test_integrity.py",
             "test_collective_misuse.py",
+            "test_polled_collectives.py",
         ),
     ),
     Stage(
@@ -81,6 +82,7 @@ STAGES = (
             "test_integrity.py",
             "test_claims.py",
             "test_collective_misuse.py",
+            "test_polled_collectives.py",
             "test_repack.py",
         ),
     ),

@@ -1,0 +1,82 @@
+"""The polled object collectives of rank 0's protocols (mpi/collective.py): every rank gets
+exactly what was sent, whatever the sizes (empty, small, several MiB, different per rank) and
+the root; a value or an answer that cannot be sent is the same error on every rank, never a
+hang (``H5SUBFILE_COLLECTIVE_TIMEOUT`` is short here, so a regression shows as a timeout)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import numpy as np
+import pytest
+from mpi4py import MPI
+from ranks import raises_on_every_rank
+
+from h5subfile.errors import RankFailedError
+from h5subfile.mpi import collective
+
+
+@pytest.fixture(autouse=True)
+def short_timeout(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    monkeypatch.setenv(collective.TIMEOUT_VARIABLE, "20")
+    yield
+
+
+def _value(rank: int, size: int) -> dict[str, object]:
+    """A different value per rank: rank 1's is 3 MiB of bytes, the others' small or empty."""
+    payload = np.arange(size, dtype="i8") * (rank + 1)
+    return {"rank": rank, "payload": payload, "text": "é" * rank, "none": None}
+
+
+def _equal(a: dict[str, object], b: dict[str, object]) -> bool:
+    return a.keys() == b.keys() and all(
+        np.array_equal(a[k], b[k]) if isinstance(a[k], np.ndarray) else a[k] == b[k] for k in a
+    )
+
+
+def _sizes(comm: MPI.Comm) -> list[int]:
+    return [(3 << 20) // 8 if r == 1 else r * 5 for r in range(comm.size)]
+
+
+@pytest.mark.parametrize("root", [0, -1])
+def test_gather_and_bcast_move_every_value_exactly(comm: MPI.Comm, root: int) -> None:
+    root %= comm.size
+    sizes = _sizes(comm)
+    gathered = collective.gather(comm, _value(comm.rank, sizes[comm.rank]), root=root)
+    if comm.rank == root:
+        assert gathered is not None and len(gathered) == comm.size
+        assert all(_equal(g, _value(r, sizes[r])) for r, g in enumerate(gathered))
+    else:
+        assert gathered is None
+    sent = _value(root, sizes[root]) if comm.rank == root else None
+    got = collective.bcast(comm, sent, root=root)
+    assert _equal(got, _value(root, sizes[root]))
+
+
+def test_allgather_moves_every_value_exactly(comm: MPI.Comm) -> None:
+    sizes = _sizes(comm)
+    got = collective.allgather(comm, _value(comm.rank, sizes[comm.rank]))
+    assert len(got) == comm.size
+    assert all(_equal(g, _value(r, sizes[r])) for r, g in enumerate(got))
+
+
+def test_root_decides_scatters_one_answer_per_rank(comm: MPI.Comm) -> None:
+    def decide(gathered: list[int]) -> list[np.ndarray]:
+        assert gathered == [10 * r for r in range(comm.size)]
+        return [np.full(r * 1000, r, dtype="i4") for r in range(comm.size)]
+
+    got = collective.root_decides(comm, 10 * comm.rank, None, decide)
+    assert np.array_equal(got, np.full(comm.rank * 1000, comm.rank, dtype="i4"))
+
+
+def test_a_value_that_cannot_be_sent_is_the_same_error_on_every_rank(comm: MPI.Comm) -> None:
+    local = (lambda: None) if comm.rank == 1 else comm.rank  # a lambda cannot be pickled
+    with raises_on_every_rank(comm, RankFailedError, "[rank 1]", "pickle"):
+        collective.root_decides(comm, local, None, lambda gathered: gathered)
+
+
+def test_an_answer_that_cannot_be_sent_is_the_same_error_on_every_rank(comm: MPI.Comm) -> None:
+    with raises_on_every_rank(comm, RankFailedError, "pickle"):
+        collective.root_decides(comm, None, None, lambda _: lambda: None, per_rank=False)
+    with raises_on_every_rank(comm, RankFailedError, "pickle"):
+        collective.root_only(comm, lambda: lambda: None)
