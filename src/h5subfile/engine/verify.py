@@ -152,7 +152,7 @@ def verify(session: Session, progress: Progress | None = None) -> dict[str, Any]
     # Pieces are checked by checksum whatever their subfile's identity says: every bad
     # piece is listed (the identities are checked as items of their own).
     reader = session.reader
-    expected, reader.expected = reader.expected, {}
+    reader.check_identities = False
     findings: list[dict[str, Any]] = []
     done, checked = 0, 0
     started = time.perf_counter()
@@ -166,7 +166,7 @@ def verify(session: Session, progress: Progress | None = None) -> dict[str, Any]
             if progress is not None:
                 progress(done, total)
     finally:
-        reader.expected = expected
+        reader.check_identities = True
     gathered = allgather(session.comm, (findings, checked, time.perf_counter() - started))
     bad = [f for rank_findings, _, _ in gathered for f in rank_findings]
     bad.sort(key=lambda f: (f.get("dataset", ""), f.get("subfile", ""), f.get("start", [])))

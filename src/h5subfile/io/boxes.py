@@ -91,21 +91,30 @@ def identity_problem(
     return None
 
 
-def expected_identities(
-    record: FileRecord, paths: SourcePaths
-) -> dict[str, tuple[str, str, SubfileInfo]]:
-    """For each subfile whose writer recorded its identity (format 3): its absolute path ->
-    (recorded relative path, session uuid, size and identity offset)."""
-    expected = {}
+#: A subfile's expected identity: (recorded relative path, session uuid, size and identity offset).
+Expected = tuple[str, str, SubfileInfo]
+
+
+def recorded_identities(record: FileRecord) -> dict[str, Expected]:
+    """For each subfile whose writer recorded its identity (format 3), by its recorded relative
+    path: (that path, session uuid, size and identity offset). No path is resolved here."""
+    recorded = {}
     for session in record.sessions:
         if not session.uuid:
             continue  # no session id (before format 3): nothing to compare an identity with
         for relpath, data in session.subfile_info.items():
-            try:
-                path = paths.resolve(relpath)
-            except UnsafePathError:
-                continue  # reading it raises the same error
-            expected[path] = (relpath, session.uuid, SubfileInfo.from_dict(data))
+            recorded[relpath] = (relpath, session.uuid, SubfileInfo.from_dict(data))
+    return recorded
+
+
+def expected_identities(record: FileRecord, paths: SourcePaths) -> dict[str, Expected]:
+    """:func:`recorded_identities` by absolute path (every recorded path resolved)."""
+    expected = {}
+    for relpath, found in recorded_identities(record).items():
+        try:
+            expected[paths.resolve(relpath)] = found
+        except UnsafePathError:
+            continue  # reading it raises the same error
     return expected
 
 
@@ -131,25 +140,46 @@ class BoxReader:
         #: h5py files this process has open for writing (a leader's subfile), by path.
         self.writer_files: dict[str, h5py.File] = {}
         self._sources: dict[str, h5py.File] = {}
-        #: subfiles whose identity and size the master recorded (:meth:`expect`)
-        self.expected: dict[str, tuple[str, str, SubfileInfo]] = {}
+        #: subfiles whose identity and size the master recorded (:meth:`expect`), by the
+        #: relative path recorded; by absolute path only once a file is read under another name
+        self._recorded: dict[str, Expected] = {}
+        self._resolved: dict[str, Expected] | None = None
+        self._record: FileRecord | None = None
         self._checked: set[str] = set()
+        self.check_identities = True
 
     def expect(self, record: FileRecord) -> None:
         """Check the identity and size of the subfiles ``record`` describes, each when this
-        process first reads from it."""
-        self.expected = expected_identities(record, self.paths)
+        process first reads from it. Nothing is resolved here: opening costs no file-system
+        call per subfile (with P ranks and P subfiles that would be P x P calls)."""
+        self._record = record
+        self._recorded = recorded_identities(record)
+        self._resolved = None
         self._checked.clear()
+
+    def expected_at(self, path: str) -> Expected | None:
+        """The recorded identity of the file at absolute ``path``, if any: found by the name it
+        was resolved from (the common case, one lookup), else among every recorded path,
+        resolved once (a record naming a subfile in two spellings is still checked)."""
+        name = self.paths.name_of(path)
+        if name is not None and name in self._recorded:
+            return self._recorded[name]
+        if self._resolved is None:
+            record = self._record if self._record is not None else FileRecord()
+            self._resolved = expected_identities(record, self.paths)
+        return self._resolved.get(path)
 
     def open_file(self, path: str) -> RawFile:
         """The file at ``path`` for positioned reads; a subfile whose identity or size is not
         the recorded one raises SubfileMismatchError (checked once per process)."""
         raw = self.pool.get(path)
-        if path not in self._checked and path in self.expected:
-            relpath, session_uuid, info = self.expected[path]
-            problem = identity_problem(raw, relpath, session_uuid, info)
-            if problem is not None:
-                raise SubfileMismatchError(problem)
+        if path not in self._checked and self.check_identities:
+            expected = self.expected_at(path)
+            if expected is not None:
+                relpath, session_uuid, info = expected
+                problem = identity_problem(raw, relpath, session_uuid, info)
+                if problem is not None:
+                    raise SubfileMismatchError(problem)
             self._checked.add(path)
         return raw
 

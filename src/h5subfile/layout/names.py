@@ -42,15 +42,17 @@ def names_master(relpath: str) -> bool:
     return relpath in ("", ".")
 
 
-def resolve_inside(master_path: str, relpath: str) -> str:
+def resolve_inside(master_path: str, relpath: str, base: str | None = None) -> str:
     """Absolute path of ``relpath`` (relative to the master's folder), refusing escapes.
 
     ``""`` and ``"."`` name the master itself. Absolute paths and paths leaving the master's
-    folder (``..``, symlinked folders) raise :class:`UnsafePathError`.
+    folder (``..``, symlinked folders) raise :class:`UnsafePathError`. ``base``: the master's
+    folder with symbolic links resolved, when the caller knows it.
     """
     if names_master(relpath):
         return os.path.abspath(master_path)
-    base = os.path.realpath(os.path.dirname(os.path.abspath(master_path)))
+    if base is None:
+        base = os.path.realpath(os.path.dirname(os.path.abspath(master_path)))
     if os.path.isabs(relpath):
         raise UnsafePathError(
             f"source path {relpath!r} in {master_path} is absolute; h5subfile only follows paths "
@@ -77,22 +79,30 @@ class SourcePaths:
         self.master_path = os.path.abspath(master_path)
         self.data_path = self.master_path if data_path is None else data_path
         self._known: dict[str, str | UnsafePathError] = {}
+        self._names: dict[str, str] = {}  # absolute path -> the first name resolved to it
+        self._base: str | None = None
 
     def resolve(self, relpath: str) -> str:
         found = self._known.get(relpath)
         if found is None:
             try:
-                found = (
-                    self.data_path
-                    if names_master(relpath)
-                    else (resolve_inside(self.master_path, relpath))
-                )
+                if names_master(relpath):
+                    found = self.data_path
+                else:
+                    if self._base is None:
+                        self._base = os.path.realpath(os.path.dirname(self.master_path))
+                    found = resolve_inside(self.master_path, relpath, self._base)
+                self._names.setdefault(found, relpath)
             except UnsafePathError as exc:
                 found = exc
             self._known[relpath] = found
         if isinstance(found, UnsafePathError):
             raise found
         return found
+
+    def name_of(self, path: str) -> str | None:
+        """The first relative path :meth:`resolve` turned into ``path``, if any."""
+        return self._names.get(path)
 
 
 def source_name(path: str, index: int) -> str:
