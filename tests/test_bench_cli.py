@@ -96,26 +96,31 @@ def test_progress_line_on_a_terminal_and_in_a_pipe() -> None:
 
 def test_compressed_bench_writes_whole_blocks(tmp_path: Path) -> None:
     """--compression works for hdf5 and subfile (whole blocks written, -t transfers read), the
-    data checks pass, the files are chunked and compressed, and without a terminal (and
-    without --progress) no progress is printed."""
-    out = tmp_path / "f"
+    data checks pass, the files are chunked and compressed, the access line describes the
+    grouping (4 ranks in 2 subfiles), and without a terminal (and without --progress) no
+    progress is printed."""
+    out, ranks = tmp_path / "f", 4
     result = run_cli(
-        2, "bench", "-a", "hdf5,subfile", "--subfiles", "2", "--compression", "zstd", *SMALL,
+        ranks, "bench", "-a", "hdf5,subfile", "--subfiles", "2", "--compression", "zstd", *SMALL,
         "-s", S, "-W", "-R", "-C", "-k", "-o", out, "--json", tmp_path / "r.json",
     )  # fmt: skip
     assert result.returncode == 0, result.stderr
     assert "bench: [" not in result.stderr and "Error" not in result.stderr
     assert result.stdout.count("zstd-compressed chunked datasets: each rank writes its whole") == 2
+    assert result.stdout.count("access              : single-shared-file\n") == 1  # hdf5
+    assert (
+        result.stdout.count("access              : subfiling: 2 shared subfiles for 4 ranks") == 1
+    )
     record = json.loads((tmp_path / "r.json").read_text())
     assert record["apis"] == ["hdf5", "subfile"]
     for run in record["runs"]:
         write, read = run["iterations"]
         assert write["bad_transfers"] == read["bad_transfers"] == 0
-        assert write["ops"] == 2 * S  # one write per rank and segment
-        assert read["ops"] == 2 * S * (B // T)  # reads stay IOR's transfers
+        assert write["ops"] == ranks * S  # one write per rank and segment
+        assert read["ops"] == ranks * S * (B // T)  # reads stay IOR's transfers
     for api in ("hdf5", "subfile"):
         with h5py.File(f"{out}.{api}") as f:
-            assert f["segment_0000"].shape == (2 * B // 8,)
+            assert f["segment_0000"].shape == (ranks * B // 8,)
         assert not list(tmp_path.glob(f"f.{api}*.partial"))
     with h5py.File(f"{out}.hdf5") as f:  # one conventional file: the dataset itself is chunked
         assert f["segment_0001"].chunks is not None
