@@ -107,6 +107,9 @@ def test_compressed_bench_writes_whole_blocks(tmp_path: Path) -> None:
     assert result.returncode == 0, result.stderr
     assert "bench: [" not in result.stderr and "Error" not in result.stderr
     assert result.stdout.count("zstd-compressed chunked datasets: each rank writes its whole") == 2
+    assert (
+        result.stdout.count("type                : collective whole-block writes, independent") == 2
+    )
     assert result.stdout.count("access              : single-shared-file\n") == 1  # hdf5
     assert (
         result.stdout.count("access              : subfiling: 2 shared subfiles for 4 ranks") == 1

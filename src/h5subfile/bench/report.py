@@ -79,7 +79,7 @@ def options_block(
         f"apiVersion          : {details.get('api_version', '')}",
         f"test filename       : {options.test_file}",
         f"access              : {details.get('access') or _access(options)}",
-        f"type                : {'collective' if options.collective else 'independent'}",
+        f"type                : {_type(options, details)}",
         f"segments            : {options.segments}",
         "ordering in a file  : sequential",
         f"ordering inter file : {'constant task offset' if options.reorder else 'no tasks offsets'}",
@@ -98,6 +98,13 @@ def options_block(
         if key not in ("api_version", "access") and value not in (None, {}, ""):
             lines.append(f"{key:<20}: {value}")
     return "\n".join(lines)
+
+
+def _type(options: BenchOptions, details: dict[str, Any]) -> str:
+    kind = "collective" if options.collective else "independent"
+    if "transfers" in details:  # compressed: whole blocks, written collectively
+        return f"collective whole-block writes, {kind} reads"
+    return kind
 
 
 def _access(options: BenchOptions) -> str:
