@@ -197,6 +197,7 @@ def test_ior_output_lines_parse(tmp_path: Path) -> None:
         tmp_path / "f",
         "--csv",
         tmp_path / "r.csv",
+        "--progress",
     )
     assert result.returncode == 0, result.stderr
     lines = result.stdout.splitlines()
@@ -216,9 +217,11 @@ def test_ior_output_lines_parse(tmp_path: Path) -> None:
     for line in maxima:
         mib, mb = map(float, re.findall(r"([\d.]+) MiB/sec \(([\d.]+) MB/sec\)", line)[0])
         assert abs(mb - mib * 1.048576) < 0.02
-    assert "bench: subfile iteration 3/3 read" in result.stderr  # progress on rank 0
+    progress = [line for line in result.stderr.splitlines() if line.startswith("bench:")]
+    assert len(progress) == 6 and progress[-1].startswith("bench: [6/6] subfile iteration 3/3 read")
     csv_lines = (tmp_path / "r.csv").read_text().splitlines()
     assert csv_lines[0].startswith("api,ranks,tasks_per_node,access") and len(csv_lines) == 7
+    assert all(line.startswith("subfile,2,") for line in csv_lines[1:])  # the API, not a version
 
 
 def test_json_has_every_field(tmp_path: Path) -> None:
@@ -254,17 +257,29 @@ def test_json_has_every_field(tmp_path: Path) -> None:
     }
     assert record["options"]["hints"] == {"romio_cb_write": "enable"}
     assert record["options"]["collective"] is True
-    assert set(record["versions"]) >= {"h5subfile", "numpy", "h5py", "hdf5", "mpi4py", "mpi"}
+    assert record["options"]["api"] == "mpiio" and record["unavailable"] is None
+    assert (record["options"]["block"], record["options"]["transfer"]) == (B, T)
+    assert record["ranks"] == 2 and isinstance(record["tasks_per_node"], int)
+    assert record["details"]["api_version"].startswith("MPICH")  # the MPI library's own line
+    assert record["details"]["access"] == "single-shared-file"
+    for key in ("h5subfile", "numpy", "h5py", "hdf5", "mpi4py", "mpi"):
+        assert isinstance(record["versions"][key], str) and record["versions"][key], key
+    assert isinstance(record["machine"]["cores"], int) and record["machine"]["hostname"]
     assert set(record["machine"]) >= {"hostname", "cores", "platform", "date"}
-    assert set(record["iterations"][0]) >= {
-        "bw_mib_s",
-        "iops",
-        "latency_s",
-        "open_s",
-        "xfer_s",
-        "close_s",
-        "total_s",
-    }
+    assert [(r["access"], r["iteration"]) for r in record["iterations"]] == [
+        ("write", 0),
+        ("read", 0),
+    ]
+    for row in record["iterations"]:
+        for key in ("bw_mib_s", "iops", "latency_s", "open_s", "xfer_s", "close_s", "total_s"):
+            assert isinstance(row[key], float) and row[key] >= 0, key
+        assert row["bytes"] == 2 * B and row["ops"] == 2 * (B // T) and row["bad_transfers"] is None
+        assert row["bw_mib_s"] == pytest.approx(row["bytes"] / 2**20 / row["total_s"])
+        assert row["total_s"] >= max(row["open_s"], row["xfer_s"], row["close_s"])
+    for access in ("write", "read"):
+        summary = record["summary"][access]
+        assert summary["min_mib"] <= summary["median_mib"] <= summary["max_mib"]
+        assert all(isinstance(v, float) for v in summary.values())
 
 
 def test_bad_options_are_reported_once(tmp_path: Path) -> None:
@@ -334,7 +349,7 @@ def test_phdf5_runs_in_its_environment(tmp_path: Path, flags: list) -> None:
 def test_sweep_writes_results_and_plots(tmp_path: Path) -> None:
     spec = tmp_path / "tiny.toml"
     spec.write_text(
-        'title = "tiny"\nrepetitions = 1\nranks = [2]\napis = ["posix", "subfile"]\n'
+        'title = "tiny"\nrepetitions = 1\nranks = [2]\napis = ["posix", "subfile", "phdf5"]\n'
         'block = "256k"\ntransfer = ["64k", "256k"]\nfile_per_proc = [false, true]\n'
         "ranks_per_subfile = [1, 2]\n"
     )
@@ -349,7 +364,7 @@ def test_sweep_writes_results_and_plots(tmp_path: Path) -> None:
             str(spec),
             "--out",
             str(out),
-            "--quiet",
+            "--progress",
         ],
         capture_output=True,
         text=True,
@@ -357,7 +372,14 @@ def test_sweep_writes_results_and_plots(tmp_path: Path) -> None:
     )
     assert result.returncode == 0, result.stderr
     record = json.loads((out / "results.json").read_text())
-    assert len(record["runs"]) == 2 * 2 + 2 * 2
+    total = 2 * 2 + 2 * 2 + (2 if h5py.get_config().mpi else 0)  # phdf5: 2 transfer sizes
+    assert len(record["runs"]) == total
+    counters = re.findall(r"^\[(\d+)/(\d+)\] ", result.stderr, flags=re.M)
+    assert counters == [(str(n), str(total)) for n in range(1, total + 1)]  # none skipped
+    assert f"sweep: {total} of {total} run(s) done" in result.stdout
+    if not h5py.get_config().mpi:  # said once, before the runs, and not counted
+        assert result.stderr.count("phdf5: unavailable") == 1
+        assert result.stderr.index("phdf5: unavailable") < result.stderr.index("[1/")
     for name in (
         "bandwidth_vs_subfiling_factor.png",
         "bandwidth_vs_transfer_size.png",

@@ -9,6 +9,7 @@ at ``s*B``. HDF5 APIs store each segment as a 1-D uint64 dataset ``segment_<s>``
 from __future__ import annotations
 
 import os
+import platform
 from abc import ABC, abstractmethod
 from typing import Any
 
@@ -72,6 +73,10 @@ class Backend(ABC):
     def transfer(self, writing: bool, segment: int, within: int, words: np.ndarray) -> None:
         """Write ``words`` at, or read into ``words`` from, this rank's (or the source's) block."""
 
+    def operations_per_block(self, writing: bool) -> int:
+        """I/O calls per rank per block in a phase (IOR's OPs): one per transfer."""
+        return self.options.transfers_per_block
+
     def prepare(self) -> None:  # noqa: B027 - optional
         """Untimed set-up before the first phase (imports, as IOR never times its own loading)."""
 
@@ -91,6 +96,10 @@ class PosixBackend(Backend):
     """Raw positioned reads and writes (the ceiling any library is measured against)."""
 
     name = "posix"
+
+    @staticmethod
+    def version() -> str:
+        return f"POSIX ({platform.system()} {platform.release()})"
 
     def open(self, writing: bool, source_rank: int) -> None:
         self.source = source_rank
@@ -182,9 +191,15 @@ class H5SubfileBackend(_HDF5Layout):
     Transfers are independent positioned writes (``dset[a:b] = words``) and direct reads
     (``read_direct``); with -c they are collective (``with dset.collective:``), served by the
     plan's aggregators (two-phase I/O) when it has any.
+
+    With compression (the plan's ``compression``: chunked datasets, whose chunks are compressed
+    whole) each rank writes its whole block of a segment in one collective ``write``: the
+    transfers are copied into a block buffer (memory: one block per rank) and the last one of
+    the block writes it. Reads stay IOR's transfers (HDF5 decompresses the chunks they touch).
     """
 
     name = "subfile"
+    whole_blocks = False  # set when the write phase opens chunked datasets
 
     @staticmethod
     def version() -> str:
@@ -233,6 +248,10 @@ class H5SubfileBackend(_HDF5Layout):
                 for name in self.names()
             }
             self.datasets = self.file.create_datasets(specs)
+            # chunked (compressed) datasets are written whole: their chunks are compressed whole
+            self.whole_blocks = any(d.chunks is not None for d in self.datasets)
+            if self.whole_blocks:
+                self.block = np.empty(words, dtype=np.uint64)
         else:
             self.file = File(self.path(source_rank), "r", comm=self.file_comm, **self.read_plan())
             self.datasets = []
@@ -244,7 +263,15 @@ class H5SubfileBackend(_HDF5Layout):
                     )
                 self.datasets.append(dataset)
 
+    def operations_per_block(self, writing: bool) -> int:
+        return 1 if writing and self.whole_blocks else self.options.transfers_per_block
+
     def transfer(self, writing: bool, segment: int, within: int, words: np.ndarray) -> None:
+        if writing and self.whole_blocks:
+            self.block[within // 8 : within // 8 + words.size] = words
+            if within + words.nbytes == self.options.block:  # the block's last transfer
+                self.datasets[segment].write(self.block)
+            return
         owner = self.rank if writing else self.source
         first = self.block_start(owner) + within // 8
         region = slice(first, first + words.size)

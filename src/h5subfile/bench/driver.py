@@ -12,7 +12,7 @@ from __future__ import annotations
 import functools
 import math
 import statistics
-import sys
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -24,6 +24,7 @@ from ..mpi.nodes import node_of_ranks
 from . import pattern
 from .backends import BACKENDS, Backend, Unavailable, remove_files
 from .options import BenchOptions
+from .progress import Progress
 
 
 @dataclass
@@ -63,7 +64,9 @@ def read_shift(comm: MPI.Comm) -> int:
     return per_node if len(set(nodes)) > 1 else 1
 
 
-def _phase(backend: Backend, writing: bool, source: int, words: np.ndarray) -> tuple[float, ...]:
+def _phase(
+    backend: Backend, writing: bool, source: int, words: np.ndarray, progress: Progress
+) -> tuple[float, ...]:
     options = backend.options
     comm = backend.comm
     comm.Barrier()
@@ -83,6 +86,7 @@ def _phase(backend: Backend, writing: bool, source: int, words: np.ndarray) -> t
                 if writing:
                     pattern.stamp(words, segment, index)
                 backend.transfer(writing, segment, index * options.transfer, words)
+                progress.step(segment * per_block + index + 1)
     except Exception as exc:  # noqa: BLE001 - agreed below: one message, every rank ends
         error = exc
     end = MPI.Wtime()
@@ -130,10 +134,10 @@ def _result(
     options: BenchOptions,
     times: tuple[float, ...],
     bad: int | None,
+    ops_per_rank: int,
 ) -> PhaseResult:
     gathered = comm.allgather(times)
     opened, open_end, start, end, closed = (np.array(column) for column in zip(*gathered))
-    ops_per_rank = options.segments * options.transfers_per_block
     total_bad = None if bad is None else comm.allreduce(bad)
     return PhaseResult(
         access=access,
@@ -149,45 +153,78 @@ def _result(
     )
 
 
-def run(options: BenchOptions, comm: MPI.Intracomm, progress: bool = False) -> list[PhaseResult]:
-    """Collective: run every iteration; every rank returns the same results."""
-    cls = BACKENDS[options.api]
-    reason = cls.unavailable()
-    if reason:
-        raise Unavailable(reason)
-    shift = read_shift(comm) if options.reorder else 0
-    source = (comm.rank + shift) % comm.size
-    words = pattern.transfer_words(options.transfer, comm.rank, 0)
-    cls(options, comm).prepare()
-    results: list[PhaseResult] = []
-    for iteration in range(options.iterations):
+class Runner:
+    """One API's iterations, run one at a time so that several APIs can take turns."""
+
+    def __init__(self, options: BenchOptions, comm: MPI.Intracomm) -> None:
+        self.cls = BACKENDS[options.api]
+        reason = self.cls.unavailable()
+        if reason:
+            raise Unavailable(reason)
+        self.options, self.comm = options, comm
+        shift = read_shift(comm) if options.reorder else 0
+        self.source = (comm.rank + shift) % comm.size
+        self.words = pattern.transfer_words(options.transfer, comm.rank, 0)
+        self.results: list[PhaseResult] = []
+        self.cls(options, comm).prepare()
+
+    def phases(self) -> int:
+        """Timed phases per iteration (write and/or read)."""
+        return int(self.options.write) + int(self.options.read)
+
+    def iteration(self, iteration: int, progress: Progress, counter: list[int]) -> None:
+        """Collective: iteration ``iteration`` (write and/or read phase, checks, clean-up)."""
+        options, comm, cls = self.options, self.comm, self.cls
         backend = cls(options, comm)
-        if options.write:
-            root_only(comm, functools.partial(remove_files, backend))
-            times = _phase(backend, True, comm.rank, words)
-            bad = _check(cls(options, comm), True, comm.rank) if options.check_write else None
-            results.append(_result(comm, "write", iteration, options, times, bad))
-            _progress(progress, comm, results[-1], options)
-        if options.read:
-            buffer = np.empty(options.transfer // 8, dtype=np.uint64)
-            times = _phase(backend, False, source, buffer)
-            bad = _check(cls(options, comm), False, source) if options.check_read else None
-            results.append(_result(comm, "read", iteration, options, times, bad))
-            _progress(progress, comm, results[-1], options)
+        for writing in (True, False):
+            if not (options.write if writing else options.read):
+                continue
+            if writing:
+                root_only(comm, functools.partial(remove_files, backend))
+            counter[0] += 1
+            access = "write" if writing else "read"
+            label = (
+                f"bench: [{counter[0]}/{counter[1]}] {options.api} iteration "
+                f"{iteration + 1}/{options.iterations} {access}"
+            )
+            progress.phase(label, options.segments * options.transfers_per_block)
+            source = comm.rank if writing else self.source
+            buffer = self.words if writing else np.empty(options.transfer // 8, dtype=np.uint64)
+            times = _phase(backend, writing, source, buffer, progress)
+            check = options.check_write if writing else options.check_read
+            bad = _check(cls(options, comm), writing, source) if check else None
+            ops = options.segments * backend.operations_per_block(writing)
+            self.results.append(_result(comm, access, iteration, options, times, bad, ops))
+            progress.done(f"{label} {self.results[-1].bw_mib:.1f} MiB/s")
         if not options.keep:
             comm.Barrier()
             root_only(comm, functools.partial(remove_files, backend))
-    return results
 
 
-def _progress(enabled: bool, comm: MPI.Comm, result: PhaseResult, options: BenchOptions) -> None:
-    if enabled and comm.rank == 0:
-        print(
-            f"bench: {options.api} iteration {result.iteration + 1}/{options.iterations} "
-            f"{result.access} {result.bw_mib:.1f} MiB/s",
-            file=sys.stderr,
-            flush=True,
-        )
+def run_interleaved(
+    runs: Sequence[BenchOptions], comm: MPI.Intracomm, progress: Progress | None = None
+) -> list[list[PhaseResult]]:
+    """Collective: every API's iterations in turns (A B C A B C ...), so that a slow spell of
+    the machine falls on every API alike; every rank returns the same results, one list per
+    API. The APIs must have the same number of iterations."""
+    progress = progress or Progress(False)
+    runners = [Runner(options, comm) for options in runs]
+    iterations = {options.iterations for options in runs}
+    if len(iterations) != 1:
+        raise ValueError(f"APIs run in turns need the same iteration count, not {iterations}")
+    counter = [0, sum(r.phases() for r in runners) * iterations.pop()]
+    for iteration in range(runs[0].iterations):
+        for runner in runners:
+            runner.iteration(iteration, progress, counter)
+    progress.close()
+    return [runner.results for runner in runners]
+
+
+def run(
+    options: BenchOptions, comm: MPI.Intracomm, progress: Progress | None = None
+) -> list[PhaseResult]:
+    """Collective: run every iteration of one API; every rank returns the same results."""
+    return run_interleaved([options], comm, progress)[0]
 
 
 def summarize(results: list[PhaseResult]) -> dict[str, dict[str, float]]:

@@ -89,6 +89,25 @@ class BenchOptions:
         return data
 
 
+def parse_apis(text: str) -> tuple[str, ...]:
+    """``-a``: one API, a comma list (``posix,mpiio,subfile``, run in that order) or ``all``."""
+    names = [name.strip() for name in text.split(",")]
+    if names == ["all"]:
+        return APIS
+    if not all(names):
+        raise BenchOptionError(f"-a {text}: an empty API name; list APIs as posix,mpiio,subfile")
+    unknown = [name for name in names if name not in APIS]
+    if unknown:
+        raise BenchOptionError(
+            f"-a {text}: unknown API {', '.join(map(repr, unknown))}; choose from "
+            f"{', '.join(APIS)}, a comma list of them, or all"
+        )
+    repeated = sorted({name for name in names if names.count(name) > 1})
+    if repeated:
+        raise BenchOptionError(f"-a {text}: {', '.join(repeated)} given twice")
+    return tuple(names)
+
+
 def hints_from_environment(env: Mapping[str, str] | None = None) -> dict[str, str]:
     """MPI-IO hints given as IOR does: ``IOR_HINT__MPI__romio_cb_write=enable``."""
     env = os.environ if env is None else env

@@ -23,6 +23,11 @@ def _pyplot() -> Any:
     return plt
 
 
+def require() -> None:
+    """Raise ImportError, saying how to install it, unless matplotlib can be imported."""
+    _pyplot()
+
+
 def _stamp(result: dict[str, Any]) -> str:
     m = result["machine"]
     return f"{m['hostname']} ({m['cores']} cores), {m['date'][:10]}"

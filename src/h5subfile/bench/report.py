@@ -78,8 +78,8 @@ def options_block(
         f"api                 : {options.api}",
         f"apiVersion          : {details.get('api_version', '')}",
         f"test filename       : {options.test_file}",
-        f"access              : {'file-per-process' if options.file_per_proc else 'single-shared-file'}",
-        f"type                : {'collective' if options.collective else 'independent'}",
+        f"access              : {details.get('access') or _access(options)}",
+        f"type                : {_type(options, details)}",
         f"segments            : {options.segments}",
         "ordering in a file  : sequential",
         f"ordering inter file : {'constant task offset' if options.reorder else 'no tasks offsets'}",
@@ -95,9 +95,20 @@ def options_block(
     if options.hints:
         lines.append("hints               : " + ", ".join(f"{k}={v}" for k, v in options.hints))
     for key, value in details.items():
-        if key != "api_version" and value not in (None, {}, ""):
+        if key not in ("api_version", "access") and value not in (None, {}, ""):
             lines.append(f"{key:<20}: {value}")
     return "\n".join(lines)
+
+
+def _type(options: BenchOptions, details: dict[str, Any]) -> str:
+    kind = "collective" if options.collective else "independent"
+    if "transfers" in details:  # compressed: whole blocks, written collectively
+        return f"collective whole-block writes, {kind} reads"
+    return kind
+
+
+def _access(options: BenchOptions) -> str:
+    return "file-per-process" if options.file_per_proc else "single-shared-file"
 
 
 def _size(n: int) -> str:
@@ -205,10 +216,22 @@ def to_json(
     }
 
 
-CSV_FIELDS = (
-    "api",
-    "ranks",
-    "tasks_per_node",
+#: Columns taken from the run's options, from each phase's row, from the machine and versions.
+OPTION_COLUMNS = (
+    "block",
+    "transfer",
+    "segments",
+    "file_per_proc",
+    "collective",
+    "fsync",
+    "reorder",
+    "subfiles",
+    "ranks_per_subfile",
+    "coll_metadata",
+    "alignment",
+    "no_fill",
+)
+ROW_COLUMNS = (
     "access",
     "iteration",
     "bw_mib_s",
@@ -221,6 +244,14 @@ CSV_FIELDS = (
     "bytes",
     "ops",
     "bad_transfers",
+)
+MACHINE_COLUMNS = ("hostname", "cores", "date")
+VERSION_COLUMNS = ("h5subfile", "hdf5", "mpi", "h5py", "numpy", "mpi4py")
+CSV_FIELDS = (
+    "api",
+    "ranks",
+    "tasks_per_node",
+    *ROW_COLUMNS,
     "block",
     "transfer",
     "segments",
@@ -235,33 +266,43 @@ CSV_FIELDS = (
     "alignment",
     "no_fill",
     "grouping",
-    "hostname",
-    "cores",
-    "date",
-    "h5subfile",
-    "hdf5",
-    "mpi",
+    *MACHINE_COLUMNS,
+    *VERSION_COLUMNS[:3],
+    "api_version",
+    *VERSION_COLUMNS[3:],
 )
 
 
-def to_csv(record: dict[str, Any]) -> str:
-    """One row per phase and iteration, with every parameter."""
-    out = io.StringIO()
-    writer = csv.DictWriter(out, fieldnames=CSV_FIELDS, extrasaction="ignore")
-    writer.writeheader()
-    options = record["options"]
-    for row in record["iterations"]:
-        flat = {
-            **options,
-            **row,
-            **record["machine"],
-            **record["versions"],
+def csv_rows(record: dict[str, Any]) -> list[dict[str, Any]]:
+    """One row per phase and iteration of one API's record; every column named once, so that
+    no source overwrites another (the API's name stays in ``api``, its version in
+    ``api_version``)."""
+    options, versions_ = record["options"], record["versions"]
+    rows = []
+    for phase in record["iterations"]:
+        row = {
+            "api": options["api"],
             "ranks": record["ranks"],
             "tasks_per_node": record["tasks_per_node"],
-            "grouping": record["details"].get("grouping"),
+            **{key: phase[key] for key in ROW_COLUMNS},
+            **{key: options[key] for key in OPTION_COLUMNS},
             "hints": ";".join(f"{k}={v}" for k, v in options["hints"].items()),
+            "grouping": record["details"].get("grouping") or "",
+            **{key: record["machine"][key] for key in MACHINE_COLUMNS},
+            **{key: versions_[key] for key in VERSION_COLUMNS},
+            "api_version": record["details"].get("api_version", ""),
         }
-        writer.writerow(flat)
+        rows.append(row)
+    return rows
+
+
+def to_csv(records: list[dict[str, Any]]) -> str:
+    """One row per API, phase and iteration, with every parameter."""
+    out = io.StringIO()
+    writer = csv.DictWriter(out, fieldnames=CSV_FIELDS)
+    writer.writeheader()
+    for record in records:
+        writer.writerows(csv_rows(record))
     return out.getvalue()
 
 

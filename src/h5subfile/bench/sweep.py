@@ -171,6 +171,13 @@ def expand(spec: dict[str, Any]) -> list[Config]:
     return configs
 
 
+def _job_environment() -> dict[str, str]:
+    """This process's environment without an MPI launcher's variables, so that each run's
+    mpiexec starts a job of its own (a sweep started under ``mpiexec -n 1`` inherits them)."""
+    prefixes = ("PMI_", "PMIX_", "OMPI_", "HYDRA_", "MPI_LOCAL")
+    return {k: v for k, v in os.environ.items() if not k.startswith(prefixes)}
+
+
 def run_one(config: Config, workdir: str, timeout: float = 1800) -> dict[str, Any]:
     """Run one configuration under mpiexec; return its JSON record (or an 'unavailable' one)."""
     json_path = os.path.join(workdir, "run.json")
@@ -187,7 +194,9 @@ def run_one(config: Config, workdir: str, timeout: float = 1800) -> dict[str, An
         "--json",
         json_path,
     ]
-    result = subprocess.run(command, capture_output=True, text=True, timeout=timeout)
+    result = subprocess.run(
+        command, capture_output=True, text=True, timeout=timeout, env=_job_environment()
+    )
     if result.returncode != 0:
         raise RuntimeError(f"{' '.join(command)} failed:\n{result.stderr[-3000:]}")
     if not os.path.exists(json_path):
@@ -213,49 +222,40 @@ def medians(runs: list[dict[str, Any]]) -> dict[tuple[Any, ...], dict[str, float
     return {k: {a: statistics.median(v) for a, v in accs.items()} for k, accs in samples.items()}
 
 
-def run_sweep(path: str, out: str | None = None, quiet: bool = False) -> int:
-    """Run the sweep described in ``path``; write results.json and plots into ``out``."""
+def unavailable_apis(apis: set[str]) -> dict[str, str]:
+    """Why each API of ``apis`` cannot run here (the runs use this same Python), asked before
+    the sweep starts so that its counter counts only runs that happen. Does not start MPI."""
+    import mpi4py
+
+    mpi4py.rc.initialize = mpi4py.rc.finalize = False  # this process only launches jobs
+    from .backends import BACKENDS
+
+    reasons = {api: BACKENDS[api].unavailable() for api in sorted(apis)}
+    return {api: reason for api, reason in reasons.items() if reason}
+
+
+def run_sweep(path: str, out: str | None = None, progress: str = "auto") -> int:
+    """Run the sweep described in ``path``; write results.json and plots into ``out``.
+
+    ``progress``: ``"on"``, ``"off"`` or ``"auto"`` (a line per run on stderr if a terminal).
+    """
     from . import plots
+    from .progress import wanted
     from .report import machine, versions
 
     with open(path, "rb") as handle:
         spec = tomllib.load(handle)
     configs = expand(spec)
+    plots.require()  # before hours of runs, not after them
+    unavailable = unavailable_apis({c.api for c in configs})
+    show = wanted(progress)
+    for reason in unavailable.values():
+        print(reason, file=sys.stderr, flush=True)
+    configs = [c for c in configs if c.api not in unavailable]
     repetitions = int(spec.get("repetitions", 1))
     out = out or os.path.splitext(os.path.basename(path))[0] + "-results"
     os.makedirs(out, exist_ok=True)
-    runs: list[dict[str, Any]] = []
-    unavailable: dict[str, str] = {}
-    total = len(configs) * repetitions
-    with tempfile.TemporaryDirectory(prefix="h5subfile-sweep-", dir=spec.get("workdir")) as work:
-        done = 0
-        order = list(configs)
-        shuffle = random.Random(int(spec.get("seed", 1)))
-        for repetition in range(repetitions):
-            if spec.get("shuffle", True):
-                shuffle.shuffle(order)  # no configuration always follows the same one
-            for config in order:
-                done += 1
-                if config.api in unavailable:
-                    continue
-                os.sync()  # untimed: no run pays for the previous run's dirty pages
-                record = run_one(config, work)
-                if record.get("unavailable"):
-                    unavailable[config.api] = record["unavailable"]
-                    if not quiet:
-                        print(record["unavailable"], file=sys.stderr, flush=True)
-                    continue
-                runs.append({"config": asdict(config), "repetition": repetition, "record": record})
-                if not quiet:
-                    rates = ", ".join(
-                        f"{a} {s['median_mib']:.1f}" for a, s in record["summary"].items()
-                    )
-                    print(
-                        f"[{done}/{total}] {config.variant} P={config.ranks} "
-                        f"t={config.transfer // 1024}KiB: {rates} MiB/s",
-                        file=sys.stderr,
-                        flush=True,
-                    )
+    runs = _run_all(spec, configs, repetitions, unavailable, show)
     result = {
         "sweep": spec,
         "machine": machine(),
@@ -266,10 +266,50 @@ def run_sweep(path: str, out: str | None = None, quiet: bool = False) -> int:
     with open(os.path.join(out, "results.json"), "w") as handle:
         json.dump(result, handle, indent=1, default=str)
     written = plots.draw_all(result, out, spec.get("title", os.path.basename(path)))
+    total = len(configs) * repetitions
     print(
-        f"sweep: {len(runs)} run(s); results in {os.path.join(out, 'results.json')}; "
-        f"plots: {', '.join(written) or 'none'}"
+        f"sweep: {len(runs)} of {total} run(s) done; results in "
+        f"{os.path.join(out, 'results.json')}; plots: {', '.join(written) or 'none'}"
     )
     for reason in unavailable.values():
         print(reason)
     return 0
+
+
+def _run_all(
+    spec: dict[str, Any],
+    configs: list[Config],
+    repetitions: int,
+    unavailable: dict[str, str],
+    show: bool,
+) -> list[dict[str, Any]]:
+    """Every configuration once per repetition, shuffled anew each repetition (no
+    configuration always follows the same one); a line per run, numbered 1..total."""
+    runs: list[dict[str, Any]] = []
+    total = len(configs) * repetitions
+    done = 0
+    order = list(configs)
+    shuffle = random.Random(int(spec.get("seed", 1)))
+    with tempfile.TemporaryDirectory(prefix="h5subfile-sweep-", dir=spec.get("workdir")) as work:
+        for repetition in range(repetitions):
+            if spec.get("shuffle", True):
+                shuffle.shuffle(order)
+            for config in order:
+                if config.api in unavailable:  # found unavailable by an earlier run
+                    continue
+                done += 1
+                os.sync()  # untimed: no run pays for the previous run's dirty pages
+                record = run_one(config, work)
+                where = f"[{done}/{total}] {config.variant} P={config.ranks} t={config.transfer // 1024}KiB"
+                if record.get("unavailable"):
+                    unavailable[config.api] = record["unavailable"]
+                    if show:
+                        print(f"{where}: {record['unavailable']}", file=sys.stderr, flush=True)
+                    continue
+                runs.append({"config": asdict(config), "repetition": repetition, "record": record})
+                if show:
+                    rates = ", ".join(
+                        f"{a} {s['median_mib']:.1f}" for a, s in record["summary"].items()
+                    )
+                    print(f"{where}: {rates} MiB/s", file=sys.stderr, flush=True)
+    return runs

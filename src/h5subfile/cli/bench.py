@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import shlex
 import sys
 from typing import TYPE_CHECKING, Any
@@ -24,8 +25,11 @@ def add_parser(verbs: Any) -> None:
         "bench",
         help="IOR-style benchmark of posix, mpiio, hdf5, subfile and phdf5",
         description="IOR's options with IOR's meanings; sizes accept k, m, g (binary). Run under "
-        "mpiexec. With --sweep FILE.toml, run a matrix of configurations (launching mpiexec "
-        "itself) and write results JSON and PNG plots.",
+        "mpiexec. Several APIs (-a posix,mpiio,subfile or -a all) run in turns and end with a "
+        "comparison table. With --compression the hdf5 and subfile APIs write each rank's whole "
+        "block of a segment in one collective write (chunks are compressed whole; -t still sets "
+        "the read size). With --sweep FILE.toml (without mpiexec), run a matrix of "
+        "configurations, launching mpiexec itself, and write results JSON and PNG plots.",
         conflict_handler="resolve",
     )
     _add_ior_flags(parser)
@@ -41,7 +45,9 @@ def _add_ior_flags(parser: argparse.ArgumentParser) -> None:
         dest="api",
         default="posix",
         help="API: posix, mpiio, hdf5 (h5subfile, one shared file), subfile "
-        "(h5subfile with subfiling), phdf5 (parallel HDF5 via h5py)",
+        "(h5subfile with subfiling), phdf5 (parallel HDF5 via h5py); a comma list "
+        "(posix,mpiio,subfile) or 'all' runs several in turns, repetition by repetition, and "
+        "compares them (default posix)",
     )
     parser.add_argument(
         "-b",
@@ -58,7 +64,9 @@ def _add_ior_flags(parser: argparse.ArgumentParser) -> None:
         help="transfer size (default 256k)",
     )
     parser.add_argument("-s", dest="segments", type=int, default=1, help="segments (default 1)")
-    parser.add_argument("-i", dest="iterations", type=int, default=1, help="iterations")
+    parser.add_argument(
+        "-i", dest="iterations", type=int, default=1, help="iterations (repetitions; default 1)"
+    )
     parser.add_argument("-w", dest="write", action="store_true", help="write phase")
     parser.add_argument("-r", dest="read", action="store_true", help="read phase")
     parser.add_argument("-e", dest="fsync", action="store_true", help="fsync after the write phase")
@@ -87,7 +95,11 @@ def _add_ior_flags(parser: argparse.ArgumentParser) -> None:
 
 def _add_api_flags(parser: argparse.ArgumentParser) -> None:
     """Options of particular APIs (subfiling, phdf5) and the h5subfile plan."""
-    parser.add_argument("--subfiles", default=None, help="subfile API: subfiles, 'node', 'rank'")
+    parser.add_argument(
+        "--subfiles",
+        default=None,
+        help="subfile API: number of subfiles, 'node', 'rank'",
+    )
     parser.add_argument(
         "--ranks-per-subfile",
         type=int,
@@ -115,7 +127,13 @@ def _add_output_flags(parser: argparse.ArgumentParser) -> None:
         help="write results as JSON to PATH ('-': print JSON instead of text)",
     )
     parser.add_argument("--csv", metavar="PATH", help="write results as CSV to PATH ('-': print)")
-    parser.add_argument("--quiet", action="store_true", help="no progress lines")
+    parser.add_argument(
+        "--progress",
+        action="store_true",
+        help="progress on rank 0's stderr even when it is not a terminal (under mpiexec it "
+        "usually is not); by default progress shows only on a terminal",
+    )
+    parser.add_argument("--quiet", action="store_true", help="no progress at all")
     parser.add_argument(
         "--sweep",
         metavar="FILE.toml",
@@ -124,15 +142,22 @@ def _add_output_flags(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--out", default=None, help="--sweep: folder for results and plots")
 
 
-def options_from(args: argparse.Namespace) -> BenchOptions:
+def options_from(
+    args: argparse.Namespace, api: str | None = None, several: bool = False
+) -> BenchOptions:
+    """The options of one API (``api``, default ``-a``). With ``several`` APIs in one run, each
+    writes its own test file (``-o`` + ``.API``) and the subfile API's own flags (--subfiles,
+    --ranks-per-subfile) apply to it alone."""
     from ..bench.options import BenchOptions, parse_hints
     from ..plan import parse_subfiles
 
+    api = args.api if api is None else api
     write, read = args.write, args.read
     if not (write or read):
         write = read = True  # as IOR: neither flag means both
+    own = not several or api == "subfile"
     return BenchOptions(
-        api=args.api,
+        api=api,
         block=args.block,
         transfer=args.transfer,
         segments=args.segments,
@@ -143,18 +168,26 @@ def options_from(args: argparse.Namespace) -> BenchOptions:
         reorder=args.reorder,
         file_per_proc=args.file_per_proc,
         collective=args.collective,
-        test_file=args.test_file,
+        test_file=f"{args.test_file}.{api}" if several else args.test_file,
         keep=args.keep,
         check_write=args.check_write,
         check_read=args.check_read,
         hints=parse_hints(args.hint),
-        subfiles=parse_subfiles(args.subfiles),
-        ranks_per_subfile=args.ranks_per_subfile,
+        subfiles=parse_subfiles(args.subfiles) if own else None,
+        ranks_per_subfile=args.ranks_per_subfile if own else None,
         coll_metadata=args.coll_metadata,
         alignment=args.alignment,
         no_fill=args.no_fill,
         plan={k: v for k, v in plan_arguments(args).items() if k not in OWN_FLAGS},
     )
+
+
+def options_for_apis(args: argparse.Namespace) -> list[BenchOptions]:
+    """One :class:`BenchOptions` per API of ``-a`` (a name, a comma list or ``all``)."""
+    from ..bench.options import parse_apis
+
+    apis = parse_apis(args.api)
+    return [options_from(args, api, several=len(apis) > 1) for api in apis]
 
 
 def _write(path: str | None, text: str) -> None:
@@ -175,6 +208,7 @@ def details_for(options: BenchOptions, comm: MPI.Comm, nodes: tuple[int, ...]) -
     from ..plan import Plan
 
     details: dict[str, Any] = {"api_version": BACKENDS[options.api].version()}
+    details["access"] = "file-per-process" if options.file_per_proc else "single-shared-file"
     if options.api in ("hdf5", "subfile"):
         grouping = (
             {"subfiles": 1}
@@ -187,7 +221,14 @@ def details_for(options: BenchOptions, comm: MPI.Comm, nodes: tuple[int, ...]) -
         plan = Plan.parse(fsync=options.fsync, **grouping, **storage)
         size = 1 if options.file_per_proc else comm.size
         details["plan"] = plan.to_dict()
-        details["grouping"] = plan_groups(size, plan, nodes[:size]).describe()
+        groups = plan_groups(size, plan, nodes[:size])
+        details["grouping"] = groups.describe()
+        details["access"] = access(options, groups.ngroups, size)
+        if plan.compression is not None:
+            details["transfers"] = (
+                f"{plan.compression}-compressed chunked datasets: each rank writes its whole "
+                "block of a segment in one collective write; reads are -t transfers"
+            )
     if options.api == "phdf5":
         details["phdf5"] = {
             "coll_metadata": options.coll_metadata,
@@ -197,51 +238,157 @@ def details_for(options: BenchOptions, comm: MPI.Comm, nodes: tuple[int, ...]) -
     return details
 
 
+def access(options: BenchOptions, subfiles: int, ranks: int) -> str:
+    """IOR's ``access`` line for an h5subfile API: what the ranks share."""
+    if options.file_per_proc:
+        return "file-per-process"
+    if subfiles == 1:
+        return "single-shared-file" + (
+            " (subfiling: 1 subfile)" if options.api == "subfile" else ""
+        )
+    if subfiles == ranks:
+        return f"file-per-process (subfiling: {subfiles} subfiles, 1 rank each, plus a master file)"
+    return f"subfiling: {subfiles} shared subfiles for {ranks} ranks, plus a master file"
+
+
 def run(args: argparse.Namespace) -> int:
     if args.sweep:
-        from ..bench.sweep import run_sweep
-
-        return run_sweep(args.sweep, args.out, quiet=args.quiet)
+        return _sweep(args)
     from mpi4py import MPI
 
-    from ..bench import report
-    from ..bench.backends import BACKENDS
-    from ..bench.driver import run as run_bench
+    from ..bench.progress import Progress, wanted
     from ..mpi.collective import agree
     from ..mpi.nodes import node_of_ranks
 
     comm = MPI.COMM_WORLD
-    options: BenchOptions | None = None
+    runs: list[BenchOptions] = []
     error: ValueError | None = None
     try:
-        options = options_from(args)
+        runs = options_for_apis(args)
     except ValueError as exc:  # the same on every rank: agreed, printed once
         error = exc
     agree(comm, error)
-    assert options is not None  # agree raised on every rank otherwise
     nodes = node_of_ranks(comm)
-    tasks_per_node = nodes.count(nodes[0])
-    reason = BACKENDS[options.api].unavailable()
-    if reason:
-        if comm.rank == 0:
-            print(reason, flush=True)
-            record = report.to_json(
-                [], options, comm.size, tasks_per_node, {"api_version": ""}, unavailable=reason
-            )
-            if args.json and args.json != "-":
-                _write(args.json, report.dump_json(record))
-        return 0
-    details = details_for(options, comm, nodes)
-    results = run_bench(options, comm, progress=not args.quiet)
+    available, unavailable = _available(runs)
     if comm.rank == 0:
-        record = report.to_json(results, options, comm.size, tasks_per_node, details)
-        command = "h5subfile bench " + shlex.join(sys.argv[2:] if len(sys.argv) > 2 else [])
-        if args.json != "-" and args.csv != "-":
+        _say_unavailable(args, unavailable)
+    if not available:
+        if comm.rank == 0:
+            _write_unavailable(args, runs, unavailable, comm.size, nodes.count(nodes[0]))
+        return 0
+    details = [details_for(options, comm, nodes) for options in available]
+    mode = "off" if args.quiet else "on" if args.progress else "auto"
+    progress = Progress(comm.rank == 0 and wanted(mode))
+    from ..bench.driver import run_interleaved
+
+    results = run_interleaved(available, comm, progress)
+    if comm.rank == 0:
+        several = len(runs) > 1  # as asked: the output's form does not depend on what ran
+        _output(
+            args,
+            available,
+            results,
+            details,
+            unavailable,
+            several,
+            comm.size,
+            nodes.count(nodes[0]),
+        )
+    bad = sum(r.bad_transfers or 0 for rows in results for r in rows)
+    return 1 if bad else 0
+
+
+def _available(runs: list[BenchOptions]) -> tuple[list[BenchOptions], dict[str, str]]:
+    """The APIs that can run here, and why the others cannot."""
+    from ..bench.backends import BACKENDS
+
+    unavailable = {o.api: BACKENDS[o.api].unavailable() or "" for o in runs}
+    unavailable = {api: reason for api, reason in unavailable.items() if reason}
+    return [o for o in runs if o.api not in unavailable], unavailable
+
+
+def _say_unavailable(args: argparse.Namespace, unavailable: dict[str, str]) -> None:
+    """Rank 0: why an API is left out (on stderr when stdout carries JSON or CSV)."""
+    stream = sys.stderr if "-" in (args.json, args.csv) else sys.stdout
+    for reason in unavailable.values():
+        print(reason, file=stream, flush=True)
+
+
+def _write_unavailable(
+    args: argparse.Namespace,
+    runs: list[BenchOptions],
+    unavailable: dict[str, str],
+    ranks: int,
+    tasks_per_node: int,
+) -> None:
+    """Rank 0, nothing could run: a JSON record saying why (for sweeps)."""
+    from ..bench import report
+
+    reason = "; ".join(unavailable.values())
+    record = report.to_json([], runs[0], ranks, tasks_per_node, {"api_version": ""}, reason)
+    if args.json and args.json != "-":
+        _write(args.json, report.dump_json(record))
+
+
+def _output(
+    args: argparse.Namespace,
+    runs: list[BenchOptions],
+    results: list[list[Any]],
+    details: list[dict[str, Any]],
+    unavailable: dict[str, str],
+    several: bool,
+    ranks: int,
+    tasks_per_node: int,
+) -> None:
+    """Rank 0: IOR's text per API (and, when ``several`` were asked for, their comparison),
+    JSON and CSV."""
+    from ..bench import compare, report
+
+    command = "h5subfile bench " + shlex.join(sys.argv[2:] if len(sys.argv) > 2 else [])
+    records = [
+        report.to_json(rows, options, ranks, tasks_per_node, info)
+        for rows, options, info in zip(results, runs, details)
+    ]
+    texts = [
+        report.render(rows, options, ranks, tasks_per_node, info, command)
+        for rows, options, info in zip(results, runs, details)
+    ]
+    rows = compare.compare([(o.api, r) for o, r in zip(runs, results)])
+    if several:
+        texts.append(compare.render(rows, runs[0].iterations))
+    if args.json != "-" and args.csv != "-":
+        print(("\n\n" + "=" * 80 + "\n\n").join(texts), flush=True)
+    if not several:
+        record = records[0]
+    else:
+        record = {"apis": [o.api for o in runs], "runs": records, "comparison": rows}
+        record["unavailable"] = unavailable
+    _write(args.json, report.dump_json(record))
+    _write(args.csv, report.to_csv(records))
+
+
+def launched_ranks(env: dict[str, str] | None = None) -> tuple[int, int]:
+    """(rank, size) this process was started with by an MPI launcher, (0, 1) without one."""
+    env = dict(os.environ) if env is None else env
+    for rank, size in (("PMI_RANK", "PMI_SIZE"), ("OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE")):
+        if env.get(size, "").isdigit():
+            return int(env.get(rank, "0") or 0), int(env[size])
+    return 0, 1
+
+
+def _sweep(args: argparse.Namespace) -> int:
+    from ..bench.sweep import run_sweep
+
+    rank, size = launched_ranks()
+    if size > 1:  # each rank would run the whole sweep, each launching its own jobs
+        if rank == 0:
             print(
-                report.render(results, options, comm.size, tasks_per_node, details, command),
+                f"h5subfile bench: error: --sweep launches mpiexec itself, but runs here under "
+                f"an MPI launcher with {size} ranks: run `h5subfile bench --sweep "
+                f"{args.sweep}` without mpiexec",
+                file=sys.stderr,
                 flush=True,
             )
-        _write(args.json, report.dump_json(record))
-        _write(args.csv, report.to_csv(record))
-    bad = sum(r.bad_transfers or 0 for r in results)
-    return 1 if bad else 0
+        return 1
+    mode = "off" if args.quiet else "on" if args.progress else "auto"
+    return run_sweep(args.sweep, args.out, progress=mode)

@@ -1,9 +1,16 @@
 """h5bench-style metrics: total size, raw I/O time and rate, metadata time, observed time and rate.
 
-Raw time is the time ranks spend inside data reads/writes (max over ranks); observed completion
-time runs from before the file is opened to after it is closed (max over ranks, excluding the
-time spent generating or checking data); metadata time is observed minus raw. Rates are
-MiB/s (h5bench labels the same numbers MB/s).
+Definitions (docs in README.md, *Kernel metrics*), for the job as a whole:
+
+- **observed completion time**: from before the file is opened to after it is closed, on the
+  slowest rank (max over ranks), excluding the time spent making or checking data (h5bench's
+  ``t4 - t1``, taken after a barrier, is the slowest rank's too);
+- **raw time**: the time inside the data writes (reads), on the slowest rank (max over ranks);
+- **metadata time**: observed - raw, everything else in the observed time (opening, creating
+  groups and datasets, coordination, closing), so that raw + metadata = observed exactly;
+- **rates**: total bytes / raw time and total bytes / observed time, in MiB/s (h5bench labels
+  the same numbers MB/s); undefined (``None``, printed ``n/a``) when the time is zero, e.g.
+  when nothing was written.
 """
 
 from __future__ import annotations
@@ -16,8 +23,19 @@ from mpi4py import MPI
 from ..units import format_bytes
 
 
+def rate(nbytes: int, seconds: float) -> float | None:
+    """MiB/s, or None when ``seconds`` is not positive (no time measured: no rate)."""
+    return nbytes / 2**20 / seconds if seconds > 0 else None
+
+
+def _rate_text(value: float | None) -> str:
+    return "n/a (no time measured)" if value is None else f"{value:.3f} MiB/s"
+
+
 @dataclass
 class Metrics:
+    """One kernel run's numbers; ``raw_seconds + metadata_seconds == observed_seconds``."""
+
     kind: str  # "write" or "read"
     ranks: int
     total_bytes: int
@@ -26,13 +44,12 @@ class Metrics:
     observed_seconds: float
 
     @property
-    def raw_rate(self) -> float:
-        return self.total_bytes / 2**20 / self.raw_seconds if self.raw_seconds > 0 else float("inf")
+    def raw_rate(self) -> float | None:
+        return rate(self.total_bytes, self.raw_seconds)
 
     @property
-    def observed_rate(self) -> float:
-        seconds = self.observed_seconds
-        return self.total_bytes / 2**20 / seconds if seconds > 0 else float("inf")
+    def observed_rate(self) -> float | None:
+        return rate(self.total_bytes, self.observed_seconds)
 
     def as_dict(self) -> dict[str, Any]:
         data = asdict(self)
@@ -50,11 +67,20 @@ class Metrics:
                 f"Raw {k} time: {self.raw_seconds:.3f} s",
                 f"Metadata time: {self.metadata_seconds:.3f} s",
                 f"Observed completion time: {self.observed_seconds:.3f} s",
-                f"Raw {k} rate: {self.raw_rate:.3f} MiB/s",
-                f"Observed {k} rate: {self.observed_rate:.3f} MiB/s",
+                f"Raw {k} rate: {_rate_text(self.raw_rate)}",
+                f"Observed {k} rate: {_rate_text(self.observed_rate)}",
                 "==========================================================",
             ]
         )
+
+
+def combine_metrics(
+    kind: str, ranks: int, total_bytes: int, raw_max: float, observed_max: float
+) -> Metrics:
+    """The job's metrics from the slowest rank's raw and observed seconds (pure)."""
+    raw = max(raw_max, 0.0)
+    observed = max(observed_max, raw)  # every rank's raw time lies inside its observed time
+    return Metrics(kind, ranks, total_bytes, raw, observed - raw, observed)
 
 
 def reduce_metrics(
@@ -64,5 +90,4 @@ def reduce_metrics(
     total = comm.allreduce(local_bytes, op=MPI.SUM)
     raw = comm.allreduce(raw_seconds, op=MPI.MAX)
     observed = comm.allreduce(observed_seconds, op=MPI.MAX)
-    metadata = comm.allreduce(max(observed_seconds - raw_seconds, 0.0), op=MPI.MAX)
-    return Metrics(kind, comm.size, total, raw, metadata, observed)
+    return combine_metrics(kind, comm.size, total, raw, observed)

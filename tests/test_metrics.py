@@ -1,0 +1,62 @@
+"""h5bench-style metrics (``vpic``, ``bdcats``): raw + metadata = observed, rates only where a
+time was measured, the same definitions in text and JSON."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from conftest import run_cli
+from h5subfile.kernels.metrics import Metrics, combine_metrics
+
+
+def test_metrics_add_up() -> None:
+    metrics = combine_metrics("write", 4, 3 * 2**20, raw_max=1.5, observed_max=2.0)
+    assert (metrics.raw_seconds, metrics.metadata_seconds, metrics.observed_seconds) == (
+        1.5,
+        0.5,
+        2.0,
+    )
+    assert metrics.raw_rate == pytest.approx(2.0) and metrics.observed_rate == pytest.approx(1.5)
+    # the slowest rank's raw time never exceeds the job's observed time
+    clamped = combine_metrics("read", 2, 0, raw_max=1.0, observed_max=0.5)
+    assert clamped.observed_seconds == 1.0 and clamped.metadata_seconds == 0.0
+
+
+def test_no_time_no_rate() -> None:
+    metrics = combine_metrics("write", 2, 0, raw_max=0.0, observed_max=0.25)
+    assert metrics.raw_rate is None and metrics.observed_rate == 0.0
+    text = metrics.report()
+    assert "inf" not in text and "Raw write rate: n/a (no time measured)" in text
+    assert "Observed write rate: 0.000 MiB/s" in text
+    data = metrics.as_dict()
+    assert data["raw_rate_mib_s"] is None and json.loads(json.dumps(data)) == data
+    assert Metrics("read", 1, 10, 0.0, 0.0, 0.0).observed_rate is None
+
+
+def _vpic(tmp_path: Path, particles: str, *flags: str) -> str:
+    result = run_cli(
+        2, "vpic", tmp_path / f"v{particles}.h5", "--particles", particles, "--steps", "2", *flags
+    )
+    assert result.returncode == 0, result.stderr
+    return result.stdout
+
+
+def test_vpic_metrics_from_the_command_line(tmp_path: Path) -> None:
+    text = _vpic(tmp_path, "0", "--quiet")
+    assert "inf" not in text and text.count("Raw write rate: n/a") == 1
+    assert text.count("Total write size: 0 B") == 1
+    data = json.loads(_vpic(tmp_path, "4Ki", "--json").strip().splitlines()[-1])
+    assert data["total_bytes"] == 2 * 4096 * 32 * 2
+    assert data["raw_seconds"] + data["metadata_seconds"] == pytest.approx(
+        data["observed_seconds"], rel=1e-12
+    )
+    assert 0 < data["raw_seconds"] <= data["observed_seconds"]
+    assert data["raw_rate_mib_s"] == pytest.approx(
+        data["total_bytes"] / 2**20 / data["raw_seconds"]
+    )
+    assert data["observed_rate_mib_s"] == pytest.approx(
+        data["total_bytes"] / 2**20 / data["observed_seconds"]
+    )
