@@ -83,9 +83,11 @@ def bars(
     ax.set_yticklabels(labels, fontsize=7)
     ax.invert_yaxis()
     if log:
-        from matplotlib.ticker import NullFormatter
+        from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
 
         ax.set_xscale("log")
+        ax.xaxis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
+        ax.xaxis.set_major_formatter(FuncFormatter(lambda value, _: f"{value:g}"))
         ax.xaxis.set_minor_formatter(NullFormatter())
     ax.set_xlabel(xlabel)
     ax.set_title(title, fontsize=9)
