@@ -485,7 +485,7 @@ def main() -> int:
         run.update(load_after=os.getloadavg()[0])
         save()
     publish(record)
-    print(f"wrote {RESULTS}, {FIGURE} and the section of {MARKDOWN}", file=sys.stderr)
+    print(f"wrote {RESULTS}, {MARKDOWN} and its figures", file=sys.stderr)
     return 0
 
 
