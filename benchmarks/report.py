@@ -393,7 +393,7 @@ def metadata_summary(record: dict) -> list[tuple[str, str, str]]:
             key=lambda c: md.median_of(runs, top, c, key),
         )
         cells = [
-            f"{c.split(', ', 1)[1]} {md.cell(md.values(runs, top, c, key), 3)} s"
+            f"{c} {md.cell(md.values(runs, top, c, key), 3)} s"
             for c in md.SCALING
             if md.values(runs, top, c, key)
         ]
