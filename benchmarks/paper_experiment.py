@@ -27,16 +27,16 @@ from collections import defaultdict
 from dataclasses import asdict, replace
 from pathlib import Path
 
-from h5subfile.bench import plots
-from h5subfile.bench.backends import BACKENDS
+from docplot import bars, caption, environment_warning, mpi_name
+
 from h5subfile.bench.options import ROMIO9
-from h5subfile.bench.report import machine, versions
 from h5subfile.bench.sweep import Config, run_one
 from h5subfile.units import parse_count
 
 ROOT = Path(__file__).resolve().parent.parent
 KIB, MIB = 1024, 2**20
 SEED = 20261122  # the run order's shuffle
+RESULTS = ROOT / "docs" / "benchmarks-results.json"
 
 
 def vpic_configs(ranks: int, particles: int, fsync: bool, phdf5: bool) -> list[tuple[str, Config]]:
@@ -225,242 +225,421 @@ def fmt_ratio(r: tuple[float, float, float]) -> str:
     return f"{r[0]:.2f} ({r[1]:.2f}-{r[2]:.2f})"
 
 
-def write_markdown(
-    result: dict, args: argparse.Namespace, groups: dict, path: Path, figures: list[str]
-) -> None:
-    samples, phases = collect(result["runs"])
-    m, v = result["machine"], result["versions"]
+BEGIN, END = "<!-- paper:begin -->", "<!-- paper:end -->"
+TITLE = "VPIC-IO, BD-CATS-IO and IOR patterns against raw POSIX, MPI-IO and parallel HDF5"
+FPP = "raw POSIX, file per process"
+
+
+def slug(group: str) -> str:
+    """The figure's file name of a group: lower case, words joined by dashes."""
+    words = "".join(c if c.isalnum() else " " for c in group.split(":")[0].split("(")[0])
+    return "paper-" + "-".join(words.lower().split()) + ".png"
+
+
+def groups_of(result: dict) -> dict[str, list[str]]:
+    """Group -> its labels in reading order, as the experiment defined them (only those run)."""
+    runs = result["runs"]
+    present: dict[str, set[str]] = {}
+    for run in runs:
+        present.setdefault(run["group"], set()).add(run["label"])
+    vpic = [run["config"] for run in runs if run["group"].startswith("VPIC")]
+    phdf5 = any(run["config"]["api"] == "phdf5" for run in runs)
+    ranks_list = sorted({config["ranks"] for config in vpic})
+    return {
+        name: [label for label, _ in configs if label in present[name]]
+        for name, configs in build_groups(ranks_list, vpic[0]["block"] // 4, phdf5).items()
+        if name in present
+    }
+
+
+def best_of(samples: dict, group: str, labels: list[str], prefix: str) -> str | None:
+    """The label starting with ``prefix`` of the highest median write rate."""
+    found = [x for x in labels if x.startswith(prefix)]
+    return max(found, key=lambda x: statistics.median(samples[group][x]["write"]), default=None)
+
+
+def vpic_ratios(samples: dict, group: str, labels: list[str]) -> list[tuple[str, str, str]]:
+    """The ratio rows of a VPIC-IO group: (text, numerator label, denominator label)."""
+    null = next(x for x in labels if x.startswith(FPP + " (null"))
+    subfiling = [x for x in labels if "subfiling factor" in x]
+    best = best_of(samples, group, labels, "h5subfile, subfiling factor")
+    assert best is not None
+    rows = [
+        ("null comparison: raw POSIX file per process, again / itself", null, FPP),
+        ("subfiling (factor 1, file per process) / raw POSIX file per process", subfiling[0], FPP),
+        (f"best subfiling ({best.split(', ')[1]}) / raw POSIX file per process", best, FPP),
+        (
+            "h5subfile one shared file / raw POSIX one shared file",
+            "h5subfile, one shared file",
+            "raw POSIX, one shared file",
+        ),
+    ]
+    ph = best_of(samples, group, labels, "parallel HDF5")
+    if ph:
+        rows.append((f"best subfiling / best parallel HDF5 ({ph.split(', ', 1)[1]})", best, ph))
+    return rows
+
+
+def size_ratios(labels: list[str]) -> list[tuple[str, str, str]]:
+    rows = []
+    for size in SIZES:
+        mib = 32 * parse_count(size) // MIB
+        raw = f"raw POSIX, file per process, {mib} MiB/rank"
+        for label in labels:
+            if label.endswith(f", {mib} MiB/rank") and label != raw:
+                rows.append((f"{label} / raw POSIX file per process", label, raw))
+    return rows
+
+
+def transfer_ratios(labels: list[str]) -> list[tuple[str, str, str]]:
+    rows = []
+    for transfer in ("64", "1024", "16384"):
+        raw = f"raw POSIX, shared, {transfer} KiB"
+        for label in labels:
+            if label.endswith(f", {transfer} KiB") and label.startswith("h5subfile"):
+                rows.append((f"{label} / raw POSIX shared", label, raw))
+    return rows
+
+
+def ratio_rows(samples: dict, group: str, labels: list[str]) -> list[tuple[str, str, str]]:
+    if group.startswith("VPIC"):
+        return vpic_ratios(samples, group, labels)
+    if group.startswith("Data size"):
+        return size_ratios(labels)
+    if group.startswith("Transfer"):
+        return transfer_ratios(labels)
+    return []
+
+
+def hint_families(samples: dict, group: str, labels: list[str]) -> list[tuple[str, str, str]]:
+    """(family, best label, worst label) by median write rate, for the MPI-IO hints group."""
+    out = []
+    for family in (
+        "MPI-IO, independent",
+        "MPI-IO, collective",
+        "parallel HDF5, independent",
+        "parallel HDF5, collective",
+    ):
+        members = [x for x in labels if x.startswith(family)]
+        if members:
+            ranked = sorted(members, key=lambda x: statistics.median(samples[group][x]["write"]))
+            out.append((family, ranked[-1], ranked[0]))
+    return out
+
+
+def targets(samples: dict, groups: dict[str, list[str]]) -> list[tuple[str, str, float, float]]:
+    """(where, target, measured median ratio, goal) for every target of the experiment."""
+    found = []
+    for group, labels in groups.items():
+        if group.startswith("VPIC"):
+            best = best_of(samples, group, labels, "h5subfile, subfiling factor")
+            ph = best_of(samples, group, labels, "parallel HDF5")
+            assert best is not None
+            if ph:
+                value = ratio(samples, group, best, ph, "write")[0]
+                found.append((group, "subfiling >= 1.5 x phdf5 shared file (write)", value, 1.5))
+            w = ratio(samples, group, best, FPP, "write")[0]
+            found.append((group, "subfiling write >= 0.95 x raw POSIX file per process", w, 0.95))
+            rd = ratio(samples, group, best, FPP, "read")[0]
+            found.append((group, "BD-CATS read >= 0.95 x raw pread", rd, 0.95))
+        elif group.startswith("Data size"):
+            size = SIZES[-1]
+            mib = 32 * parse_count(size) // MIB
+            raw = f"raw POSIX, file per process, {mib} MiB/rank"
+            where = group + f", {size} particles per rank"
+            one = f"h5subfile, subfiling factor 1, {mib} MiB/rank"
+            if one in labels:
+                w = ratio(samples, group, one, raw, "write")[0]
+                rd = ratio(samples, group, one, raw, "read")[0]
+                found.append(
+                    (where, "subfiling write >= 0.95 x raw POSIX file per process", w, 0.95)
+                )
+                found.append((where, "BD-CATS read >= 0.95 x raw pread", rd, 0.95))
+            subfile = next((x for x in labels if x.startswith("h5subfile, subfiling factor")
+                            and x.endswith(f", {mib} MiB/rank") and x != one), None)  # fmt: skip
+            phdf5 = f"parallel HDF5, shared, independent, {mib} MiB/rank"
+            if subfile and phdf5 in labels:
+                value = ratio(samples, group, subfile, phdf5, "write")[0]
+                found.append((where, "subfiling >= 1.5 x phdf5 shared file (write)", value, 1.5))
+        elif group.startswith("Transfer"):
+            for _, a, b in transfer_ratios(labels):
+                if ", 64 KiB" in a and "shared file" in a:
+                    value = ratio(samples, group, a, b, "write")[0]
+                    found.append((group, "64 KiB transfers >= 0.8 x raw (write)", value, 0.8))
+    return found
+
+
+def span(values: list[float], digits: int = 2) -> str:
+    """'lo-hi' of values, or the one value when they agree at this precision."""
+    lo, hi = f"{min(values):.{digits}f}", f"{max(values):.{digits}f}"
+    return lo if lo == hi else f"{lo}-{hi}"
+
+
+def open_costs(phases: dict, groups: dict[str, list[str]], ranks: int, prefix: str) -> list[float]:
+    """Median write-open seconds of every row starting with ``prefix`` in the VPIC groups at
+    ``ranks`` ranks (the first number of the tables' last column)."""
+    return [
+        statistics.median(phases[g][x]["write_open_s"])
+        for g, labels in groups.items()
+        if g.startswith(f"VPIC-IO + BD-CATS-IO, {ranks} ranks")
+        for x in labels
+        if x.startswith(prefix)
+    ]
+
+
+def notes(runs: list[dict], groups: dict[str, list[str]]) -> list[str]:
+    """'Reading these numbers', every number computed from the tables above."""
+    samples, phases = collect(runs)
+    vpic = [g for g in groups if g.startswith("VPIC")]
+    size_group = next(g for g in groups if g.startswith("Data size"))
+    transfer_group = next(g for g in groups if g.startswith("Transfer"))
+    hints_group = next(g for g in groups if g.startswith("MPI-IO hints"))
+    size_rows = size_ratios(groups[size_group])
+
+    def size_span(mib: int, prefix: str, access: str) -> str:
+        values = [
+            ratio(samples, size_group, a, b, access)[0]
+            for _, a, b in size_rows
+            if a.startswith(prefix) and a.endswith(f", {mib} MiB/rank")
+        ]
+        return span(values)
+
+    sizes = [32 * parse_count(s) // MIB for s in SIZES]
+    met_phdf5 = [
+        g
+        for g in vpic
+        for text, a, b in vpic_ratios(samples, g, groups[g])
+        if text.startswith("best subfiling / best parallel")
+        and ratio(samples, g, a, b, "write")[0] >= 1.5
+    ]
+    missed_phdf5 = [
+        g
+        for g in vpic
+        for text, a, b in vpic_ratios(samples, g, groups[g])
+        if text.startswith("best subfiling / best parallel")
+        and ratio(samples, g, a, b, "write")[0] < 1.5
+    ]
+    top = [t for t in targets(samples, groups) if t[0].startswith(size_group)]
+    phdf5_top = [t[2] for t in top if "phdf5" in t[1]]
+    ranks = sorted({int(g.split(", ")[1].split()[0]) for g in vpic})
+    crowded = [r for r in ranks if r > 2]
+    open_lines = [
+        f"{span(open_costs(phases, groups, r, 'h5subfile'), 3)} s at {r} ranks" for r in crowded
+    ]
+    raw_lines = [f"{span(open_costs(phases, groups, r, 'raw POSIX'), 3)} s" for r in crowded]
+    small = "h5subfile, one shared file, 64 KiB"
+    raw_small = "raw POSIX, shared, 64 KiB"
+    transfer_rows = transfer_ratios(groups[transfer_group])
+    small_ratios = [ratio(samples, transfer_group, a, b, "write")[0]
+                    for _, a, b in transfer_rows if a.endswith(", 64 KiB")]  # fmt: skip
+    xfer_h5 = statistics.median(phases[transfer_group][small]["write_xfer_s"])
+    xfer_raw = statistics.median(phases[transfer_group][raw_small]["write_xfer_s"])
+    config = next(r["config"] for r in runs if r["group"] == transfer_group and r["label"] == small)
+    calls = config["block"] * config["segments"] // config["transfer"]  # transfers per rank
+    crowded_groups = [g for g in vpic if int(g.split(", ")[1].split()[0]) > 2]
+    read_values = []
+    for g in crowded_groups:
+        for text, a, b in vpic_ratios(samples, g, groups[g]):
+            if text.startswith("best subfiling (") and b == FPP:
+                read_values.append(ratio(samples, g, a, b, "read")[0])
+    null_medians, null_reps = [], []
+    for g in vpic:
+        null = next(x for x in groups[g] if x.startswith(FPP + " (null"))
+        for access in ("write", "read"):
+            r = ratio(samples, g, null, FPP, access)
+            null_medians.append(r[0])
+            null_reps += [r[1], r[2]]
+    families = hint_families(samples, hints_group, groups[hints_group])
+    coll = next(f for f in families if f[0] == "MPI-IO, collective")
+    coll_ratio = ratio(samples, hints_group, coll[1], coll[2], "write")[0]
+    sieving = []
+    for family, _, _ in families:
+        for cb in ("cb_enable", "cb_disable", "cb_automatic"):
+            rates = [
+                statistics.median(samples[hints_group][x]["write"])
+                for x in groups[hints_group]
+                if x.startswith(family + ", " + cb + "_")
+            ]
+            if rates:
+                sieving.append(max(rates) / min(rates))
     lines = [
-        "# Benchmarks",
+        f"- **Where the targets are met.** At {sizes[-1]} MiB per rank (*Data size* table, the "
+        f"paper's 8 Mi particles) subfiling writes at {size_span(sizes[-1], 'h5subfile', 'write')}"
+        f" x and reads at {size_span(sizes[-1], 'h5subfile', 'read')} x raw POSIX file per "
+        "process"
+        + (
+            f", and writes {span(phdf5_top)} x as fast as parallel HDF5's shared file"
+            if phdf5_top
+            else ""
+        )
+        + ". Best subfiling writes >= 1.5 x as fast as the best parallel HDF5 way (VPIC-IO "
+        "tables) at "
+        + ("; ".join(g.split(", ", 1)[1] for g in met_phdf5) or "none")
+        + "; below 1.5 x at "
+        + ("; ".join(g.split(", ", 1)[1] for g in missed_phdf5) or "none")
+        + " (*Targets* table).",
+        "- **Why they are missed with less data per rank: a fixed cost per file.** The page "
+        "cache makes raw writes nearly free here, so any fixed cost dominates small outputs. "
+        "Opening an h5subfile file for writing took "
+        + " and ".join(open_lines)
+        + " (medians, the `open` column of the h5subfile rows of the VPIC-IO tables) against "
+        + " and ".join(raw_lines)
+        + " for raw POSIX: HDF5 creates the master and every subfile, the early-allocated "
+        "source datasets, the virtual datasets and their layout records, in rounds of MPI "
+        "coordination. Beyond 2 ranks the ranks are oversubscribed and MPICH's waiting ranks "
+        "busy-poll, slowing the ranks that do the HDF5 work (rank 0 and the group leaders). "
+        "The *Data size* table shows the cost amortize: subfiling writes at "
+        + ", ".join(f"{size_span(m, 'h5subfile', 'write')} x at {m} MiB per rank" for m in sizes)
+        + f"; parallel HDF5 pays a similar fixed cost ({size_span(sizes[0], 'parallel', 'write')} x"
+        f" at {sizes[0]} MiB per rank).",
+        "- **Fixed in h5subfile's own path because of these measurements** (before the tables "
+        "were taken): imports happened inside the first timed open (the benchmark now loads "
+        "everything before timing, as IOR does); the master was fsynced at every close even "
+        "without `fsync=True`; HDF5 objects were created through h5py's high-level layer (now "
+        "low-level calls); parent groups were looked up again for every dataset (now cached); "
+        "the read-side scan read every attribute twice and resolved every subfile path per "
+        "extent (now once); opening for reading took two coordination rounds (now one).",
+        f"- **64 KiB transfers ({span(small_ratios)} x raw POSIX, shared).** The same fixed "
+        f"cost, plus the per-call bookkeeping of `dset[a:b] = data`: the `wr` column gives "
+        f"{xfer_h5:.3f} s against {xfer_raw:.3f} s for {calls} transfers per rank, about "
+        f"{(xfer_h5 - xfer_raw) / calls * 1e6:.0f} us per call. Many small writes should be "
+        "batched: write whole blocks (`Dataset.write`, `write_datasets`).",
+        f"- **Reads at {crowded[0]}-{crowded[-1]} ranks ({span(read_values)} x raw POSIX file "
+        "per process, best subfiling).** Opening for reading (rank 0 scans the master, then one "
+        "broadcast) is a fixed cost of the same kind; at "
+        f"{sizes[-1]} MiB per rank reads are at {size_span(sizes[-1], 'h5subfile', 'read')} x raw.",
+        "- **Noise.** The null comparisons (the same raw POSIX configuration twice in one "
+        f"repetition) give medians of {min(null_medians):.2f}-{max(null_medians):.2f} and "
+        f"per-repetition ratios of {min(null_reps):.2f}-{max(null_reps):.2f}: a ratio of "
+        "medians inside that band is not a difference on this machine, and single repetitions "
+        "mean nothing. With fsync (`-e`) the disk's flush dominates; h5subfile also flushes "
+        "the master.",
+        "- **MPI-IO hints.** In collective MPI-IO the worst setting "
+        f"({coll[2].split(', ')[-1]}) wrote {coll_ratio:.2f} x slower than the best "
+        f"({coll[1].split(', ')[-1]}): with all ranks on one disk, collective buffering "
+        "(two-phase I/O) only adds copies and messages. At a fixed collective-buffering "
+        "setting, data sieving changed "
+        f"a family's median write rate by at most {max(sieving):.2f} x"
+        + (
+            ", inside the null comparisons' band above."
+            if max(sieving) <= max(max(null_medians), 1 / min(null_medians))
+            else "."
+        ),
+        "- Everything runs on one node with one disk: subfiling's advantage on parallel file "
+        "systems (fewer lock conflicts than one shared file, fewer files than file per process) "
+        "cannot show here; what can show is whether h5subfile adds overhead over raw POSIX I/O "
+        "of the same bytes. `-C` makes each reader read another rank's block; on one node reads "
+        "stay memory copies.",
+    ]
+    return lines
+
+
+def table_lines(samples: dict, phases: dict, group: str, labels: list[str]) -> list[str]:
+    lines = [
+        "| way | write MiB/s (min / median / max) | read MiB/s "
+        "(min / median / max) | write open / wr / close s (median) |",
+        "|---|---|---|---|",
+    ]
+    for label in labels:
+        cell = []
+        for access in ("write", "read"):
+            lo, med, hi = stats(samples[group][label][access])
+            cell.append(f"{lo:.0f} / **{med:.0f}** / {hi:.0f}")
+        p = phases[group][label]
+        timing = " / ".join(
+            f"{statistics.median(p[f'write_{k}']):.3f}" for k in ("open_s", "xfer_s", "close_s")
+        )
+        lines.append(f"| {label} | {cell[0]} | {cell[1]} | {timing} |")
+    rows = ratio_rows(samples, group, labels)
+    if rows:
+        lines += ["", "| ratio (same run) | write | read |", "|---|---|---|"]
+        for text, a, b in rows:
+            lines.append(
+                f"| {text} | {fmt_ratio(ratio(samples, group, a, b, 'write'))} | "
+                f"{fmt_ratio(ratio(samples, group, a, b, 'read'))} |"
+            )
+    if group.startswith("MPI-IO hints"):
+        lines.append("")
+        for family, best, worst in hint_families(samples, group, labels):
+            spread = ratio(samples, group, best, worst, "write")
+            lines.append(
+                f"- {family}: best write {best.split(', ')[-1]}, worst "
+                f"{worst.split(', ')[-1]}; best / worst = {fmt_ratio(spread)}"
+            )
+    return lines
+
+
+def render(result: dict) -> str:
+    """The section of docs/BENCHMARKS.md, from docs/benchmarks-results.json alone."""
+    runs = result["runs"]
+    samples, phases = collect(runs)
+    groups = groups_of(result)
+    m, v = result["machine"], result["versions"]
+    reps = 1 + max(run["repetition"] for run in runs)
+    particles = next(r["config"] for r in runs if r["group"].startswith("VPIC"))["block"] // 4
+    lines = [
+        BEGIN,
+        "## " + TITLE,
         "",
-        "Generated by `benchmarks/paper_experiment.py`; do not edit by hand. Every number comes",
-        "from `h5subfile bench` (IOR's definitions: bandwidth = aggregate bytes / (last close -",
-        "first open), MiB/s). Every configuration runs once per repetition, in an order shuffled",
-        f"anew each repetition (seed {SEED}), after a `sync` (untimed) so that no run pays for",
-        "another's dirty pages;",
-        "tables give min / **median** / max over repetitions, ratios are medians of the two",
-        "columns with the range of per-repetition ratios in brackets. Absolute MiB/s on a shared",
-        "2-core machine mean little (the page cache absorbs the writes; the same run varies 2-3x):",
-        "read the ratios, and the null comparison that shows the noise.",
+        *environment_warning(v["hdf5"], v["mpi"], "`make phdf5`, in `.venv-phdf5`"),
+        "",
+        "Every number comes from `h5subfile bench` (IOR's definitions: bandwidth = aggregate "
+        "bytes / (last close - first open), MiB/s); VPIC-IO writes 8 variables per rank "
+        "(`-s 8 -b 4N -t 4N`), BD-CATS-IO reads them back. Every configuration runs once per "
+        f"repetition, in an order shuffled anew each repetition (seed {SEED}), after an untimed "
+        "`sync`; tables give min / **median** / max over repetitions, ratios are medians of the "
+        "two columns with the range of per-repetition ratios in brackets. Absolute MiB/s on a "
+        "shared 2-core machine mean little (the page cache absorbs the writes): read the ratios, "
+        "and the null comparison that shows the noise. Measured with:",
+        "",
+        "```sh",
+        "make phdf5",
+        f".venv-phdf5/bin/python benchmarks/paper_experiment.py --reps {reps}",
+        "```",
         "",
         f"- machine: {m['hostname']}, {m['cores']} cores, {m['platform']}",
-        f"- date: {m['date']}; repetitions: {args.reps}; particles per rank: {args.particles}"
-        f" ({4 * 8 * args.particles / MIB:.0f} MiB per rank)",
+        f"- date: {m['date']}; repetitions: {reps}; particles per rank: {particles}"
+        f" ({4 * 8 * particles / MIB:.0f} MiB per rank)",
         f"- versions: h5subfile {v['h5subfile']}, h5py {v['h5py']} (HDF5 {v['hdf5']}, "
-        f"MPI: {v['h5py_mpi']}), mpi4py {v['mpi4py']}, {v['mpi']}, numpy {v['numpy']}",
-        f"- ranks are oversubscribed beyond {m['cores']}; all ranks share one node and one disk",
-        "",
+        f"MPI: {v['h5py_mpi']}), mpi4py {v['mpi4py']}, {mpi_name(v['mpi'])}, numpy {v['numpy']}",
+        f"- **ranks are oversubscribed beyond {m['cores']}**; all ranks share one node and one disk",
     ]
-    if result["phdf5_unavailable"]:
-        lines += [f"> {result['phdf5_unavailable']}", ""]
-    targets = []
-    for group, configs in groups.items():
+    for number, (group, labels) in enumerate(groups.items(), start=1):
+        lines += ["", f"### {group}", "", *table_lines(samples, phases, group, labels), ""]
         lines += [
-            f"## {group}",
+            f"![{group}](figures/{slug(group)})",
             "",
-            "| way | write MiB/s (min / median / max) | read MiB/s "
-            "(min / median / max) | write open / wr / close s (median) |",
-            "|---|---|---|---|",
+            caption(
+                f"P{number}",
+                f"{group}: median bandwidth over {reps} repetitions (bars) with the minimum "
+                "and maximum (whiskers), write and read, log scale; HDF5 "
+                f"{v['hdf5']}, {mpi_name(v['mpi'])}.",
+            ),
         ]
-        for label, _ in configs:
-            cell = []
-            for access in ("write", "read"):
-                lo, med, hi = stats(samples[group][label][access])
-                cell.append(f"{lo:.0f} / **{med:.0f}** / {hi:.0f}")
-            p = phases[group][label]
-            timing = " / ".join(
-                f"{statistics.median(p[f'write_{k}']):.3f}" for k in ("open_s", "xfer_s", "close_s")
-            )
-            lines.append(f"| {label} | {cell[0]} | {cell[1]} | {timing} |")
-        lines.append("")
-        if group.startswith("VPIC"):
-            labels = [label for label, _ in configs]
-            fpp = "raw POSIX, file per process"
-            null = next(x for x in labels if x.startswith(fpp + " (null"))
-            subfiling = [x for x in labels if "subfiling factor" in x]
-            best = max(subfiling, key=lambda x: statistics.median(samples[group][x]["write"]))
-            rows = [
-                ("null comparison: raw POSIX file per process, again / itself", null, fpp),
-                (
-                    "subfiling (factor 1, file per process) / raw POSIX file per process",
-                    subfiling[0],
-                    fpp,
-                ),
-                (f"best subfiling ({best.split(', ')[1]}) / raw POSIX file per process", best, fpp),
-                (
-                    "h5subfile one shared file / raw POSIX one shared file",
-                    "h5subfile, one shared file",
-                    "raw POSIX, one shared file",
-                ),
-            ]
-            phdf5 = [x for x in labels if x.startswith("parallel HDF5")]
-            lines += ["| ratio (same run) | write | read |", "|---|---|---|"]
-            for text, a, b in rows:
-                lines.append(
-                    f"| {text} | {fmt_ratio(ratio(samples, group, a, b, 'write'))} | "
-                    f"{fmt_ratio(ratio(samples, group, a, b, 'read'))} |"
-                )
-            if phdf5:
-                ph = max(phdf5, key=lambda x: statistics.median(samples[group][x]["write"]))
-                r = ratio(samples, group, best, ph, "write")
-                lines.append(
-                    f"| best subfiling / best parallel HDF5 ({ph.split(', ', 1)[1]}) | "
-                    f"{fmt_ratio(r)} | "
-                    f"{fmt_ratio(ratio(samples, group, best, ph, 'read'))} |"
-                )
-                targets.append((group, "subfiling >= 1.5 x phdf5 shared file (write)", r[0], 1.5))
-            lines.append("")
-            w = ratio(samples, group, best, fpp, "write")
-            rd = ratio(samples, group, best, fpp, "read")
-            targets.append(
-                (group, "subfiling write >= 0.95 x raw POSIX file per process", w[0], 0.95)
-            )
-            targets.append((group, "BD-CATS read >= 0.95 x raw pread", rd[0], 0.95))
-        elif group.startswith("Data size"):
-            lines += ["| ratio (same run) | write | read |", "|---|---|---|"]
-            for size in SIZES:
-                mib = 32 * parse_count(size) // MIB
-                raw = f"raw POSIX, file per process, {mib} MiB/rank"
-                for label, _ in configs:
-                    if label.endswith(f", {mib} MiB/rank") and label != raw:
-                        w = ratio(samples, group, label, raw, "write")
-                        r = ratio(samples, group, label, raw, "read")
-                        lines.append(
-                            f"| {label} / raw POSIX file per process | {fmt_ratio(w)} | "
-                            f"{fmt_ratio(r)} |"
-                        )
-                        if size == SIZES[-1] and "factor 1" in label:
-                            targets.append(
-                                (
-                                    group + f", {size} particles per rank",
-                                    "subfiling write >= 0.95 x raw POSIX file per process",
-                                    w[0],
-                                    0.95,
-                                )
-                            )
-                            targets.append(
-                                (
-                                    group + f", {size} particles per rank",
-                                    "BD-CATS read >= 0.95 x raw pread",
-                                    r[0],
-                                    0.95,
-                                )
-                            )
-                subfile = f"h5subfile, subfiling factor 2, {mib} MiB/rank"
-                phdf5_label = f"parallel HDF5, shared, independent, {mib} MiB/rank"
-                if size == SIZES[-1] and phdf5_label in samples[group]:
-                    targets.append(
-                        (
-                            group + f", {size} particles per rank",
-                            "subfiling >= 1.5 x phdf5 shared file (write)",
-                            ratio(samples, group, subfile, phdf5_label, "write")[0],
-                            1.5,
-                        )
-                    )
-            lines.append("")
-        elif group.startswith("MPI-IO hints"):
-            for family in (
-                "MPI-IO, independent",
-                "MPI-IO, collective",
-                "parallel HDF5, independent",
-                "parallel HDF5, collective",
-            ):
-                members = [x for x, _ in configs if x.startswith(family)]
-                if not members:
-                    continue
-                ranked = sorted(
-                    members, key=lambda x: statistics.median(samples[group][x]["write"])
-                )
-                lo, hi = ranked[0], ranked[-1]
-                spread = ratio(samples, group, hi, lo, "write")
-                lines.append(
-                    f"- {family}: best write {hi.split(', ')[-1]}, worst "
-                    f"{lo.split(', ')[-1]}; best / worst = {fmt_ratio(spread)}"
-                )
-            lines.append("")
-        else:
-            lines += ["| ratio (same run) | write | read |", "|---|---|---|"]
-            for transfer in ("64", "1024", "16384"):
-                raw = f"raw POSIX, shared, {transfer} KiB"
-                for label, _ in configs:
-                    if label.endswith(f", {transfer} KiB") and label.startswith("h5subfile"):
-                        lines.append(
-                            f"| {label} / raw POSIX shared | "
-                            f"{fmt_ratio(ratio(samples, group, label, raw, 'write'))} | "
-                            f"{fmt_ratio(ratio(samples, group, label, raw, 'read'))} |"
-                        )
-                        if transfer == "64" and "shared file" in label:
-                            targets.append(
-                                (
-                                    group,
-                                    "64 KiB transfers >= 0.8 x raw (write)",
-                                    ratio(samples, group, label, raw, "write")[0],
-                                    0.8,
-                                )
-                            )
-            lines.append("")
     lines += [
-        "## Targets",
+        "",
+        "### Targets",
         "",
         "| where | target | measured (median ratio) | met |",
         "|---|---|---|---|",
     ]
-    for group, text, value, goal in targets:
+    for group, text, value, goal in targets(samples, groups):
         lines.append(f"| {group} | {text} | {value:.2f} | {'yes' if value >= goal else '**no**'} |")
-    lines += ["", "## Figures", ""] + [f"![{f}](figures/{f})" for f in figures]
-    lines += ["", "## Reading these numbers", "", *result["notes"], ""]
-    # Keep the section benchmarks/storage_experiment.py writes (between its markers).
-    old = path.read_text() if path.exists() else ""
-    begin = old.find("<!-- storage:begin -->")
-    kept = "\n" + old[begin:] if begin >= 0 else ""
-    path.write_text("\n".join(lines) + "\n" + kept)
+    lines += ["", "### Reading these numbers", "", *notes(runs, groups), END]
+    return "\n".join(lines)
 
 
-NOTES = [
-    "- **Where the targets are met.** At the paper's data size (8 Mi particles, 256 MiB per rank,",
-    "  *Data size* table) subfiling writes at 1.15-1.18 x and reads at 1.01-1.04 x raw POSIX file",
-    "  per process, and writes 2.2 x faster than parallel HDF5's shared file. Subfiling beats",
-    "  parallel HDF5 by >= 1.5 x at 4 and 8 ranks with 32 MiB per rank as well.",
-    "- **Why they are missed with less data per rank: a fixed cost per file.** The page cache makes",
-    "  raw writes nearly free here (several GB/s per rank), so any fixed cost dominates small",
-    "  outputs. Opening an h5subfile file for writing costs ~45-90 ms at 4-8 ranks on 2 cores",
-    "  against ~4 ms for raw POSIX (the `open` column): HDF5 creates the master and every subfile,",
-    "  the early-allocated source datasets, the virtual datasets and their layout records, in four",
-    "  rounds of MPI coordination. Measured alone at 2 ranks after the fixes below: `File()` 1.6 ms,",
-    "  creating 8 datasets 7.5 ms (virtual datasets 1.6, layout records 2.1, subfile creation 2.0,",
-    "  source datasets 0.8, coordination the rest), `close()` 1.1 ms. Beyond 2 ranks the ranks are",
-    "  oversubscribed and MPICH's waiting ranks busy-poll, slowing the ranks that do the HDF5 work",
-    "  (rank 0 and the group leaders): the same cost grows several-fold. The *Data size* table",
-    "  shows it amortize: 0.19-0.21 x at 8 MiB per rank, 0.66-0.71 x at 64 MiB, >= 1 at 256 MiB.",
-    "  Parallel HDF5 pays a similar fixed cost (0.10 x at 8 MiB per rank).",
-    "- **Fixed in h5subfile's own path because of these measurements:** imports happened inside",
-    "  the first timed open (the benchmark now loads everything before timing, as IOR does); the",
-    "  master was fsynced at every close even without `fsync=True` (a killed job is safe without",
-    "  it; only power loss needs it); HDF5 objects were created through h5py's high-level layer",
-    "  (now low-level calls: 11 -> 7 ms for 8 datasets); parent groups were looked up again for",
-    "  every dataset (now cached); the read-side scan read every attribute twice and resolved",
-    "  every subfile path with `realpath` per extent (now once); opening for reading took two",
-    "  coordination rounds (now one); contiguous boxes went through the general N-D run planner",
-    "  (now a one-call fast path).",
-    "- **64 KiB transfers (0.38-0.40 x).** The same fixed cost (32 MiB per rank here), plus ~45 us",
-    "  of Python bookkeeping per `dset[a:b] = data` call (the `wr/rd` column: 0.069 s against",
-    "  0.046 s for 512 transfers per rank). Many small writes should be batched: write whole",
-    "  blocks (`Dataset.write`, `write_datasets`), or use the aggregation and transfer-size options",
-    "  planned in the storage-strategies issue. Trimming the per-call path is left to do.",
-    "- **Reads at 4-8 ranks (0.56-0.66 x).** Opening for reading (rank 0 scans the master, ~4-5 ms,",
-    "  then one broadcast) is a fixed cost of the same kind; at 256 MiB per rank reads match raw.",
-    "- **fsync.** With `-e` the disk's flush dominates and varies widely from run to run; h5subfile",
-    "  also flushes the master. The null comparisons bound what differences mean: at <= 64 MiB per",
-    "  rank single repetitions of the *same* configuration differ up to 5 x, so only medians over",
-    "  the interleaved repetitions are worth reading, and differences under ~30% are noise.",
-    "- **MPI-IO hints.** On one node, collective buffering (`romio_cb_write=enable`) makes",
-    "  collective MPI-IO writes up to 26 x slower (two-phase I/O only adds copies and messages",
-    "  when all ranks share one disk); data sieving matters little for these contiguous accesses.",
-    "- Everything runs on one node with one disk: subfiling's advantage on parallel file systems",
-    "  (fewer lock conflicts than one shared file, fewer files than file per process) cannot show",
-    "  here; what can show is whether h5subfile adds overhead over raw POSIX I/O of the same bytes.",
-    "  `-C` makes each reader read another rank's block; on one node reads stay memory copies.",
-]
+def draw(result: dict, folder: Path) -> None:
+    """The figure of every group (median bars, min-max whiskers) into ``folder``."""
+    samples, _ = collect(result["runs"])
+    for group, labels in groups_of(result).items():
+        bars(
+            folder / slug(group),
+            group,
+            labels,
+            {access: [samples[group][x][access] for x in labels] for access in ("write", "read")},
+            "MiB/s (median; whiskers: min-max over repetitions; log scale)",
+        )
 
 
 def build_groups(ranks_list: list[int], particles: int, phdf5: bool) -> dict:
@@ -486,68 +665,28 @@ def main() -> int:
     parser.add_argument("--particles", type=parse_count, default=parse_count("1Mi"))
     parser.add_argument("--ranks", type=int, nargs="+", default=[2, 4, 8])
     parser.add_argument("--quick", action="store_true", help="2 repetitions, 4 ranks only")
-    parser.add_argument("--out", type=Path, default=ROOT / "docs" / "BENCHMARKS.md")
     parser.add_argument(
-        "--render",
-        type=Path,
-        metavar="RESULTS.json",
-        help="only rewrite the Markdown and figures from saved results",
+        "--render", action="store_true", help="only rebuild docs/BENCHMARKS.md from saved results"
     )
     args = parser.parse_args()
-    if args.render:
-        return render(args)
-    if args.quick:
-        args.reps, args.ranks = 2, [4]
-    reason = BACKENDS["phdf5"].unavailable()
-    groups = build_groups(args.ranks, args.particles, reason is None)
-    with tempfile.TemporaryDirectory(prefix="h5subfile-bench-") as work:
-        result = run_all(groups, args.reps, work)
-    result.update(machine=machine(), versions=versions(""), phdf5_unavailable=reason, notes=NOTES)
-    raw = args.out.parent / "benchmarks-results.json"
-    raw.write_text(json.dumps({k: result[k] for k in ("machine", "versions", "runs")}, default=str))
-    publish(result, args, groups)
-    print(f"wrote {args.out} and {raw}", file=sys.stderr)
-    return 0
+    if not args.render:
+        from h5subfile.bench.backends import BACKENDS
+        from h5subfile.bench.report import machine, versions
 
+        if args.quick:
+            args.reps, args.ranks = 2, [4]
+        reason = BACKENDS["phdf5"].unavailable()
+        if reason:
+            print(f"parallel HDF5 is left out: {reason}", file=sys.stderr)
+        groups = build_groups(args.ranks, args.particles, reason is None)
+        with tempfile.TemporaryDirectory(prefix="h5subfile-bench-") as work:
+            result = run_all(groups, args.reps, work)
+        result.update(machine=machine(), versions=versions(""))
+        RESULTS.write_text(json.dumps(result, default=str))
+        print(f"wrote {RESULTS}", file=sys.stderr)
+    import report
 
-def render(args: argparse.Namespace) -> int:
-    """Rebuild the Markdown and figures from a saved results file (no measurement)."""
-    result = json.loads(args.render.read_text())
-    runs = result["runs"]
-    present: dict[str, set[str]] = {}
-    for run in runs:
-        present.setdefault(run["group"], set()).add(run["label"])
-    args.reps = 1 + max(run["repetition"] for run in runs)
-    vpic = [run["config"] for run in runs if run["group"].startswith("VPIC")]
-    args.particles = vpic[0]["block"] // 4
-    phdf5 = any(run["config"]["api"] == "phdf5" for run in runs)
-    ranks_list = sorted({config["ranks"] for config in vpic})
-    groups = {
-        name: [(label, config) for label, config in configs if label in present[name]]
-        for name, configs in build_groups(ranks_list, args.particles, phdf5).items()
-        if name in present
-    }
-    result.update(notes=NOTES, phdf5_unavailable=None if phdf5 else BACKENDS["phdf5"].unavailable())
-    publish(result, args, groups)
-    print(f"wrote {args.out}", file=sys.stderr)
-    return 0
-
-
-def publish(result: dict, args: argparse.Namespace, groups: dict) -> None:
-    figures_dir = args.out.parent / "figures"
-    figures_dir.mkdir(parents=True, exist_ok=True)
-    figures = []
-    for prefix, wanted in (
-        ("vpic_", lambda g: g.startswith("VPIC") and "without" in g),
-        ("transfer_", lambda g: g.startswith("Transfer")),
-        ("", lambda g: g.startswith("MPI-IO hints")),
-    ):
-        subset = {
-            "machine": result["machine"],
-            "runs": [r for r in result["runs"] if wanted(r["group"])],
-        }
-        figures += plots.draw_all(subset, str(figures_dir), "h5subfile bench", prefix)
-    write_markdown(result, args, groups, args.out, figures)
+    return report.main([])
 
 
 if __name__ == "__main__":

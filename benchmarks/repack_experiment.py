@@ -34,7 +34,6 @@ import tempfile
 import time
 from pathlib import Path
 
-from h5subfile.bench.report import machine, versions
 from h5subfile.units import parse_count
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -132,6 +131,8 @@ def main() -> None:
     parser.add_argument("--dir", type=Path, default=None, help="folder (default: a temporary one)")
     parser.add_argument("--out", type=Path, default=ROOT / "docs" / "repack-results.json")
     args = parser.parse_args()
+    from h5subfile.bench.report import machine, versions
+
     folder = Path(tempfile.mkdtemp(prefix="repack-bench-", dir=args.dir))
     source, target = folder / "vpic.h5", folder / "out.h5"
     subprocess.run(

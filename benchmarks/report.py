@@ -1,0 +1,636 @@
+"""Rebuild docs/BENCHMARKS.md and docs/figures/ from the saved results in docs/*.json.
+
+Nothing is measured here: every table, figure and number of the document is computed from the
+JSON files that the measuring scripts wrote (or, for three sections measured by hand, from
+docs/recorded-results.json, which holds their text and tables as they were recorded). The
+summary at the top is computed from the same data as the tables below it.
+
+Usage (from the repository, after `make test` created .venv):
+
+    .venv/bin/python benchmarks/report.py            # the document and every figure
+    .venv/bin/python benchmarks/report.py --check    # exit 1 if the document is out of date
+
+Each section's own generator renders it (``paper_experiment.render``,
+``storage_experiment.render``, ``metadata_scaling.render``, ...); this script puts them in
+order under the header and the summary. Rendering needs neither MPI nor matplotlib; drawing the
+figures needs matplotlib.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import metadata_scaling  # noqa: E402
+import paper_experiment  # noqa: E402
+import repack_experiment  # noqa: E402
+import storage_experiment  # noqa: E402
+from docplot import MAKE_HDF5, MAKE_MPI, bars, caption, environment_warning  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[1]
+DOCS = ROOT / "docs"
+MARKDOWN = DOCS / "BENCHMARKS.md"
+FIGURES = DOCS / "figures"
+DATA = {
+    "paper": "benchmarks-results.json",
+    "storage": "storage-results.json",
+    "recorded": "recorded-results.json",
+    "metadata": "metadata-scaling.json",
+    "master": "master-size.json",
+    "repack": "repack-results.json",
+}
+PAPER_TITLE = paper_experiment.TITLE
+SHORT = {PAPER_TITLE: "VPIC-IO / IOR"}
+SUMMARY_BEGIN, SUMMARY_END = "<!-- summary:begin -->", "<!-- summary:end -->"
+
+
+def load(docs: Path = DOCS) -> dict[str, dict]:
+    return {key: json.loads((docs / name).read_text()) for key, name in DATA.items()}
+
+
+def anchor(title: str) -> str:
+    """GitHub's anchor of a heading: lower case, punctuation dropped, spaces to dashes."""
+    text = re.sub(r"[^\w\- ]", "", title.lower().replace("`", ""))
+    return "#" + text.replace(" ", "-")
+
+
+# Sections recorded by hand (docs/recorded-results.json) --------------------------------------
+def table(header: list[str], rows: list[list[str]]) -> list[str]:
+    def row(cells: list[str]) -> str:
+        return "|" + "|".join(f" {c} " if c else " " for c in cells) + "|"
+
+    return [row(header), "|---" * len(header) + "|", *(row(r) for r in rows)]
+
+
+def recorded(section: dict) -> str:
+    lines = [f"## {section['title']}", ""]
+    for block in section["blocks"]:
+        if "text" in block:
+            lines.append(block["text"])
+        else:
+            lines += table(block["table"]["header"], block["table"]["rows"])
+    return "\n".join(lines)
+
+
+# Master size ------------------------------------------------------------------------------------
+MASTER_TITLE = "Master size and open time against VDS mappings"
+
+
+def master_row(data: dict, ranks: int, grouping: str) -> dict:
+    return next(r for r in data["rows"] if r["ranks"] == ranks and r["grouping"] == grouping)
+
+
+def ms(row: dict, key: str) -> str:
+    s = row["seconds"][key]
+    return f"{1000 * s['median']:.1f} ({1000 * s['min']:.1f}-{1000 * s['max']:.1f})"
+
+
+def master(data: dict) -> str:
+    m = data["machine"]
+    rows = data["rows"]
+    lines = [
+        f"## {MASTER_TITLE}",
+        "",
+        f"Measured with the HDF5 that `make` installs ({m['hdf5']}), in one process (no MPI)."
+        if m["hdf5"] == MAKE_HDF5
+        else f"> **Different software from `make`:** HDF5 {m['hdf5']}, not {MAKE_HDF5}.",
+        "",
+        "One dataset (`/Timestep_0/x` of a VPIC-IO step, 1 Mi float32 particles per rank) "
+        "written into a master exactly as rank 0 publishes it (`io/h5.py`: our version bounds "
+        "and 64 KiB metadata block, the virtual dataset over every extent planned by the "
+        "engine's planner, the layout record as it is after close, with one checksum per "
+        "rank's block, and the root record); the sources are not written (HDF5 opens a "
+        "virtual dataset without them). Measured with (one process, no MPI job):",
+        "",
+        "```sh",
+        f".venv/bin/python benchmarks/master_size.py --repeats {data['repeats']} "
+        "--json docs/master-size.json",
+        "```",
+        "",
+        f"Times are CPU milliseconds of the measuring process (median of {data['repeats']}, "
+        "min-max), on the page-cached file: *open* = `h5py.File` + the dataset opened + shape "
+        "and dtype; *first element* = `d[0]` after an open; *HDF5 facts* = what h5subfile's "
+        "open asks HDF5 of the dataset (`io/h5.hdf5_facts`, every mapping); *record checks* = "
+        "the record parsed and cross-checked (`DatasetLayout.from_json` + "
+        "`layout/validate.layout_problem`). Machine: "
+        f"{m['cpus']} cores, {m['platform']}, shared with other jobs (load average at the end "
+        f"of the run: {' / '.join(f'{x:.0f}' for x in m['load_average'])} over 1 / 5 / 15 "
+        "min), so even CPU times are inflated and noisy; "
+        f"h5py {m['h5py']} with HDF5 {m['hdf5']}.",
+        "",
+        "| ranks | grouping | VDS mappings | master bytes | layout record bytes | open ms CPU "
+        "| first element ms CPU | HDF5 facts ms CPU | record checks ms CPU |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    for r in rows:
+        lines.append(
+            f"| {r['ranks']} | {r['grouping']} | {r['mappings']} | {r['master_bytes']} | "
+            f"{r['record_bytes']} | "
+            + " | ".join(ms(r, k) for k in ("open", "first", "facts", "validate"))
+            + " |"
+        )
+    fpp = [r for r in rows if r["grouping"] == "file per process"]
+    big = max(fpp, key=lambda r: r["mappings"])
+    grouped = sorted(
+        (r for r in rows if r["ranks"] == big["ranks"] and r is not big),
+        key=lambda r: -r["mappings"],
+    )
+    fewest = grouped[-1] if grouped else big
+    per_mapping = (
+        (big["master_bytes"] - big["record_bytes"])
+        - (fewest["master_bytes"] - fewest["record_bytes"])
+    ) / max(big["mappings"] - fewest["mappings"], 1)
+
+    def med(row: dict, key: str) -> float:
+        return float(row["seconds"][key]["median"])
+
+    lines += [
+        "",
+        "- **Coalescing is what keeps the master small and quick to open.** With file per "
+        f"process, going from {fewest['mappings']} to {big['mappings']} mappings at "
+        f"{big['ranks']} ranks adds ~{per_mapping:.0f} bytes per mapping to the master besides "
+        "the layout record (the virtual dataset's mapping and the root record's entry for the "
+        "subfile), and HDF5's open "
+        f"(~{1e6 * med(big, 'open') / big['mappings']:.1f} us per mapping), first read and the "
+        "facts h5subfile asks at open "
+        f"(~{1e6 * med(big, 'facts') / big['mappings']:.0f} us per mapping) grow with the "
+        f"mappings: {big['mappings']} mappings cost {1000 * med(big, 'open'):.1f} ms to open, "
+        f"{1000 * med(big, 'facts'):.1f} ms of facts and {1000 * med(big, 'validate'):.1f} ms "
+        "of record checks per dataset. "
+        + " ".join(
+            f"With {r['grouping']} the same {r['ranks']} ranks need {r['mappings']} mappings "
+            f"(open {1000 * med(r, 'open'):.1f} ms, facts {1000 * med(r, 'facts'):.1f} ms)."
+            for r in grouped
+        ),
+        "- **What stays:** the record lists every rank and, after close, every rank's block "
+        "checksum, so the record (and the time to parse and check it) is O(ranks) whatever the "
+        f"grouping: {fewest['record_bytes']} bytes (~{fewest['record_bytes'] / fewest['ranks']:.0f}"
+        f" per rank) and {1000 * med(fewest, 'validate'):.1f} ms of checks for "
+        f"{fewest['ranks']} ranks even with {fewest['mappings']} mappings.",
+        "- **Record checks are linear** (one pass over the extents, a sort per axis to rule out "
+        f"overlaps): ~{1e6 * med(big, 'validate') / big['mappings']:.0f} us per mapping with "
+        "file per process.",
+    ]
+    return "\n".join(lines)
+
+
+# Repack -----------------------------------------------------------------------------------------
+REPACK_TITLE = "Repack: `h5subfile repack` against `h5repack -l CONTI`"
+REPACK_LABELS = {
+    "h5repack": "`h5repack -l CONTI`",
+    "h5repack again": "`h5repack -l CONTI` again (null)",
+    "repack 1 rank": "`h5subfile repack`, 1 rank",
+    "repack 2 ranks": "`h5subfile repack`, 2 ranks",
+}
+
+
+def repack(data: dict) -> str:
+    rows = {REPACK_LABELS.get(k, k): v for k, v in data["summary"].items()}
+    ours = [v for k, v in data["summary"].items() if k.startswith("repack")]
+    null = data["summary"].get("h5repack again")
+    load = data["load_average"]
+    v, m = data["versions"], data["machine"]
+    inp = data["input"]
+    lines = [
+        f"## {REPACK_TITLE}",
+        "",
+        *environment_warning(v["hdf5"], v["mpi"], "`make`"),
+        "",
+        "Converting a subfiled file (a master of virtual datasets over two subfiles) into one "
+        "conventional HDF5 file, the same input for both tools: a VPIC-IO file of "
+        f"{inp['bytes'] / 2**20:.0f} MiB (2 writer ranks x {inp['particles_per_rank']} "
+        f"particles x {inp['steps']} steps, `h5subfile vpic --subfiles 2`). Measured with",
+        "",
+        "```sh",
+        f".venv/bin/python benchmarks/repack_experiment.py --reps {data['reps']} "
+        f"--particles {inp['particles_per_rank']} --steps {inp['steps']}",
+        "```",
+        "",
+        "which writes `docs/repack-results.json` (every run's time, machine, versions, load "
+        "average). Commands: `h5repack -l CONTI IN OUT` (Debian's hdf5-tools, serial), the "
+        "same again (the null comparison), and `mpiexec -n P h5subfile repack IN OUT "
+        "--subfiles 1 --quiet` at P = 1 and 2. Each time is the whole command, process start "
+        "to exit (both pay their start-up), after an untimed `sync`, the output removed after "
+        "each run; the four commands run in an order shuffled anew each repetition; "
+        f"{data['reps']} repetitions. Before timing, both outputs were checked value for value "
+        "against the input with plain h5py (`tests/interop/repack_check.py`). Ratio = "
+        "h5repack's time / this command's (above 1: faster than h5repack); in brackets the "
+        "range of the per-repetition ratios.",
+        "",
+        f"Machine: {m['hostname']}, {m['cores']} cores, {m['platform']}; page cache (the whole "
+        f"file fits); **heavily shared while measuring**: load average {load['min']:.0f}-"
+        f"{load['max']:.0f} on {m['cores']} cores (median {load['median']:.0f}) from other "
+        "jobs. h5subfile ran with h5py "
+        f"{v['h5py']}, HDF5 {v['hdf5']}, {' '.join(v['mpi'].replace('Version:', '').split())}.",
+        "",
+        repack_experiment.table(rows, inp["bytes"]),
+        "",
+        "![repack](figures/repack.png)",
+        "",
+        caption(
+            "R1",
+            f"Whole-command time of each repack command: median over {data['reps']} "
+            "repetitions (bars), minimum and maximum (whiskers), log scale.",
+        ),
+        "",
+    ]
+    if ours:
+        worst = max(o["speedup_median"] for o in ours)
+        best_rep = max(o["speedup_max"] for o in ours)
+        faster = "h5repack" if worst < 1 else "`h5subfile repack`"
+        lines += [
+            f"**{faster} was faster here**: h5repack / h5subfile repack = "
+            + ", ".join(f"{o['speedup_median']:.2f}" for o in ours)
+            + f" (1 and 2 ranks; h5repack {1 / worst:.1f}-"
+            f"{1 / min(o['speedup_median'] for o in ours):.1f} x faster), and the best "
+            f"per-repetition ratio was {best_rep:.2f}."
+            + (
+                f" The null comparison (h5repack against itself: {null['speedup_median']:.2f}, "
+                f"range {null['speedup_min']:.2f}-{null['speedup_max']:.2f}, slowest run "
+                f"{null['max']:.0f} s) shows how noisy this machine was."
+                if null
+                else ""
+            ),
+            "",
+            "Why, as far as can be told (observations made while measuring, not in the data file):",
+            "",
+            "- **Start-up.** `mpiexec`, Python, numpy, h5py, mpi4py and hdf5plugin start before "
+            "any byte is copied; h5repack is one C process.",
+            "- **No free core for the second rank.** With the load above on 2 cores, a second "
+            "rank gets no core of its own: 2 ranks took "
+            f"{data['summary']['repack 2 ranks']['median']:.2f} s against "
+            f"{data['summary']['repack 1 rank']['median']:.2f} s for 1 (medians).",
+            "- **Extra work per byte.** h5subfile hashes every written piece (xxh3_64, for "
+            "`verify`) and agrees each collective step; h5repack only copies.",
+            "",
+            "Where repack should win: many ranks on several nodes with a parallel file system, "
+            "where the copy is I/O bound and h5repack's single process reads and writes "
+            "everything alone; not measured here (one node, 2 cores). On this machine the case "
+            "for `repack` is what h5repack cannot do: any HDF5 file into subfiles with a chosen "
+            "plan, and the conventional file for parallel-HDF5 readers without a serial pass. "
+            "A measurement on a quiet machine is still owed.",
+        ]
+    return "\n".join(lines).rstrip("\n")
+
+
+# Summary ----------------------------------------------------------------------------------------
+def paper_summary(result: dict) -> list[tuple[str, str, str]]:
+    """(question, answer, section title) rows from docs/benchmarks-results.json."""
+    pe = paper_experiment
+    samples, _ = pe.collect(result["runs"])
+    groups = pe.groups_of(result)
+    title = PAPER_TITLE
+    out = []
+    vpic = [g for g in groups if g.startswith("VPIC") and "without" in g]
+    against_phdf5: dict[str, list[str]] = {"write": [], "read": []}
+    against_raw = []
+    nulls = []
+    for g in vpic:
+        ranks = g.split(", ")[1]
+        for text, a, b in pe.vpic_ratios(samples, g, groups[g]):
+            if text.startswith("best subfiling / best parallel"):
+                for access in ("write", "read"):
+                    r = pe.fmt_ratio(pe.ratio(samples, g, a, b, access))
+                    against_phdf5[access].append(f"{ranks}: **{r}**")
+            elif text.startswith("best subfiling ("):
+                against_raw.append(
+                    f"{ranks}: **{pe.fmt_ratio(pe.ratio(samples, g, a, b, 'write'))}**"
+                )
+    for g in groups:
+        if g.startswith("VPIC"):
+            for text, a, b in pe.vpic_ratios(samples, g, groups[g]):
+                if text.startswith("null"):
+                    for access in ("write", "read"):
+                        nulls += list(pe.ratio(samples, g, a, b, access)[1:])
+    size = next(g for g in groups if g.startswith("Data size"))
+    mib = 32 * pe.parse_count(pe.SIZES[-1]) // pe.MIB
+    one = f"h5subfile, subfiling factor 1, {mib} MiB/rank"
+    raw = f"raw POSIX, file per process, {mib} MiB/rank"
+    transfer = next(g for g in groups if g.startswith("Transfer"))
+    small = [
+        (a, pe.fmt_ratio(pe.ratio(samples, transfer, a, b, "write")))
+        for _, a, b in pe.transfer_ratios(groups[transfer])
+        if a.endswith(", 64 KiB")
+    ]
+    if against_phdf5["write"]:
+        out.append(
+            (
+                "VPIC-IO write, 32 MiB per rank, no fsync: best h5subfile subfiling factor / "
+                "best parallel HDF5 way (above 1: h5subfile faster)",
+                "; ".join(against_phdf5["write"]),
+                title,
+            )
+        )
+        out.append(
+            (
+                "BD-CATS-IO read, same runs: h5subfile / parallel HDF5",
+                "; ".join(against_phdf5["read"]),
+                title,
+            )  # fmt: skip
+        )
+    out.append(
+        (
+            "VPIC-IO write, 32 MiB per rank, no fsync: best h5subfile / raw POSIX file per "
+            "process (below 1: h5subfile slower)",
+            "; ".join(against_raw),
+            title,
+        )
+    )
+    if one in groups[size]:
+        out.append(
+            (
+                f"At {mib} MiB per rank (4 ranks): h5subfile subfiling factor 1 / raw POSIX "
+                "file per process",
+                f"write **{pe.fmt_ratio(pe.ratio(samples, size, one, raw, 'write'))}**, "
+                f"read **{pe.fmt_ratio(pe.ratio(samples, size, one, raw, 'read'))}**",
+                title,
+            )
+        )
+    out.append(
+        (
+            "64 KiB transfers (4 ranks): h5subfile / raw POSIX, shared file, write",
+            "; ".join(f"{a.split(', ')[1]}: **{r}**" for a, r in small),
+            title,
+        )
+    )
+    out.append(
+        (
+            "Noise: the same raw POSIX configuration twice in one repetition (null comparison)",
+            f"per-repetition ratios from **{min(nulls):.2f}** to **{max(nulls):.2f}**: single "
+            "runs mean nothing, read medians",
+            title,
+        )
+    )
+    return out
+
+
+def metadata_summary(record: dict) -> list[tuple[str, str, str]]:
+    """Rows from the latest run of docs/metadata-scaling.json (whatever its rank counts)."""
+    md = metadata_scaling
+    if not record["runs"]:
+        return []
+    label, run = list(record["runs"].items())[-1]
+    runs, key = run["scaling"], "metadata_seconds"
+    out = []
+    title = "Metadata at scale"
+    counts = sorted(
+        {
+            r["ranks"]
+            for r in runs
+            if md.values(runs, r["ranks"], md.FPP, key)
+            and any(md.values(runs, r["ranks"], c, key) for c in (md.PHDF5_IND, md.PHDF5_COLL))
+        }
+    )
+    if counts:
+        top = counts[-1]
+        best = min(
+            (c for c in (md.PHDF5_IND, md.PHDF5_COLL) if md.values(runs, top, c, key)),
+            key=lambda c: md.median_of(runs, top, c, key),
+        )
+        cells = [
+            f"{c} {md.cell(md.values(runs, top, c, key), 3)} s"
+            for c in md.SCALING
+            if md.values(runs, top, c, key)
+        ]
+        out.append(
+            (
+                f"Metadata time at {top} ranks (oversubscribed, {label}): h5subfile against "
+                "parallel HDF5",
+                "; ".join(cells)
+                + "; file per process / best parallel HDF5 = "
+                + md.cell(md.paired(runs, top, md.FPP, best, key)),
+                title,
+            )
+        )
+    for line in md.targets(run):
+        if line.startswith("| file per process: metadata time grows"):
+            measured = line.split(" | ")[1]
+            out.append(
+                (
+                    f"Growth of file per process's metadata time, 32 to 128 ranks ({label}; "
+                    "target at most x5)",
+                    measured,
+                    title,
+                )
+            )
+    if run["whole"]:
+        whole = run["whole"]
+        answers = [
+            f"{p.split(', ')[1]} / h5subfile = "
+            f"{md.cell(md.paired(whole, 2, p, md.DEFAULT, 'observed_seconds'))}"
+            for p in (md.PHDF5_IND, md.PHDF5_COLL)
+            if md.paired(whole, 2, p, md.DEFAULT, "observed_seconds")
+        ]
+        out.append(
+            (
+                "Whole VPIC-IO write at 2 ranks, default plan, against parallel HDF5 (above 1: "
+                "h5subfile faster)",
+                "; ".join(answers),
+                title,
+            )
+        )
+    return out
+
+
+def storage_summary(result: dict) -> list[tuple[str, str, str]]:
+    se = storage_experiment
+    runs = result["runs"]
+    base = se.median(runs, "compression", "none", "write_rate")
+    write_vs = {f: se.median(runs, "compression", f, "write_rate") / base for f in se.FILTERS[1:]}
+    agg = se.agg_rows(runs)
+    aggregated = [w for _, label, w, _ in agg if "aggregator" in label]
+    null = [w for _, label, w, _ in agg if label.startswith("direct (null")]
+    title = "Storage strategies"
+    return [
+        (
+            "Compression at 2 ranks: write rate with a filter / without (medians)",
+            f"**{min(write_vs.values()):.2f}** ({min(write_vs, key=write_vs.__getitem__)}) to "
+            f"**{max(write_vs.values()):.2f}** ({max(write_vs, key=write_vs.__getitem__)}): "
+            "every filter slower",
+            title,
+        ),
+        (
+            "Aggregation (two-phase I/O) / direct writes, 32 MiB per rank (medians)",
+            f"**{min(aggregated):.2f}** to **{max(aggregated):.2f}** (null comparison "
+            f"{min(null):.2f} to {max(null):.2f}): direct is faster on one node",
+            title,
+        ),
+    ]
+
+
+def repack_summary(data: dict) -> list[tuple[str, str, str]]:
+    rows = [
+        f"{k.split(' ', 1)[1]}: **{v['speedup_median']:.2f}** "
+        f"({v['speedup_min']:.2f}-{v['speedup_max']:.2f})"
+        for k, v in data["summary"].items()
+        if k.startswith("repack")
+    ]
+    return [
+        (
+            "Repack a 512 MiB subfiled file: h5repack's time / `h5subfile repack`'s (below 1: "
+            "h5repack faster)",
+            "; ".join(rows),
+            REPACK_TITLE,
+        )
+    ]
+
+
+def master_summary(data: dict) -> list[tuple[str, str, str]]:
+    fpp = [r for r in data["rows"] if r["grouping"] == "file per process"]
+    big = max(fpp, key=lambda r: r["mappings"])
+    few = min(data["rows"], key=lambda r: (r["mappings"], -r["ranks"]))
+    return [
+        (
+            f"Opening a master of {big['ranks']} ranks: CPU ms, file per process against "
+            f"{few['grouping']}",
+            f"{big['mappings']} mappings **{ms(big, 'open')}** ms; {few['mappings']} mappings "
+            f"**{ms(few, 'open')}** ms",
+            MASTER_TITLE,
+        )
+    ]
+
+
+def summary(data: dict[str, dict]) -> str:
+    paper = data["paper"]
+    m = paper["machine"]
+    rows = (
+        paper_summary(paper)
+        + metadata_summary(data["metadata"])
+        + storage_summary(data["storage"])
+        + repack_summary(data["repack"])
+        + master_summary(data["master"])
+    )
+    other = sorted(
+        {
+            " ".join(f"HDF5 {v['hdf5']}, {v['mpi'].replace('Version:', '')}".split())
+            for v in [paper["versions"]]
+            + [r["versions"] for r in data["metadata"]["runs"].values()]
+        }
+    )
+    lines = [
+        SUMMARY_BEGIN,
+        "## Summary",
+        "",
+        f"All on one machine: `{m['hostname']}`, a {m['cores']}-core VM with one local disk, "
+        "**shared with other jobs while measuring**; **every run above "
+        f"{m['cores']} ranks is oversubscribed** (more ranks than cores), and writes land in "
+        "the page cache. Cells: **median** (min-max) over repetitions; ratios are per "
+        "repetition. Each row is computed from the table of the section it links to.",
+        "",
+        "| question | answer | section |",
+        "|---|---|---|",
+    ]
+    for question, answer, title in rows:
+        short = SHORT.get(title, title.split(":")[0])
+        lines.append(f"| {question} | {answer} | [{short}]({anchor(title)}) |")
+    lines += [
+        "",
+        "The first section and *Metadata at scale* ran with "
+        + " / ".join(other)
+        + f" (`make phdf5`), not with HDF5 {MAKE_HDF5} and {MAKE_MPI} that `make` installs; "
+        "each section says which software it ran with.",
+        SUMMARY_END,
+    ]
+    return "\n".join(lines)
+
+
+# The document -----------------------------------------------------------------------------------
+HEADER = """# Benchmarks
+
+Generated by `benchmarks/report.py` from the saved results in `docs/*.json`; do not edit by
+hand. Regenerate the document and its figures (no measurement, a few seconds):
+
+```sh
+.venv/bin/python benchmarks/report.py
+```
+
+`tests/unit/test_benchmarks_doc.py` checks that this file is exactly what the data gives. How
+each section was measured, with this repository's own tools (the scripts of the first two
+sections and of *Metadata at scale* save their JSON and then rebuild this document; after the
+others run `report.py`):
+
+| section | data file | measured with |
+|---|---|---|
+| [VPIC-IO, BD-CATS-IO and IOR patterns]({paper}) | `docs/benchmarks-results.json` | `make phdf5 && .venv-phdf5/bin/python benchmarks/paper_experiment.py --reps 5` |
+| [Storage strategies]({storage}) | `docs/storage-results.json` | `.venv/bin/python benchmarks/storage_experiment.py --reps 5` |
+| [Engine refactor]({engine}) | `docs/recorded-results.json` | by hand: two installations alternated, commands in the section |
+| [Cost of a collective call]({collective}) | `docs/recorded-results.json` | `benchmarks/collective_experiment.py`, `benchmarks/collective_cost.py` (in the section) |
+| [Integrity]({integrity}) | `docs/recorded-results.json` | by hand: `h5subfile vpic` runs of two checkouts alternated (in the section) |
+| [Metadata at scale]({metadata}) | `docs/metadata-scaling.json` | `make phdf5 && .venv-phdf5/bin/python benchmarks/metadata_scaling.py --label LABEL` |
+| [Master size]({master}) | `docs/master-size.json` | `.venv/bin/python benchmarks/master_size.py --repeats 5 --json docs/master-size.json` |
+| [Repack]({repack}) | `docs/repack-results.json` | `.venv/bin/python benchmarks/repack_experiment.py --reps 5 --particles 4Mi --steps 2` |
+
+Every figure shows the median over repetitions with the minimum and maximum as whiskers or
+error bars."""
+
+
+def build(data: dict[str, dict]) -> str:
+    """The whole of docs/BENCHMARKS.md, from the loaded JSON files."""
+    rec = data["recorded"]
+    anchors = {
+        "paper": anchor(PAPER_TITLE),
+        "storage": anchor("Storage strategies"),
+        "engine": anchor(rec["engine"]["title"]),
+        "collective": anchor(rec["collective"]["title"]),
+        "integrity": anchor(rec["integrity"]["title"]),
+        "metadata": anchor("Metadata at scale"),
+        "master": anchor(MASTER_TITLE),
+        "repack": anchor(REPACK_TITLE),
+    }
+    parts = [
+        HEADER.format(**anchors),
+        summary(data),
+        paper_experiment.render(data["paper"]),
+        storage_experiment.render(data["storage"]),
+        "<!-- engine:begin -->\n" + recorded(rec["engine"]) + "\n<!-- engine:end -->",
+        recorded(rec["collective"]),
+        recorded(rec["integrity"]),
+        metadata_scaling.render(data["metadata"]),
+        master(data["master"]),
+        repack(data["repack"]),
+    ]
+    return "\n\n".join(parts) + "\n"
+
+
+def draw(data: dict[str, dict], folder: Path = FIGURES) -> None:
+    """Every figure of the document, from the same data."""
+    paper_experiment.draw(data["paper"], folder)
+    storage_experiment.draw(data["storage"], folder)
+    metadata_scaling.plot(data["metadata"], folder / "metadata_scaling.png")
+    rep = data["repack"]
+    labels = list(rep["times"])
+    bars(
+        folder / "repack.png",
+        f"Repack of a {rep['input']['bytes'] / 2**20:.0f} MiB VPIC-IO file",
+        [REPACK_LABELS.get(x, x).replace("`", "") for x in labels],
+        {"whole command": [rep["times"][x] for x in labels]},
+        "seconds (median; whiskers: min-max over repetitions; log scale)",
+    )
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--check", action="store_true", help="only compare; exit 1 if stale")
+    parser.add_argument("--no-figures", action="store_true", help="only the Markdown")
+    args = parser.parse_args(argv)
+    data = load()
+    text = build(data)
+    if args.check:
+        stale = MARKDOWN.read_text() != text
+        if stale:
+            print(f"{MARKDOWN} is out of date: run benchmarks/report.py", file=sys.stderr)
+        return int(stale)
+    MARKDOWN.write_text(text)
+    if not args.no_figures:
+        draw(data)
+    print(f"wrote {MARKDOWN}" + ("" if args.no_figures else f" and {FIGURES}"), file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,142 @@
+"""docs/BENCHMARKS.md is what its data gives: regenerating it from docs/*.json reproduces the
+committed file exactly, every number of its summary appears in a table row below it, and the
+summary follows docs/metadata-scaling.json when that file is measured again.
+
+No MPI, no matplotlib, no measurement: only ``benchmarks/report.py``'s rendering.
+"""
+
+from __future__ import annotations
+
+import copy
+import re
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "benchmarks"))
+
+import metadata_scaling  # noqa: E402
+import report  # noqa: E402
+
+NUMBER = re.compile(r"(?<![\w.])\d+(?:\.\d+)?(?![\w])")
+
+
+def summary_and_body(text: str) -> tuple[str, str]:
+    head, rest = text.split(report.SUMMARY_BEGIN, 1)
+    summary, tail = rest.split(report.SUMMARY_END, 1)
+    return summary, head + tail
+
+
+def table_rows(text: str) -> list[str]:
+    return [line for line in text.splitlines() if line.startswith("|")]
+
+
+def untraced(text: str) -> list[str]:
+    """Numbers of the summary's rows that no table row of the rest of the document shows."""
+    summary, body = summary_and_body(text)
+    rows = "\n".join(table_rows(body))
+    missing = []
+    for line in table_rows(summary)[2:]:
+        question, answer = line.split(" | ")[:2]
+        for number in NUMBER.findall(answer.replace("**", "")):
+            pattern = r"(?<![\d.])" + re.escape(number) + r"(?![\d])"
+            if not re.search(pattern, rows):
+                missing.append(number)
+    return missing
+
+
+@pytest.fixture(scope="module")
+def data() -> dict[str, dict]:
+    return report.load()
+
+
+def test_regenerating_reproduces_the_committed_document(data: dict[str, dict]) -> None:
+    expected = report.build(data)
+    assert report.MARKDOWN.read_text() == expected, (
+        "docs/BENCHMARKS.md differs from what docs/*.json give: run "
+        ".venv/bin/python benchmarks/report.py"
+    )
+
+
+def test_every_summary_number_appears_in_a_table_row(data: dict[str, dict]) -> None:
+    text = report.build(data)
+    summary, _ = summary_and_body(text)
+    assert len(table_rows(summary)) > 8
+    assert untraced(text) == []
+
+
+def test_every_figure_is_captioned_and_drawn(data: dict[str, dict]) -> None:
+    lines = report.build(data).splitlines()
+    images = [i for i, line in enumerate(lines) if line.startswith("![")]
+    assert len(images) >= 10
+    for i in images:
+        name = re.search(r"\(figures/([^)]+)\)", lines[i])
+        assert name, lines[i]
+        assert (report.FIGURES / name.group(1)).exists(), name.group(1)
+        assert lines[i + 2].startswith("*Figure "), lines[i]
+        assert "min" in lines[i + 2] and "max" in lines[i + 2], lines[i + 2]
+
+
+def test_sections_on_other_software_say_so(data: dict[str, dict]) -> None:
+    text = report.build(data)
+    for title in (report.PAPER_TITLE, "Metadata at scale"):
+        section = text.split(f"## {title}\n", 1)[1].split("\n## ", 1)[0]
+        assert "**Different software from `make`.**" in section, title
+    assert (
+        "Different software" not in text.split("## Storage strategies\n", 1)[1].split("\n## ", 1)[0]
+    )
+
+
+def test_claims_that_contradicted_the_tables_are_gone(data: dict[str, dict]) -> None:
+    text = report.build(data)
+    for claim in ("45-90 ms", "cost little", "costs nothing measurable", "varies 2-3x"):
+        assert claim not in text
+
+
+def scaled_run(run: dict, factor: float, ranks: set[int] | None) -> dict:
+    """A copy of ``run`` with every time multiplied by ``factor`` (only ``ranks`` kept)."""
+    new = copy.deepcopy(run)
+    new["scaling"] = [r for r in new["scaling"] if ranks is None or r["ranks"] in ranks]
+    for r in new["scaling"] + new["whole"]:
+        for key in ("metadata_seconds", "observed_seconds", "raw_seconds"):
+            if key in r:
+                r[key] *= factor
+    new.pop("notes", None)
+    return new
+
+
+@pytest.mark.parametrize(
+    "ranks, whole",
+    [(None, True), ({8, 16, 32}, False), ({8, 32, 128, 256}, True)],
+)
+def test_summary_follows_a_new_metadata_measurement(
+    data: dict[str, dict], ranks: set[int] | None, whole: bool
+) -> None:
+    """When docs/metadata-scaling.json gains a run (another label, other rank counts), the
+    summary reports that run, and its numbers still appear in the tables below it."""
+    changed = copy.deepcopy(data)
+    base = next(iter(changed["metadata"]["runs"].values()))
+    run = scaled_run(base, 1.7, ranks)
+    if ranks and 256 in ranks:  # a rank count never measured before: copy 128's samples
+        run["scaling"] += [dict(r, ranks=256) for r in run["scaling"] if r["ranks"] == 128]
+    if not whole:
+        run["whole"] = []
+    changed["metadata"]["runs"]["measured again"] = run
+    text = report.build(changed)
+    summary, _ = summary_and_body(text)
+    assert "measured again" in summary
+    top = max(r["ranks"] for r in run["scaling"])
+    fpp = metadata_scaling.values(run["scaling"], top, metadata_scaling.FPP, "metadata_seconds")
+    assert metadata_scaling.cell(fpp, 3) in summary
+    assert ("Whole VPIC-IO write" in summary) == whole
+    assert untraced(text) == []
+
+
+def test_a_number_not_in_the_tables_is_caught(data: dict[str, dict]) -> None:
+    text = report.build(data)
+    summary, _ = summary_and_body(text)
+    altered = summary.replace("0.13", "0.1399", 1)
+    assert altered != summary
+    assert untraced(text.replace(summary, altered)) == ["0.1399"]
