@@ -61,6 +61,7 @@ def cluster_recipe() -> list[list[str]]:
     assert block, "no sh block after the README's cluster heading"
     commands = []
     for line in block.group(1).splitlines():
+        line = re.sub(r"^# or: ", "", line)  # an alternative, given as a comment
         line = re.sub(r"^(\w+=(\$\([^)]*\)|\S+)\s+)+", "", line)  # VAR=value prefixes
         words = shlex.split(line, comments=True)
         if words[:4] == ["python", "-m", "pip", "install"]:
