@@ -1,6 +1,6 @@
 """A million ranks on paper: rank 0's plan of a VPIC-IO step (grouping, block map, extents, VDS
 mappings, layout records, leaders' tasks, every rank's message) for 1,000,000 ranks in 10,000
-subfiles, by the engine's own pure planner, within the issue's bounds (10 s of CPU, 2 GiB); and
+subfiles, by the engine's own pure planner, within 10 s of CPU and 2 GiB of memory; and
 no rank is sent more than its own blocks plus a constant (a leader: plus its tasks).
 
 The million-rank plan runs in a subprocess so that its peak memory (ru_maxrss) is its own. The
