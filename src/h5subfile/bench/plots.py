@@ -15,7 +15,7 @@ def _pyplot() -> Any:
     try:
         import matplotlib
     except ImportError:
-        raise ImportError("plots need matplotlib: pip install 'h5subfile[plots]'") from None
+        raise ImportError("plots need matplotlib: pip install matplotlib") from None
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
