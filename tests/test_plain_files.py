@@ -4,6 +4,7 @@ tests/mpi/test_plain_files.py."""
 
 from __future__ import annotations
 
+import json
 import shutil
 import subprocess
 import sys
@@ -11,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import SCRIPTS, run_cli, run_python
+from conftest import MPIEXEC, SCRIPTS, run_cli, run_python
 
 WRITE_PLAIN = "import sys; sys.path.insert(0, sys.argv[2]); from common import write_plain; write_plain(sys.argv[1])"
 
@@ -66,3 +67,46 @@ def test_cli_errors_are_printed_once_and_end_the_job(tmp_path: Path) -> None:
     assert bad_plan.returncode == 1
     assert bad_plan.stderr.count("subfiles=5 but the communicator has only 2 rank(s)") == 1
     assert not (tmp_path / "v.h5").exists()
+
+
+REFERENCES = """
+import sys, h5py, numpy as np
+with h5py.File(sys.argv[1], "w") as f:
+    x = f.create_dataset("x", data=np.arange(6, dtype="i8"))
+    f.attrs["points_to"] = x.ref
+    f.attrs["refs"] = np.array([x.ref, f.ref], dtype=h5py.ref_dtype)
+    x.attrs["plain"] = 7
+"""
+
+READ_REFERENCES = """
+import json, sys
+from mpi4py import MPI
+import h5subfile as hs
+with hs.File(sys.argv[1], "r") as f:
+    seen = {"root": {k: str(v) for k, v in f.attrs.items()}, "x": f["x"][...].tolist(),
+            "plain": int(f["x"].attrs["plain"])}
+print(json.dumps(seen) if MPI.COMM_WORLD.rank == 0 else "", end="")
+"""
+
+
+def test_reference_attributes_of_plain_files_are_named_not_fatal(tmp_path: Path) -> None:
+    """HDF5 references cannot leave the process that read them: opening a plain file holding
+    some, on 2 ranks, reads its data and shows each reference as a note naming its target."""
+    path = tmp_path / "refs.h5"
+    made = run_python(REFERENCES, str(path))
+    assert made.returncode == 0, made.stderr
+    script = tmp_path / "read_refs.py"
+    script.write_text(READ_REFERENCES)
+    result = subprocess.run(
+        [str(MPIEXEC), "-n", "2", sys.executable, str(script), str(path)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert result.returncode == 0, result.stderr
+    seen = json.loads(result.stdout)
+    assert seen["x"] == list(range(6)) and seen["plain"] == 7
+    assert seen["root"] == {
+        "points_to": "<HDF5 object reference to /x>",
+        "refs": "<array of 2 HDF5 references>",
+    }

@@ -44,12 +44,12 @@ from .errors import (
     UnsupportedLinkError,
 )
 from .files import Dataset, File, Group
+from .io.h5 import is_attribute_note
 from .layout.dtypes import check_dtype
 from .layout.names import subfile_folder
 from .mpi.collective import agree, root_only
 
 DEFAULT_SLAB_SIZE = 256 << 20
-UNREADABLE = "<unreadable attribute:"
 
 #: ``progress(done_bytes, total_bytes, done_datasets, total_datasets)``, called on every rank.
 Progress = Callable[[int, int, int, int], None]
@@ -165,7 +165,7 @@ def _attribute_problems(path: str, obj: Group | Dataset) -> list[str]:
     return [
         f"attribute {name!r} of {path}: {value[1:-1]}"
         for name, value in obj.attrs.items()
-        if isinstance(value, str) and value.startswith(UNREADABLE)
+        if is_attribute_note(value)
     ]
 
 

@@ -140,3 +140,24 @@ def test_links_are_refused_or_skipped(comm, shared_tmp: Path) -> None:
     assert summary.skipped_links == ["/hard (hard link to /g/a)", "/soft (soft link to /g/a)"]
     with hs.File(target, "r", comm=comm) as f:
         assert list(f) == ["g"] and f["g/a"][...].tolist() == list(range(5))
+
+
+def test_reference_attributes_are_refused_by_name(comm, shared_tmp: Path) -> None:
+    """An HDF5 reference cannot be copied as what it is (h5subfile writes no references):
+    refused, naming the attribute and its target, with nothing left behind."""
+
+    def write() -> str:
+        import h5py
+
+        path = shared_tmp / "refs.h5"
+        with h5py.File(path, "w") as f:
+            x = f.create_dataset("x", data=np.arange(4))
+            x.attrs["me"] = x.ref
+        return str(path)
+
+    source = Path(on_root(comm, write))
+    with raises_on_every_rank(
+        comm, hs.UnsupportedDtypeError, "attribute 'me' of /x: HDF5 object reference to /x"
+    ):
+        repack(source, shared_tmp / "out.h5", comm)
+    assert on_root(comm, lambda: os.listdir(shared_tmp)) == ["refs.h5"]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 import posixpath
+import re
 from typing import Any
 
 import h5py
@@ -209,6 +210,18 @@ def hdf5_facts(dataset: h5py.Dataset) -> Hdf5Facts:
     return Hdf5Facts(tuple(dataset.shape), dataset.dtype, storage, offset, tuple(mappings))
 
 
+#: How :func:`read_attrs` shows an attribute whose value it cannot pass on: a note of this form.
+_NOTE = re.compile(
+    r"<(unreadable attribute: .*|HDF5 (object|region) reference to .*|array of \d+ HDF5 references)>",
+    re.DOTALL,
+)
+
+
+def is_attribute_note(value: Any) -> bool:
+    """Whether ``value`` is :func:`read_attrs`' note for an attribute it could not pass on."""
+    return isinstance(value, str) and _NOTE.fullmatch(value) is not None
+
+
 def read_attrs(obj: h5py.HLObject, skip: Any = None) -> dict[str, Any]:
     """The attributes of an object (but those whose name ``skip(name)`` rejects); an attribute
     h5py cannot read becomes a short note."""
@@ -217,10 +230,25 @@ def read_attrs(obj: h5py.HLObject, skip: Any = None) -> dict[str, Any]:
         if skip is not None and skip(name):
             continue
         try:
-            values[name] = obj.attrs[name]
+            values[name] = _sendable(obj, obj.attrs[name])
         except (OSError, TypeError, ValueError) as exc:
             values[name] = f"<unreadable attribute: {exc}>"
     return values
+
+
+def _sendable(obj: h5py.HLObject, value: Any) -> Any:
+    """``value``, but an HDF5 reference (valid only in the process that opened the file, so it
+    cannot be sent to other ranks) becomes a note naming what it points to."""
+    if isinstance(value, (h5py.Reference, h5py.RegionReference)):
+        try:
+            target = obj.file[value].name
+        except (KeyError, OSError, TypeError, ValueError):
+            target = "an object h5py cannot resolve"
+        kind = "region" if isinstance(value, h5py.RegionReference) else "object"
+        return f"<HDF5 {kind} reference to {target}>"
+    if isinstance(value, np.ndarray) and h5py.check_ref_dtype(value.dtype) is not None:
+        return f"<array of {value.size} HDF5 references>"
+    return value
 
 
 class SourceFile:
