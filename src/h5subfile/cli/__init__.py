@@ -33,9 +33,10 @@ from .common import (
 )
 
 VERBS = (vpic, bdcats, bench, info, verify, repack, demo)
-#: Seconds a failing rank waits for the others to finish before it ends the job with
-#: MPI_Abort (they may be waiting for it inside a collective call).
-GRACE = 5.0
+#: Seconds a rank whose error is its own (not agreed with the others) waits for the others to
+#: finish before it ends the job with MPI_Abort (they may be waiting for it inside a collective
+#: call). An agreed error is raised by every rank, so they all arrive.
+GRACE = 30.0
 
 #: One failure, as ranks send it: (exit status, message or None for a silent one).
 Failure = tuple[int, "str | None"]
@@ -70,14 +71,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         os.environ[DEBUG_VARIABLE] = "1"
     comm = _job_comm()
     failure: Failure | None = None
-    status = 0
+    status, agreed = 0, False
     try:
         status = int(args.run(args) or 0)
     except BaseException as exc:  # noqa: BLE001 - every way out is reported the same way
         if isinstance(exc, SystemExit):
             raise
-        failure = _failure(exc)
-    return _finish(comm, args.verb, status, failure)
+        failure, agreed = _failure(exc), bool(getattr(exc, "collective", False))
+    return _finish(comm, args.verb, status, failure, agreed)
 
 
 def _job_comm() -> Any:
@@ -104,10 +105,12 @@ def _failure(exc: BaseException) -> Failure:
     return exit_status(exc), describe_failure(exc)
 
 
-def _finish(comm: Any, verb: str, status: int, failure: Failure | None) -> int:
+def _finish(
+    comm: Any, verb: str, status: int, failure: Failure | None, agreed: bool = False
+) -> int:
     """Agree on the outcome: rank 0 prints the failures once, every rank returns the same
-    status. A failing rank whose peers do not arrive within GRACE seconds (they wait for it
-    in a collective call) prints its own error and ends the job."""
+    status. A rank with an error of its own (not ``agreed``) whose peers do not arrive within
+    GRACE seconds (they wait for it in a collective call) prints it and ends the job."""
     failures: list[tuple[int, Failure]] = []
     size = 1
     if comm is None:
@@ -115,7 +118,7 @@ def _finish(comm: Any, verb: str, status: int, failure: Failure | None) -> int:
         status = failure[0] if failure else status
     else:
         request = comm.Ibarrier()
-        if failure is None:
+        if failure is None or agreed:
             request.Wait()
         else:
             deadline = time.monotonic() + GRACE

@@ -81,7 +81,7 @@ class HelpFormatter(argparse.HelpFormatter):
         if (
             text
             and "default" not in text
-            and default not in (None, False, argparse.SUPPRESS)
+            and not any(default is nothing for nothing in (None, False, argparse.SUPPRESS))
             and action.option_strings
             and not isinstance(default, (list, dict))
         ):
@@ -179,7 +179,7 @@ def fraction(text: str) -> float:
 
 _CLASS_PREFIX = re.compile(r"(?<![\w.])[A-Z][A-Za-z0-9]*(?:Error|Exception|Warning): ")
 _ERRNO = re.compile(r"\[Errno \d+\] ")
-_STAGING = re.compile(r"(\S+?)\.repack-[0-9a-f]+\.partial(?:/[^\s'\",;)]+)?")
+_STAGING = re.compile(r"(\S+?)\.repack-[0-9a-f]+\.partial(?:/[^\s'\",;:)]+)?")
 _PARTIAL_NOTE = re.compile(r"\s*\([^()]*\.partial\b[^()]*\)")
 _PARTIAL = re.compile(r"(\S+?)\.partial\b")
 _HDF5_DETAIL = re.compile(r"\s*\((?:[^()]*\btime = |file read failed)[^()]*\)")

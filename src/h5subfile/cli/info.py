@@ -115,7 +115,7 @@ def _problems(
 ) -> list[str]:
     """The file's problems, a file that cannot be read said once (naming the datasets it
     holds) rather than once per dataset."""
-    bad = [entry for entry in files if entry["state"] != "ok"]
+    bad = [entry for entry in files if entry["state"].startswith(("MISSING", "UNREADABLE"))]
     explained = {
         d["problem"]
         for d in datasets
@@ -126,12 +126,7 @@ def _problems(
         names = entry["datasets"]
         shown = ", ".join(names[:4]) + (f" and {len(names) - 4} more" if len(names) > 4 else "")
         state, _, reason = entry["state"].partition(" (")
-        if state == "MISSING":
-            what = "is missing"
-        elif state == "UNREADABLE":
-            what = f"cannot be read ({reason.rstrip(')')})"
-        else:
-            continue  # outside the master's folder: its datasets' own problems say so
+        what = "is missing" if state == "MISSING" else f"cannot be read ({reason.rstrip(')')})"
         lines.append(
             f"subfile {entry['file']} {what}: the data of {len(names)} dataset(s) it holds "
             f"cannot be read ({shown}); a VDS reader would silently return fill values"
