@@ -25,6 +25,8 @@ from .common import (
     DEBUG_VARIABLE,
     EXIT_BROKEN_PIPE,
     Parser,
+    broken_pipe,
+    debugging,
     describe_failure,
     exit_status,
     launched_rank,
@@ -94,8 +96,6 @@ def _job_comm() -> Any:
 
 def _failure(exc: BaseException) -> Failure:
     """What this rank reports of ``exc`` (its traceback printed here when debugging)."""
-    from .common import broken_pipe, debugging
-
     if broken_pipe(exc):
         silence_stdout()
         return EXIT_BROKEN_PIPE, None
@@ -114,6 +114,8 @@ def _finish(
     failures: list[tuple[int, Failure]] = []
     size = 1
     if comm is None:
+        if failure and not agreed and _world_size() > 1:  # a launcher not recognised
+            _abort(verb, launched_rank(), failure)
         failures = [(0, failure)] if failure else []
         status = failure[0] if failure else status
     else:
@@ -151,6 +153,14 @@ def _lines(verb: str, failures: list[tuple[int, Failure]], size: int) -> list[st
             where = f"[rank{'s' if len(ranks) > 1 else ''} {shown}] "
         lines.append(f"h5subfile {verb}: error: {where}{message}")
     return lines
+
+
+def _world_size() -> int:
+    """The job's size once MPI is initialised (1 before)."""
+    mpi = sys.modules.get("mpi4py.MPI")
+    if mpi is None or not mpi.Is_initialized() or mpi.Is_finalized():
+        return 1
+    return int(mpi.COMM_WORLD.size)
 
 
 def _abort(verb: str, rank: int, failure: Failure) -> None:

@@ -17,7 +17,6 @@ from .common import (
     check_input_file,
     plan_arguments,
     print_json,
-    progress_wanted,
 )
 
 
@@ -101,7 +100,7 @@ def run(args: argparse.Namespace) -> int:
 
     comm = MPI.COMM_WORLD
     check_input_file(comm, args.source)
-    progress = _Progress(progress_wanted(args, comm.rank))
+    progress = _Progress(comm.rank == 0 and not args.quiet and (args.progress or not args.json))
     summary = repack(
         args.source,
         args.target,

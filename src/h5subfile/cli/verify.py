@@ -10,7 +10,7 @@ import time
 from typing import Any
 
 from ..units import format_bytes
-from .common import add_progress_flags, check_input_file, print_json, progress_wanted
+from .common import add_progress_flags, check_input_file, print_json
 
 
 def add_parser(verbs: Any) -> None:
@@ -94,7 +94,9 @@ def run(args: argparse.Namespace) -> int:
         warnings.simplefilter("ignore", RuntimeWarning)  # problems are listed in the report
         f = File(args.file, "r", comm=comm)
     with f:
-        report = f.verify(_Progress(progress_wanted(args, comm.rank)))
+        report = f.verify(
+            _Progress(comm.rank == 0 and not args.quiet and (args.progress or not args.json))
+        )
     if comm.rank == 0:
         if args.json:
             print_json(report)

@@ -111,6 +111,30 @@ def _step_datasets(f: File, name: str) -> list[tuple[str, Dataset]]:
     return datasets
 
 
+def _plan_reads(
+    f: File, path: str, pattern: Pattern, verify: bool, size: int
+) -> tuple[list[tuple[int, str, list[tuple[str, Dataset]]]], H5SubfileError | None]:
+    """The steps to read (number, group name, datasets), or why the file cannot be read with
+    ``pattern`` by ``size`` ranks (the same on every rank: the catalogue is)."""
+    steps = sorted((int(m.group(1)), name) for name in f.keys() if (m := _STEP.match(name)))
+    if not steps:
+        return [], CorruptFileError(f"{path} has no Timestep_<n> groups: not a VPIC-IO file")
+    if verify and f.attrs.get(KERNEL_ATTR) != KERNEL_NAME:
+        return [], CorruptFileError(
+            f"--verify needs a file written by 'h5subfile vpic'; {path} was not"
+        )
+    try:
+        reads = [(step, name, _step_datasets(f, name)) for step, name in steps]
+    except CorruptFileError as exc:
+        return [], exc
+    for _, _, datasets in reads:
+        for _, dataset in datasets:
+            problem = check_pattern(pattern, dataset.name, dataset.shape[0], size)
+            if problem:
+                return [], H5SubfileError(problem)
+    return reads, None
+
+
 def run_bdcats(
     path: str,
     pattern: Pattern,
@@ -137,28 +161,7 @@ def run_bdcats(
         warnings.simplefilter("ignore", RuntimeWarning)
         f = File(path, "r", comm=comm, **plan)
     with f:
-        steps = sorted((int(m.group(1)), name) for name in f.keys() if (m := _STEP.match(name)))
-        error: H5SubfileError | None = None
-        reads: list[tuple[int, str, list[tuple[str, Dataset]]]] = []
-        if not steps:
-            error = CorruptFileError(f"{path} has no Timestep_<n> groups: not a VPIC-IO file")
-        elif verify and f.attrs.get(KERNEL_ATTR) != KERNEL_NAME:
-            error = CorruptFileError(
-                f"--verify needs a file written by 'h5subfile vpic'; {path} was not"
-            )
-        else:
-            try:
-                reads = [(step, name, _step_datasets(f, name)) for step, name in steps]
-            except CorruptFileError as exc:
-                error = exc
-        problems = (
-            check_pattern(pattern, d.name, d.shape[0], comm.size)
-            for _, _, ds in reads
-            for _, d in ds
-        )
-        problem = next((p for p in problems if p), None)
-        if error is None and problem:
-            error = H5SubfileError(problem)
+        reads, error = _plan_reads(f, path, pattern, verify, comm.size)
         agree(comm, error)
         total = sum(len(datasets) for _, _, datasets in reads)
         done = 0
