@@ -125,3 +125,25 @@ def test_exit_statuses() -> None:
     assert exit_status(RankIOError("BrokenPipeError: [Errno 32] Broken pipe")) == EXIT_BROKEN_PIPE
     assert exit_status(ValueError("x")) == EXIT_FAILED
     assert isinstance(UsageError("x"), argparse.ArgumentError.__mro__[-2])  # an Exception
+
+
+def test_progress_says_where_a_long_step_is(capsys: pytest.CaptureFixture[str]) -> None:
+    import time
+
+    from h5subfile.cli.common import Progress
+
+    with Progress("vpic", "step", "written", interval=0.05) as progress:
+        progress(0, 2)
+        time.sleep(0.3)  # a long first step: the ticking thread speaks
+        progress(1, 2)
+        time.sleep(0.3)
+        progress(2, 2)
+    lines = capsys.readouterr().err.splitlines()
+    assert lines[0].startswith("vpic: at step 1/2, "), lines
+    assert any(line.startswith("vpic: at step 2/2, ") and "s left" in line for line in lines)
+    assert lines[-1].startswith("vpic: step 2/2 written, "), lines
+    with Progress("vpic", "step", "written", enabled=False, interval=0.05) as progress:
+        progress(0, 1)
+        time.sleep(0.1)
+        progress(1, 1)
+    assert not capsys.readouterr().err

@@ -347,18 +347,25 @@ def progress_wanted(args: argparse.Namespace, rank: int) -> bool:
     return on_terminal()
 
 
+#: Names of the processes that launch MPI jobs (``/proc/PID/comm``), whose stderr is where the
+#: ranks' output ends up.
+LAUNCHERS = ("mpiexec", "mpirun", "mpiexec.hydra", "mpiexec.mpich", "orterun", "prterun", "srun")
+
+
 def on_terminal() -> bool:
     """Whether stderr is a terminal: this process's, or under an MPI launcher (which passes the
     ranks' output through pipes) the launcher's, found by walking up the process tree."""
     if sys.stderr.isatty():
         return True
     pid = os.getppid()
-    for _ in range(4):  # mpiexec -> proxy -> this process, or srun -> step daemon
+    for _ in range(4):  # mpiexec -> proxy -> this process, or srun -> step daemon -> this
         if pid <= 1:
             return False
         try:
-            if os.readlink(f"/proc/{pid}/fd/2").startswith(("/dev/pts/", "/dev/tty")):
-                return True
+            with open(f"/proc/{pid}/comm") as comm:
+                name = comm.read().strip()
+            if name in LAUNCHERS:
+                return os.readlink(f"/proc/{pid}/fd/2").startswith(("/dev/pts/", "/dev/tty"))
             with open(f"/proc/{pid}/stat") as stat:
                 pid = int(stat.read().rsplit(")", 1)[1].split()[1])
         except (OSError, ValueError, IndexError):
