@@ -60,11 +60,9 @@ def launched_rank() -> int:
 
 def launched_size() -> int:
     """How many processes the MPI launcher started (1 when not launched by one)."""
-    for name in _SIZE_VARIABLES:
+    for name in _SIZE_VARIABLES:  # not Slurm's SLURM_NTASKS: a batch script has it too
         if os.environ.get(name, "").isdigit():
             return int(os.environ[name])
-    if "SLURM_STEP_ID" in os.environ and os.environ.get("SLURM_NTASKS", "").isdigit():
-        return int(os.environ["SLURM_NTASKS"])
     return 1
 
 
