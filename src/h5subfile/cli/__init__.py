@@ -1,61 +1,172 @@
-"""The ``h5subfile`` command line: one module per verb.
+"""h5subfile: parallel HDF5 output and input for MPI applications, through subfiling.
 
-Run MPI verbs under ``mpiexec -n P h5subfile VERB ...``. An error agreed on every rank is printed
-once and every rank exits with status 1; an error on some ranks only is printed with its rank and
-aborts the whole job (never a hang).
+Write (vpic), read (bdcats), benchmark (bench), describe (info), check (verify) and convert
+(repack) subfiled and plain HDF5 files; run the MPI verbs under mpiexec. `demo` runs the whole
+tour on this machine.
+
+Every verb reports an error the same way: one line, printed once (by rank 0), every rank ending
+with the same exit status: 0 success; 1 the command failed (or info/verify found the file
+damaged); 2 the command line is wrong; 130 interrupted; 141 the output's reader went away.
+H5SUBFILE_DEBUG=1 (or --debug) adds the traceback.
 """
 
 from __future__ import annotations
 
-import argparse
+import os
 import sys
+import time
+import traceback
 from collections.abc import Sequence
 from typing import Any
 
 from .._version import __version__
 from . import bdcats, bench, demo, info, repack, verify, vpic
+from .common import (
+    DEBUG_VARIABLE,
+    EXIT_BROKEN_PIPE,
+    Parser,
+    broken_pipe,
+    debugging,
+    describe_failure,
+    exit_status,
+    launched_rank,
+    launched_size,
+    silence_stdout,
+)
 
 VERBS = (vpic, bdcats, bench, info, verify, repack, demo)
+#: Seconds a rank whose error is its own (not agreed with the others) waits for the others to
+#: finish before it ends the job with MPI_Abort (they may be waiting for it inside a collective
+#: call). An agreed error is raised by every rank, so they all arrive.
+GRACE = 30.0
+
+#: One failure, as ranks send it: (exit status, message or None for a silent one).
+Failure = tuple[int, "str | None"]
 
 
-def _rank() -> int:
-    mpi = sys.modules.get("mpi4py.MPI")
-    return mpi.COMM_WORLD.rank if mpi is not None else 0
-
-
-class _Parser(argparse.ArgumentParser):
-    def error(self, message: str) -> Any:  # every rank parses the same argv: speak once
-        if _rank() == 0:
-            self.print_usage(sys.stderr)
-            print(f"{self.prog}: error: {message}", file=sys.stderr)
-        sys.exit(2)
-
-
-def build_parser() -> argparse.ArgumentParser:
-    parser = _Parser(prog="h5subfile", description=__doc__.split("\n\n")[0])
+def build_parser() -> Parser:
+    summary, details, epilog = __doc__.split("\n\n")[:3]
+    parser = Parser(
+        prog="h5subfile",
+        description=f"Parallel HDF5 {summary.split(' HDF5 ', 1)[1]} {details}",
+        epilog=epilog,
+    )
     parser.add_argument("--version", action="version", version=f"h5subfile {__version__}")
-    verbs = parser.add_subparsers(dest="verb", required=True, parser_class=_Parser)
+    parser.add_argument(
+        "--debug",
+        action="store_true",
+        help=f"print the traceback of an error (also {DEBUG_VARIABLE}=1)",
+    )
+    verbs = parser.add_subparsers(dest="verb", required=True, parser_class=Parser, metavar="VERB")
     for module in VERBS:
         module.add_parser(verbs)
+    parser.set_defaults(verb_parsers=verbs.choices)
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    """The ``h5subfile`` command: parse, run the verb, and end every rank with one status."""
+    args, unknown = build_parser().parse_known_args(argv)
+    if unknown:  # named by the verb's parser, which says where to look for the right ones
+        args.verb_parsers[args.verb].error(f"unrecognized arguments: {' '.join(unknown)}")
+    if args.debug:
+        os.environ[DEBUG_VARIABLE] = "1"
+    comm = _job_comm()
+    failure: Failure | None = None
+    status, agreed = 0, False
     try:
-        return int(args.run(args) or 0)
-    except KeyboardInterrupt:
-        raise
-    except Exception as exc:  # noqa: BLE001 - the job must end, not hang
-        mpi = sys.modules.get("mpi4py.MPI")
-        if getattr(exc, "collective", False) or mpi is None or mpi.COMM_WORLD.size == 1:
-            if _rank() == 0:
-                print(f"h5subfile {args.verb}: error: {exc}", file=sys.stderr, flush=True)
-            return 1
-        print(
-            f"[rank {_rank()}] h5subfile {args.verb}: {type(exc).__name__}: {exc}",
-            file=sys.stderr,
-            flush=True,
-        )
-        mpi.COMM_WORLD.Abort(1)
+        status = int(args.run(args) or 0)
+    except BaseException as exc:  # noqa: BLE001 - every way out is reported the same way
+        if isinstance(exc, SystemExit):
+            raise
+        failure, agreed = _failure(exc), bool(getattr(exc, "collective", False))
+    return _finish(comm, args.verb, status, failure, agreed)
+
+
+def _job_comm() -> Any:
+    """Under an MPI launcher with several processes: a communicator of the job's own, made
+    before the verb runs, on which the ranks agree on the outcome at the end (never mixed up
+    with a collective call the verb left unfinished). None otherwise."""
+    if launched_size() <= 1:
+        return None
+    from mpi4py import MPI
+
+    return MPI.COMM_WORLD.Dup()
+
+
+def _failure(exc: BaseException) -> Failure:
+    """What this rank reports of ``exc`` (its traceback printed here when debugging)."""
+    if broken_pipe(exc):
+        silence_stdout()
+        return EXIT_BROKEN_PIPE, None
+    if debugging():
+        print(f"[rank {launched_rank()}]", file=sys.stderr)
+        traceback.print_exception(exc, file=sys.stderr)
+    return exit_status(exc), describe_failure(exc)
+
+
+def _finish(
+    comm: Any, verb: str, status: int, failure: Failure | None, agreed: bool = False
+) -> int:
+    """Agree on the outcome: rank 0 prints the failures once, every rank returns the same
+    status. A rank with an error of its own (not ``agreed``) whose peers do not arrive within
+    GRACE seconds (they wait for it in a collective call) prints it and ends the job."""
+    failures: list[tuple[int, Failure]] = []
+    size = 1
+    if comm is None:
+        if failure and not agreed and _world_size() > 1:  # a launcher not recognised
+            _abort(verb, launched_rank(), failure)
+        failures = [(0, failure)] if failure else []
+        status = failure[0] if failure else status
+    else:
+        request = comm.Ibarrier()
+        if failure is None or agreed:
+            request.Wait()
+        else:
+            deadline = time.monotonic() + GRACE
+            while not request.Test():
+                if time.monotonic() > deadline:
+                    _abort(verb, comm.rank, failure)
+                time.sleep(0.005)
+        everyone = comm.allgather((status, failure))
+        size = len(everyone)
+        failures = [(rank, f) for rank, (_, f) in enumerate(everyone) if f is not None]
+        status = failures[0][1][0] if failures else max(s for s, _ in everyone)
+        comm.Free()
+    if failures and launched_rank() == 0:
+        for line in _lines(verb, failures, size):
+            print(line, file=sys.stderr, flush=True)
+    return status
+
+
+def _lines(verb: str, failures: list[tuple[int, Failure]], size: int) -> list[str]:
+    """One line per distinct message, naming the ranks when not every rank failed alike."""
+    by_message: dict[str, list[int]] = {}
+    for rank, (_, message) in failures:
+        if message is not None:
+            by_message.setdefault(message, []).append(rank)
+    lines = []
+    for message, ranks in by_message.items():
+        where = ""
+        if size > 1 and len(ranks) < size and not message.startswith("[rank"):
+            shown = ", ".join(map(str, ranks[:8])) + (", ..." if len(ranks) > 8 else "")
+            where = f"[rank{'s' if len(ranks) > 1 else ''} {shown}] "
+        lines.append(f"h5subfile {verb}: error: {where}{message}")
+    return lines
+
+
+def _world_size() -> int:
+    """The job's size once MPI is initialised (1 before)."""
+    mpi = sys.modules.get("mpi4py.MPI")
+    if mpi is None or not mpi.Is_initialized() or mpi.Is_finalized():
         return 1
+    return int(mpi.COMM_WORLD.size)
+
+
+def _abort(verb: str, rank: int, failure: Failure) -> None:
+    """End the whole job from one rank whose peers are stuck (never returns)."""
+    from mpi4py import MPI
+
+    if failure[1] is not None:
+        print(f"h5subfile {verb}: error: [rank {rank}] {failure[1]}", file=sys.stderr, flush=True)
+    MPI.COMM_WORLD.Abort(failure[0])

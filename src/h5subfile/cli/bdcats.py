@@ -6,7 +6,17 @@ import argparse
 from typing import Any
 
 from ..units import parse_count
-from .common import add_plan_flags, plan_arguments, print_json
+from .common import (
+    Progress,
+    add_plan_flags,
+    add_progress_flags,
+    check_input_file,
+    count_at_least,
+    fraction,
+    plan_arguments,
+    print_json,
+    progress_wanted,
+)
 
 
 def add_parser(verbs: Any) -> None:
@@ -14,35 +24,44 @@ def add_parser(verbs: Any) -> None:
         "bdcats",
         help="BD-CATS-IO read kernel",
         description="Read every dataset of every Timestep_<s> group, split over the ranks as in "
-        "BD-CATS-IO (rank p reads [p*N/P, (p+1)*N/P)); run under mpiexec.",
+        "BD-CATS-IO (rank p of P reads [p*N/P, (p+1)*N/P), the last rank also the remainder); "
+        "run under mpiexec.",
     )
     parser.add_argument("file", help="file written by 'h5subfile vpic', h5bench or anything else")
     parser.add_argument(
         "--pattern",
         choices=("full", "partial", "strided", "random"),
         default="full",
-        help="access pattern (default full)",
+        help="what each rank reads of its share: all of it, the first --count particles, "
+        "--blocks blocks of --block particles every --stride from --start, or --fraction of it "
+        "at random",
     )
     parser.add_argument(
         "--count",
-        type=parse_count,
+        type=count_at_least(1),
         default=parse_count("1Mi"),
-        help="partial: particles read from the start of each share (default 1Mi)",
+        help="partial: particles read from the start of each share, at most a share (default 1Mi)",
     )
-    parser.add_argument("--start", type=parse_count, default=0, help="strided: first offset")
-    parser.add_argument("--stride", type=parse_count, default=16, help="strided: stride")
-    parser.add_argument("--block", type=parse_count, default=4, help="strided: block length")
+    parser.add_argument(
+        "--start", type=count_at_least(0), default=0, help="strided: first offset in the share"
+    )
+    parser.add_argument(
+        "--stride", type=count_at_least(1), default=16, help="strided: particles between blocks"
+    )
+    parser.add_argument(
+        "--block", type=count_at_least(1), default=4, help="strided: particles per block"
+    )
     parser.add_argument(
         "--blocks",
-        type=parse_count,
+        type=count_at_least(0),
         default=0,
-        help="strided: number of blocks (0: as many as fit)",
+        help="strided: number of blocks (default 0: as many as fit)",
     )
     parser.add_argument(
         "--fraction",
-        type=float,
+        type=fraction,
         default=0.1,
-        help="random: fraction of each share read (default 0.1)",
+        help="random: fraction of each share read, in (0, 1] (default 0.1)",
     )
     parser.add_argument("--seed", type=int, default=1, help="random: seed")
     parser.add_argument(
@@ -51,11 +70,30 @@ def add_parser(verbs: Any) -> None:
         help="check every value read against what 'h5subfile vpic' wrote",
     )
     parser.add_argument("--json", action="store_true", help="print the metrics as JSON")
-    parser.add_argument("--quiet", action="store_true", help="no progress lines")
+    add_progress_flags(parser)
     from ..plan import READ_FIELDS
 
-    add_plan_flags(parser, only=READ_FIELDS)
+    add_plan_flags(
+        parser,
+        only=READ_FIELDS,
+        title="reading through aggregators (two-phase I/O; also settable by environment variables)",
+    )
+    for action in parser._actions:  # the plan's help speaks of writing
+        if action.dest in READ_HELP:
+            action.help = READ_HELP[action.dest]
     parser.set_defaults(run=run)
+
+
+#: The read-side meaning of the plan flags bdcats takes.
+READ_HELP = {
+    "aggregators": "ranks per file that read for the others (two-phase I/O: each reads whole "
+    "windows of the file and sends every rank its part); 'direct' (the default): every rank "
+    "reads its own share (env H5SUBFILE_AGGREGATORS)",
+    "buffer_size": "bytes an aggregator reads at a time (bounds its memory; default 16m; env "
+    "H5SUBFILE_BUFFER_SIZE)",
+    "transfer_size": "the largest single read a rank issues (default: no limit below 1 GiB; env "
+    "H5SUBFILE_TRANSFER_SIZE)",
+}
 
 
 def run(args: argparse.Namespace) -> int:
@@ -63,9 +101,8 @@ def run(args: argparse.Namespace) -> int:
 
     from ..kernels.bdcats import Pattern, run_bdcats
 
-    if args.stride < 1 or args.block < 1 or not 0 < args.fraction <= 1:
-        raise ValueError("--stride and --block must be >= 1 and --fraction in (0, 1]")
     comm = MPI.COMM_WORLD
+    check_input_file(comm, args.file)
     pattern = Pattern(
         args.pattern,
         args.count,
@@ -76,14 +113,16 @@ def run(args: argparse.Namespace) -> int:
         args.fraction,
         args.seed,
     )
-    metrics = run_bdcats(
-        args.file,
-        pattern,
-        comm,
-        verify=args.verify,
-        progress=not (args.quiet or args.json),
-        **plan_arguments(args),
-    )
+    wanted = progress_wanted(args, comm.rank)
+    with Progress("bdcats", "dataset", "read", wanted) as progress:
+        metrics = run_bdcats(
+            args.file,
+            pattern,
+            comm,
+            verify=args.verify,
+            progress=progress,
+            **plan_arguments(args),
+        )
     if comm.rank == 0:
         if args.json:
             data = metrics.as_dict()

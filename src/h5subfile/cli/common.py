@@ -1,22 +1,295 @@
-"""Pieces shared by the CLI verbs: plan flags, JSON output."""
+"""Pieces shared by the CLI verbs: the argument parser every verb uses (errors and help printed
+once, defaults shown), the one way errors become a message and an exit status, plan flags,
+progress lines and JSON output.
+
+Exit statuses (README, *Command line*): 0 success; 1 the command failed (an error, or ``info`` /
+``verify`` found the file damaged); 2 the command line is wrong (an unknown option, a value that
+cannot be right, a missing argument); 130 interrupted; 141 the reader of the output went away
+(``| head``).
+"""
 
 from __future__ import annotations
 
 import argparse
+import errno
 import json
+import os
+import re
 import sys
-from typing import Any
+import threading
+import time
+from typing import Any, NoReturn
 
+from ..errors import H5SubfileError
 from ..plan import PLAN_FIELDS
+
+EXIT_OK = 0
+EXIT_FAILED = 1
+EXIT_USAGE = 2
+EXIT_INTERRUPTED = 130
+EXIT_BROKEN_PIPE = 141  # 128 + SIGPIPE, as a C tool killed by it
+DEBUG_VARIABLE = "H5SUBFILE_DEBUG"
+PROGRESS_VARIABLE = "H5SUBFILE_PROGRESS"
+
+#: Environment variables MPI launchers set to each process's rank (mpiexec of MPICH, Intel MPI,
+#: Open MPI, PMIx, MVAPICH, Slurm's srun), read before MPI is initialised.
+_RANK_VARIABLES = ("PMI_RANK", "OMPI_COMM_WORLD_RANK", "PMIX_RANK", "MV2_COMM_WORLD_RANK")
+_SIZE_VARIABLES = ("PMI_SIZE", "OMPI_COMM_WORLD_SIZE", "MV2_COMM_WORLD_SIZE")
+
+
+class UsageError(H5SubfileError, ValueError):
+    """A command line that cannot be right (exit status 2). Raise it on every rank alike: it is
+    decided from the arguments, which every rank shares."""
+
+    collective = True
+
+
+def launched_rank() -> int:
+    """This process's rank: from MPI once initialised, else from the launcher's environment
+    (0 when not launched by an MPI launcher)."""
+    mpi = sys.modules.get("mpi4py.MPI")
+    if mpi is not None and mpi.Is_initialized() and not mpi.Is_finalized():
+        return int(mpi.COMM_WORLD.rank)
+    for name in _RANK_VARIABLES:
+        if os.environ.get(name, "").isdigit():
+            return int(os.environ[name])
+    if "SLURM_STEP_ID" in os.environ and os.environ.get("SLURM_PROCID", "").isdigit():
+        return int(os.environ["SLURM_PROCID"])
+    return 0
+
+
+def launched_size() -> int:
+    """How many processes the MPI launcher started (1 when not launched by one)."""
+    for name in _SIZE_VARIABLES:  # not Slurm's SLURM_NTASKS: a batch script has it too
+        if os.environ.get(name, "").isdigit():
+            return int(os.environ[name])
+    return 1
+
+
+# ---------------------------------------------------------------------------------------------
+# The parser
+
+
+class HelpFormatter(argparse.HelpFormatter):
+    """argparse's formatter, with each option's default shown unless its help gives it."""
+
+    def _get_help_string(self, action: argparse.Action) -> str | None:
+        text = action.help or ""
+        default = action.default
+        if (
+            text
+            and "default" not in text
+            and not any(default is nothing for nothing in (None, False, argparse.SUPPRESS))
+            and action.option_strings
+            and not isinstance(default, (list, dict))
+        ):
+            text += " (default: %(default)s)"
+        return text
+
+
+class Parser(argparse.ArgumentParser):
+    """The parser of ``h5subfile`` and every verb: output only on rank 0 (every rank parses the
+    same argv), an error as one line naming the option, exit status 2."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs.setdefault("formatter_class", HelpFormatter)
+        super().__init__(*args, **kwargs)
+
+    def _print_message(self, message: str, file: Any = None) -> None:
+        if launched_rank() == 0:
+            super()._print_message(message, file)
+
+    def error(self, message: str) -> NoReturn:
+        if launched_rank() == 0:
+            print(
+                f"{self.prog}: error: {message} (see '{self.prog} --help')",
+                file=sys.stderr,
+                flush=True,
+            )
+        sys.exit(EXIT_USAGE)
+
+    def _get_value(self, action: argparse.Action, arg_string: str) -> Any:
+        """A value the option's type refuses is named in words, not by the type's function."""
+        try:
+            return super()._get_value(action, arg_string)
+        except argparse.ArgumentError as exc:
+            kind = action.type
+            if not callable(kind) or isinstance(kind, argparse.FileType):
+                raise
+            try:
+                kind(arg_string)
+            except (TypeError, ValueError) as why:
+                if kind is int:
+                    reason = f"expected a whole number, got {arg_string!r}"
+                elif kind is float:
+                    reason = f"expected a number, got {arg_string!r}"
+                else:
+                    reason = user_message(why)
+                raise argparse.ArgumentError(action, reason) from None
+            except argparse.ArgumentTypeError:
+                pass
+            raise exc from None
+
+
+def count_at_least(low: int) -> Any:
+    """An argparse type: a count (``1024``, ``4M``, ``8Mi``) of at least ``low``."""
+    from ..units import parse_count
+
+    def parse(text: str) -> int:
+        value = parse_count(text)
+        if value < low:
+            raise ValueError(f"must be at least {low}, got {text}")
+        return value
+
+    parse.__name__ = "count"
+    return parse
+
+
+def int_at_least(low: int) -> Any:
+    """An argparse type: a whole number of at least ``low``."""
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise ValueError(f"expected a whole number, got {text!r}") from None
+        if value < low:
+            raise ValueError(f"must be at least {low}, got {value}")
+        return value
+
+    parse.__name__ = "integer"
+    return parse
+
+
+def fraction(text: str) -> float:
+    """An argparse type: a number in (0, 1]."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise ValueError(f"expected a number in (0, 1], got {text!r}") from None
+    if not 0 < value <= 1:
+        raise ValueError(f"must be in (0, 1] (0.1 reads a tenth), got {text}")
+    return value
+
+
+# ---------------------------------------------------------------------------------------------
+# Errors as the user reads them
+
+_CLASS_PREFIX = re.compile(r"(?<![\w.])[A-Z][A-Za-z0-9]*(?:Error|Exception|Warning): ")
+_ERRNO = re.compile(r"\[Errno \d+\] ")
+_STAGING = re.compile(r"(\S+?)\.repack-[0-9a-f]+\.partial(?:/[^\s'\",;:)]+)?")
+_PARTIAL_NOTE = re.compile(r"\s*\([^()]*\.partial\b[^()]*\)")
+_PARTIAL = re.compile(r"(\S+?)\.partial\b")
+_HDF5_DETAIL = re.compile(r"\s*\((?:[^()]*\btime = |file read failed)[^()]*\)")
+
+
+def user_message(exc: BaseException) -> str:
+    """``exc``'s message in the user's terms, on one line: without exception class names,
+    errno tags, HDF5's call details, or the names of files h5subfile writes on the way (a
+    master's ``.partial`` copy, repack's staging folder)."""
+    text = " ".join(str(exc).split()) or type(exc).__name__
+    text = _HDF5_DETAIL.sub("", text)
+    text = _CLASS_PREFIX.sub("", text)
+    text = _ERRNO.sub("", text)
+    text = _STAGING.sub(r"\1", text)
+    text = _PARTIAL_NOTE.sub("", text)
+    return _PARTIAL.sub(r"\1", text)
+
+
+def exit_status(exc: BaseException) -> int:
+    """The exit status an exception leaving a verb ends the command with."""
+    if isinstance(exc, UsageError):
+        return EXIT_USAGE
+    if isinstance(exc, KeyboardInterrupt):
+        return EXIT_INTERRUPTED
+    if broken_pipe(exc):
+        return EXIT_BROKEN_PIPE
+    return EXIT_FAILED
+
+
+def broken_pipe(exc: BaseException) -> bool:
+    """Whether ``exc`` says the reader of this process's output went away (``| head``)."""
+    if isinstance(exc, BrokenPipeError):
+        return True
+    return isinstance(exc, OSError) and (
+        exc.errno == errno.EPIPE or str(exc).startswith("BrokenPipeError")
+    )
+
+
+def describe_failure(exc: BaseException) -> str:
+    """The line a failure is reported with (after ``h5subfile VERB: error:``): the message, and
+    for an error that is not h5subfile's (a bug) how to see more."""
+    if isinstance(exc, KeyboardInterrupt):
+        return "interrupted"
+    message = user_message(exc)
+    if not isinstance(exc, (H5SubfileError, OSError)) and not debugging():
+        message += f" (unexpected {type(exc).__name__}: rerun with {DEBUG_VARIABLE}=1 for details)"
+    return message
+
+
+def debugging() -> bool:
+    """Whether tracebacks are wanted (``h5subfile --debug`` or ``H5SUBFILE_DEBUG=1``)."""
+    return os.environ.get(DEBUG_VARIABLE, "").strip().lower() not in ("", "0", "no", "false")
+
+
+def silence_stdout() -> None:
+    """After a broken pipe: send what is left of stdout nowhere, so that Python's flush at exit
+    does not fail again."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError):
+        pass
+
+
+def check_input_file(comm: Any, path: str) -> None:
+    """Collective: refuse a folder given as the file to read, saying which file to give (rank
+    0 looks; every rank raises the same error). A missing file is left to ``File``."""
+    from ..mpi.collective import root_only
+
+    def look() -> None:
+        if not os.path.isdir(path):
+            return
+        folder = os.path.normpath(path)
+        if folder.endswith(".subfiles"):
+            stem = folder[: -len(".subfiles")]
+            master = next((m for m in (stem + ".h5", stem) if os.path.isfile(m)), stem + ".h5")
+            raise H5SubfileError(
+                f"{path} is the folder of a file's subfiles, not a file: give its master, {master}"
+            )
+        raise H5SubfileError(
+            f"{path} is a folder, not an HDF5 file: give a file (the master NAME.h5 of a "
+            "subfiled file, or any HDF5 file)"
+        )
+
+    root_only(comm, look)
+
+
+# ---------------------------------------------------------------------------------------------
+# Plan flags and output
+
+
+def _plan_value(field: Any) -> Any:
+    """An argparse type checking a plan flag when the command line is parsed: the parsed value
+    (``--subfiles 2`` is the number 2), or the word given for "off" (``direct``), which
+    overrides the environment variable."""
+
+    def parse(text: str) -> Any:
+        value = field.parse(text)
+        return text.strip().lower() if value is None else value
+
+    parse.__name__ = field.name
+    return parse
 
 
 def add_plan_flags(
     parser: argparse.ArgumentParser,
     only: tuple[str, ...] | None = None,
     skip: tuple[str, ...] = (),
+    title: str = "plan (also settable by environment variables)",
 ) -> None:
     """One flag per plan field (``--subfiles``, ``--aggregators``, ``--fsync``...)."""
-    group = parser.add_argument_group("plan (also settable by environment variables)")
+    group = parser.add_argument_group(title)
     for field in PLAN_FIELDS:
         if (only is not None and field.name not in only) or field.name in skip:
             continue
@@ -28,7 +301,12 @@ def add_plan_flags(
                 help=f"{field.help} (env {field.env})",
             )
         else:
-            group.add_argument(field.flag, default=None, help=f"{field.help} (env {field.env})")
+            group.add_argument(
+                field.flag,
+                type=_plan_value(field),
+                default=None,
+                help=f"{field.help} (env {field.env})",
+            )
 
 
 def plan_arguments(args: argparse.Namespace) -> dict[str, Any]:
@@ -41,3 +319,107 @@ def print_json(data: Any) -> None:
     json.dump(data, sys.stdout, default=str)
     sys.stdout.write("\n")
     sys.stdout.flush()
+
+
+def add_progress_flags(parser: argparse.ArgumentParser) -> None:
+    """``--progress`` and ``--quiet``: progress lines on rank 0 (stderr)."""
+    parser.add_argument(
+        "--progress",
+        action="store_true",
+        help="progress lines on stderr even when it is not a terminal "
+        f"(also {PROGRESS_VARIABLE}=1)",
+    )
+    parser.add_argument("--quiet", action="store_true", help="no progress lines")
+
+
+def progress_wanted(args: argparse.Namespace, rank: int) -> bool:
+    """Progress lines on rank 0: asked for (``--progress``, ``H5SUBFILE_PROGRESS=1``), or by
+    default when the job writes to a terminal; never with ``--quiet``."""
+    if rank != 0 or getattr(args, "quiet", False):
+        return False
+    forced = os.environ.get(PROGRESS_VARIABLE, "").strip().lower()
+    if getattr(args, "progress", False) or forced in ("1", "yes", "true", "on"):
+        return True
+    if forced in ("0", "no", "false", "off"):
+        return False
+    return on_terminal()
+
+
+#: Names of the processes that launch MPI jobs (``/proc/PID/comm``), whose stderr is where the
+#: ranks' output ends up.
+LAUNCHERS = ("mpiexec", "mpirun", "mpiexec.hydra", "mpiexec.mpich", "orterun", "prterun", "srun")
+
+
+def on_terminal() -> bool:
+    """Whether stderr is a terminal: this process's, or under an MPI launcher (which passes the
+    ranks' output through pipes) the launcher's, found by walking up the process tree."""
+    if sys.stderr.isatty():
+        return True
+    pid = os.getppid()
+    for _ in range(4):  # mpiexec -> proxy -> this process, or srun -> step daemon -> this
+        if pid <= 1:
+            return False
+        try:
+            with open(f"/proc/{pid}/comm") as comm:
+                name = comm.read().strip()
+            if name in LAUNCHERS:
+                return os.readlink(f"/proc/{pid}/fd/2").startswith(("/dev/pts/", "/dev/tty"))
+            with open(f"/proc/{pid}/stat") as stat:
+                pid = int(stat.read().rsplit(")", 1)[1].split()[1])
+        except (OSError, ValueError, IndexError):
+            return False
+    return False
+
+
+class Progress:
+    """Rank 0's progress line on stderr through a run of ``total`` units (steps, datasets):
+    called with the units done; a line at most every ``interval`` seconds and at the end, and
+    while one unit takes long, a line every ``interval`` seconds saying where the run is and
+    about how long is left. A context manager (the ticking thread runs inside it)."""
+
+    def __init__(
+        self, verb: str, unit: str, done_word: str, enabled: bool = True, interval: float = 2.0
+    ):
+        self.verb, self.unit, self.done_word, self.interval = verb, unit, done_word, interval
+        self.enabled = enabled
+        self.started = self.shown = time.perf_counter()
+        self.done, self.total = 0, 0
+        self._stop = threading.Event()
+        self._lock = threading.Lock()
+        self._thread = threading.Thread(target=self._tick, daemon=True)
+
+    def __enter__(self) -> Progress:
+        if self.enabled:
+            self._thread.start()
+        return self
+
+    def __exit__(self, *exc_info: Any) -> None:
+        self._stop.set()
+        if self._thread.is_alive():
+            self._thread.join()
+
+    def __call__(self, done: int, total: int) -> None:
+        if not self.enabled:
+            return
+        with self._lock:
+            self.done, self.total = done, total
+            now = time.perf_counter()
+            if done < total and now - self.shown < self.interval:
+                return
+            self._show(f"{self.unit} {done}/{total} {self.done_word}", now)
+
+    def _tick(self) -> None:
+        while not self._stop.wait(self.interval / 4):
+            with self._lock:
+                now = time.perf_counter()
+                if self.total and self.done < self.total and now - self.shown >= self.interval:
+                    self._show(f"at {self.unit} {self.done + 1}/{self.total}", now)
+
+    def _show(self, what: str, now: float) -> None:
+        elapsed = now - self.started
+        line = f"{self.verb}: {what}, {elapsed:.0f} s"
+        if self.total and 0 < self.done < self.total:
+            left = elapsed * (self.total - self.done) / self.done
+            line += f", about {left:.0f} s left"
+        print(line, file=sys.stderr, flush=True)
+        self.shown = now

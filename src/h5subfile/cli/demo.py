@@ -15,8 +15,10 @@ import sys
 import tempfile
 from typing import Any
 
+from ..errors import H5SubfileError
 from ..mpi.launch import mpiexec
 from ..units import format_bytes, parse_count
+from .common import UsageError, count_at_least, int_at_least, launched_size
 
 WAYS = (
     ("subfiling, 2 subfiles", ["--subfiles", "2"], "subfiled.h5"),
@@ -31,24 +33,43 @@ def add_parser(verbs: Any) -> None:
         help="run the demo: VPIC-IO three ways, BD-CATS-IO, one table",
         description=__doc__.split("\n\n")[1],
     )
-    parser.add_argument("--dir", default=None, help="where to write (default: a temporary folder)")
+    parser.add_argument(
+        "--keep",
+        "--dir",
+        metavar="DIR",
+        default=None,
+        help="write the files into DIR and keep them there (default: a temporary folder, removed "
+        "at the end)",
+    )
     parser.add_argument(
         "--particles",
-        type=parse_count,
+        type=count_at_least(1),
         default=parse_count("1Mi"),
         help="particles per writer rank (default 1Mi = 32 MiB per rank per step)",
     )
-    parser.add_argument("--steps", type=int, default=2, help="time steps (default 2)")
-    parser.add_argument("--writers", type=int, default=4)
-    parser.add_argument("--readers", type=int, default=3)
+    parser.add_argument("--steps", type=int_at_least(1), default=2, help="time steps (default 2)")
+    parser.add_argument(
+        "--writers",
+        type=int_at_least(2),
+        default=4,
+        help="ranks writing with VPIC-IO (at least 2: one way writes 2 subfiles)",
+    )
+    parser.add_argument(
+        "--readers", type=int_at_least(1), default=3, help="ranks reading back with BD-CATS-IO"
+    )
     parser.set_defaults(run=run)
 
 
-def run_mpi(ranks: int, args: list[str]) -> dict[str, Any]:
-    command = [mpiexec(), "-n", str(ranks), sys.executable, "-m", "h5subfile", *args, "--json"]
+def run_mpi(launcher: str, ranks: int, args: list[str]) -> dict[str, Any]:
+    """Run ``h5subfile ARGS --json`` on ``ranks`` ranks: its JSON, or its error, one line."""
+    command = [launcher, "-n", str(ranks), sys.executable, "-m", "h5subfile", *args, "--json"]
     result = subprocess.run(command, capture_output=True, text=True, timeout=600)
     if result.returncode != 0:
-        raise RuntimeError(f"{' '.join(command)} failed:\n{result.stderr}{result.stdout}")
+        said = [line for line in result.stderr.splitlines() if ": error: " in line]
+        why = said[0].split(": error: ", 1)[1] if said else " ".join(result.stderr.split())[-500:]
+        raise H5SubfileError(
+            f"'h5subfile {args[0]}' on {ranks} ranks failed (status {result.returncode}): {why}"
+        )
     return json.loads(result.stdout.strip().splitlines()[-1])
 
 
@@ -75,18 +96,39 @@ def check_with_h5py(master: str, expected_length: int) -> str:
         [sys.executable, "-c", code, master], capture_output=True, text=True, check=True
     ).stdout.split()
     if int(out[0]) != expected_length:
-        raise RuntimeError(
+        raise H5SubfileError(
             f"plain h5py sees {out[0]} particles in {master}, expected {expected_length}"
         )
     return out[1]
 
 
 def run(args: argparse.Namespace) -> int:
-    folder = args.dir or tempfile.mkdtemp(prefix="h5subfile-demo-")
-    os.makedirs(folder, exist_ok=True)
+    """Check the arguments and the launcher before anything runs; write into ``--keep DIR``
+    (kept) or a temporary folder (removed at the end, whatever happens)."""
+    if launched_size() > 1:
+        raise UsageError(
+            "run the demo as a plain command (h5subfile demo): it launches mpiexec itself"
+        )
+    try:
+        launcher = mpiexec()
+    except RuntimeError as exc:
+        raise H5SubfileError(str(exc)) from None
+    if args.keep is None:
+        with tempfile.TemporaryDirectory(prefix="h5subfile-demo-") as folder:
+            return tour(args, launcher, folder, kept=False)
+    try:
+        os.makedirs(args.keep, exist_ok=True)
+    except OSError as exc:
+        raise H5SubfileError(f"cannot make {args.keep}: {exc.strerror or exc}") from None
+    return tour(args, launcher, args.keep, kept=True)
+
+
+def tour(args: argparse.Namespace, launcher: str, folder: str, kept: bool) -> int:
+    """The three writes, the reads and the table, in ``folder``."""
+    where = folder if kept else "a temporary folder (removed at the end; keep them: --keep DIR)"
     print(
         f"h5subfile demo: VPIC-IO with {args.writers} ranks, {args.particles} particles per rank,"
-        f" {args.steps} step(s); BD-CATS-IO with {args.readers} ranks; files in {folder}",
+        f" {args.steps} step(s); BD-CATS-IO with {args.readers} ranks; files in {where}",
         flush=True,
     )
     rows = []
@@ -94,6 +136,7 @@ def run(args: argparse.Namespace) -> int:
         master = os.path.join(folder, name)
         print(f"  {label}: writing...", end="", flush=True)
         write = run_mpi(
+            launcher,
             args.writers,
             [
                 "vpic",
@@ -106,7 +149,7 @@ def run(args: argparse.Namespace) -> int:
             ],
         )
         print(" reading and verifying...", end="", flush=True)
-        read = run_mpi(args.readers, ["bdcats", master, "--pattern", "full", "--verify"])
+        read = run_mpi(launcher, args.readers, ["bdcats", master, "--pattern", "full", "--verify"])
         nfiles, nbytes = files_of(master)
         storage = check_with_h5py(master, args.particles * args.writers)
         print(f" done (plain h5py sees a {storage} dataset)", flush=True)
@@ -127,5 +170,10 @@ def run(args: argparse.Namespace) -> int:
     print()
     print("Times are observed completion times (open to close, max over ranks); rates are MiB/s.")
     print("On a shared machine they vary 2-3x between runs; compare ways only side by side.")
-    print(f"Files: {folder}  (inspect with: h5subfile info {os.path.join(folder, WAYS[0][2])})")
+    total = sum(nbytes for _, _, nbytes, _, _ in rows)
+    if kept:
+        master = os.path.join(folder, WAYS[0][2])
+        print(f"Files: {format_bytes(total)} in {folder}  (inspect with: h5subfile info {master})")
+    else:
+        print(f"Files: {format_bytes(total)} written, now removed (keep them with --keep DIR)")
     return 0

@@ -12,7 +12,7 @@ from ..units import format_bytes
 
 if TYPE_CHECKING:  # imported when the verb runs, not when the command line is parsed
     from ..layout.names import SourcePaths
-from .common import print_json
+from .common import check_input_file, print_json
 
 
 def add_parser(verbs: Any) -> None:
@@ -22,7 +22,11 @@ def add_parser(verbs: Any) -> None:
         description="Datasets with shape and dtype, subfiles and the blocks they hold, the plan of "
         "each write session, sizes, and anything wrong (missing subfiles, unfinished sessions).",
     )
-    parser.add_argument("file")
+    parser.add_argument(
+        "file",
+        help="the file to describe: the master NAME.h5 of a subfiled file, a plain HDF5 file, "
+        "or one subfile (which names its master)",
+    )
     parser.add_argument("--json", action="store_true", help="print a JSON description")
     parser.set_defaults(run=run)
 
@@ -36,7 +40,9 @@ def describe(path: str) -> dict[str, Any]:
 
     with File(path, "r", comm=MPI.COMM_SELF) as f:
         datasets = []
-        files: dict[str, dict[str, Any]] = defaultdict(lambda: {"blocks": 0, "ranks": set()})
+        files: dict[str, dict[str, Any]] = defaultdict(
+            lambda: {"blocks": 0, "ranks": set(), "datasets": []}
+        )
 
         def visit(name: str) -> None:
             obj = f[name]
@@ -56,11 +62,14 @@ def describe(path: str) -> dict[str, Any]:
                     stats = files[extent.file or os.path.basename(f.filename)]
                     stats["blocks"] += 1
                     stats["ranks"].update(extent.ranks)
+                    if obj.name not in stats["datasets"]:
+                        stats["datasets"].append(obj.name)
 
         f.visit(visit)
+        kind, master = _kind(f)
         paths = SourcePaths(f.filename)
         subfiles = []
-        for name, stats in sorted(files.items()):
+        for name, stats in sorted(files.items()) if kind == "master" else ():
             size, state = _file_state(paths, name)
             subfiles.append(
                 {
@@ -69,17 +78,61 @@ def describe(path: str) -> dict[str, Any]:
                     "state": state,
                     "blocks": stats["blocks"],
                     "ranks": sorted(stats["ranks"]),
+                    "datasets": stats["datasets"],
                 }
             )
         return {
             "file": f.filename,
-            "master_bytes": os.path.getsize(f.filename),
+            "kind": kind,
+            "master": master,
+            "bytes": os.path.getsize(f.filename),
+            "master_bytes": os.path.getsize(f.filename) if kind == "master" else None,
             "sessions": f.sessions,
             "datasets": datasets,
             "files": subfiles,
             "data_bytes": sum(d["nbytes"] for d in datasets),
-            "problems": f.problems,
+            "problems": _problems(f.problems, datasets, subfiles),
         }
+
+
+def _kind(f: Any) -> tuple[str, str | None]:
+    """What the file is: ("master", None) for a file h5subfile wrote, ("subfile", its master's
+    path) for one of its subfiles, ("plain", None) for any other HDF5 file."""
+    from ..layout.integrity import IDENTITY_DATASET
+
+    if f.sessions:
+        return "master", None
+    if IDENTITY_DATASET not in f:
+        return "plain", None
+    folder = os.path.dirname(os.path.abspath(f.filename))
+    stem = folder[: -len(".subfiles")] if folder.endswith(".subfiles") else folder
+    master = next((m for m in (stem + ".h5", stem) if os.path.isfile(m)), stem + ".h5")
+    return "subfile", master
+
+
+def _problems(
+    problems: list[str], datasets: list[dict[str, Any]], files: list[dict[str, Any]]
+) -> list[str]:
+    """The file's problems, a file that cannot be read said once (naming the datasets it
+    holds) rather than once per dataset."""
+    bad = [entry for entry in files if entry["state"].startswith(("MISSING", "UNREADABLE"))]
+    explained = {
+        d["problem"]
+        for d in datasets
+        if d["problem"] and any(d["name"] in entry["datasets"] for entry in bad)
+    }
+    lines = []
+    for entry in bad:
+        names = entry["datasets"]
+        shown = ", ".join(names[:4]) + (f" and {len(names) - 4} more" if len(names) > 4 else "")
+        state, _, reason = entry["state"].partition(" (")
+        what = "is missing" if state == "MISSING" else f"cannot be read ({reason.rstrip(')')})"
+        lines.append(
+            f"subfile {entry['file']} {what}: the data of {len(names)} dataset(s) it holds "
+            f"cannot be read ({shown}); a VDS reader would silently return fill values"
+        )
+    lines.extend(p for p in problems if p not in explained)
+    return lines
 
 
 def _file_state(paths: SourcePaths, name: str) -> tuple[int | None, str]:
@@ -113,12 +166,20 @@ def _set_fields(plan: dict[str, Any]) -> dict[str, Any]:
 
 
 def render(info: dict[str, Any]) -> str:
+    label = {
+        "master": "master",
+        "plain": "plain HDF5 file (not written by h5subfile)",
+        "subfile": f"subfile of {info['master']}",
+    }[info["kind"]]
     lines = [
-        f"{info['file']}: master {format_bytes(info['master_bytes'])}, "
+        f"{info['file']}: {label}, {format_bytes(info['bytes'])}, "
         f"{len(info['datasets'])} dataset(s), {format_bytes(info['data_bytes'])} of data"
     ]
-    if not info["sessions"]:
-        lines.append("plain HDF5 file (not written by h5subfile)")
+    if info["kind"] == "subfile":
+        lines.append(
+            "one part of a subfiled file, written by h5subfile; describe the whole file with: "
+            f"h5subfile info {info['master']}"
+        )
     for s in info["sessions"]:
         state = f"closed {s['closed']}" if s["closed"] else "NOT FINISHED"
         lines.append(
@@ -154,6 +215,8 @@ def run(args: argparse.Namespace) -> int:
     from mpi4py import MPI
 
     from ..mpi.collective import root_only
+
+    check_input_file(MPI.COMM_WORLD, args.file)
 
     def describe_on_root() -> int:
         with warnings.catch_warnings():

@@ -11,7 +11,13 @@ import time
 from typing import Any
 
 from ..units import format_bytes, parse_size
-from .common import add_plan_flags, plan_arguments, print_json
+from .common import (
+    add_plan_flags,
+    add_progress_flags,
+    check_input_file,
+    plan_arguments,
+    print_json,
+)
 
 
 def add_parser(verbs: Any) -> None:
@@ -46,7 +52,7 @@ def add_parser(verbs: Any) -> None:
     )
     add_plan_flags(parser)
     parser.add_argument("--json", action="store_true", help="print a JSON summary")
-    parser.add_argument("--quiet", action="store_true", help="no progress lines")
+    add_progress_flags(parser)
     parser.set_defaults(run=run)
 
 
@@ -93,7 +99,8 @@ def run(args: argparse.Namespace) -> int:
     from ..repack import repack
 
     comm = MPI.COMM_WORLD
-    progress = _Progress(comm.rank == 0 and not args.quiet and not args.json)
+    check_input_file(comm, args.source)
+    progress = _Progress(comm.rank == 0 and not args.quiet and (args.progress or not args.json))
     summary = repack(
         args.source,
         args.target,

@@ -10,7 +10,7 @@ import time
 from typing import Any
 
 from ..units import format_bytes
-from .common import print_json
+from .common import add_progress_flags, check_input_file, print_json
 
 
 def add_parser(verbs: Any) -> None:
@@ -22,9 +22,9 @@ def add_parser(verbs: Any) -> None:
         "piece is listed with its subfile, byte offset and length. Run under mpiexec to split "
         "the work over the ranks. Exit status 0: clean; 1: damaged.",
     )
-    parser.add_argument("file")
+    parser.add_argument("file", help="the file to check (the master NAME.h5 of a subfiled file)")
     parser.add_argument("--json", action="store_true", help="print the report as JSON")
-    parser.add_argument("--quiet", action="store_true", help="no progress lines")
+    add_progress_flags(parser)
     parser.set_defaults(run=run)
 
 
@@ -89,11 +89,14 @@ def run(args: argparse.Namespace) -> int:
     from ..files import File
 
     comm = MPI.COMM_WORLD
+    check_input_file(comm, args.file)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)  # problems are listed in the report
         f = File(args.file, "r", comm=comm)
     with f:
-        report = f.verify(_Progress(comm.rank == 0 and not args.quiet and not args.json))
+        report = f.verify(
+            _Progress(comm.rank == 0 and not args.quiet and (args.progress or not args.json))
+        )
     if comm.rank == 0:
         if args.json:
             print_json(report)

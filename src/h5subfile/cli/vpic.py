@@ -7,7 +7,17 @@ import argparse
 from typing import Any
 
 from ..units import parse_count
-from .common import add_plan_flags, plan_arguments, print_json
+from .common import (
+    Progress,
+    UsageError,
+    add_plan_flags,
+    add_progress_flags,
+    count_at_least,
+    int_at_least,
+    plan_arguments,
+    print_json,
+    progress_wanted,
+)
 
 
 def add_parser(verbs: Any) -> None:
@@ -20,11 +30,11 @@ def add_parser(verbs: Any) -> None:
     parser.add_argument("file", help="master file to write (NAME.h5)")
     parser.add_argument(
         "--particles",
-        type=parse_count,
+        type=count_at_least(0),
         default=parse_count("8Mi"),
         help="particles per rank: 1024, 4M (10**6), 8Mi (2**20); default 8Mi",
     )
-    parser.add_argument("--steps", type=int, default=1, help="time steps (default 1)")
+    parser.add_argument("--steps", type=int_at_least(1), default=1, help="time steps (default 1)")
     parser.add_argument(
         "--api",
         choices=("h5subfile", "phdf5"),
@@ -39,17 +49,20 @@ def add_parser(verbs: Any) -> None:
     )
     add_plan_flags(parser)
     parser.add_argument("--json", action="store_true", help="print the metrics as JSON")
-    parser.add_argument("--quiet", action="store_true", help="no progress lines")
+    add_progress_flags(parser)
     parser.set_defaults(run=run)
 
 
 def _phdf5_problem(args: argparse.Namespace) -> str | None:
-    """Why this run cannot go ahead (the same on every rank), or None."""
+    """Why this run cannot go ahead (the same on every rank), or None; options that do not go
+    together raise UsageError."""
     if args.api != "phdf5":
-        return "--collective applies to --api phdf5 only" if args.collective else None
+        if args.collective:
+            raise UsageError("--collective applies to --api phdf5 only: add --api phdf5 or drop it")
+        return None
     flags = [f"--{name.replace('_', '-')}" for name, v in plan_arguments(args).items() if v]
     if flags:
-        return f"{', '.join(flags)}: plan flags apply to --api h5subfile only"
+        raise UsageError(f"{', '.join(flags)}: plan flags apply to --api h5subfile only")
     from ..bench.backends import PHDF5Backend
 
     return PHDF5Backend.unavailable()
@@ -62,20 +75,21 @@ def run(args: argparse.Namespace) -> int:
     from ..kernels.vpic import run_vpic, run_vpic_phdf5
 
     comm = MPI.COMM_WORLD
-    problem = _phdf5_problem(args)
+    problem = _phdf5_problem(args)  # usage errors raise; this is what the h5py build lacks
     if problem:
         error = H5SubfileError(problem)
-        error.collective = True  # decided from argv and the h5py build: the same on every rank
+        error.collective = True  # decided from the h5py build: the same on every rank
         raise error
-    progress = not (args.quiet or args.json)
-    if args.api == "phdf5":
-        metrics = run_vpic_phdf5(
-            args.file, args.particles, args.steps, comm, progress, collective=args.collective
-        )
-    else:
-        metrics = run_vpic(
-            args.file, args.particles, args.steps, comm, progress, **plan_arguments(args)
-        )
+    wanted = progress_wanted(args, comm.rank)
+    with Progress("vpic", "step", "written", wanted) as progress:
+        if args.api == "phdf5":
+            metrics = run_vpic_phdf5(
+                args.file, args.particles, args.steps, comm, progress, collective=args.collective
+            )
+        else:
+            metrics = run_vpic(
+                args.file, args.particles, args.steps, comm, progress, **plan_arguments(args)
+            )
     if comm.rank == 0:
         if args.json:
             data = metrics.as_dict()

@@ -15,9 +15,9 @@ Works on any file with that layout, including files written by h5bench (plain HD
 from __future__ import annotations
 
 import re
-import sys
 import time
 import warnings
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -74,6 +74,18 @@ def select(pattern: Pattern, n: int, size: int, rank: int) -> slice | np.ndarray
     raise ValueError(f"unknown pattern {pattern.kind!r}; choose from {', '.join(PATTERNS)}")
 
 
+def check_pattern(pattern: Pattern, name: str, n: int, size: int) -> str | None:
+    """Why ``pattern`` cannot be read from dataset ``name`` of ``n`` particles by ``size``
+    ranks, or None (the same answer on every rank)."""
+    share = n // size  # the smallest share (the last rank also takes the remainder)
+    if pattern.kind == "partial" and pattern.count > share:
+        return (
+            f"--count {pattern.count} is more than a rank's share of {name} ({share} of its {n} "
+            f"particles with {size} rank(s)): give --count {share} or less, or --pattern full"
+        )
+    return None
+
+
 def _indices(selection: slice | np.ndarray) -> np.ndarray:
     if isinstance(selection, slice):
         return np.arange(selection.start, selection.stop, dtype=np.uint64)
@@ -99,18 +111,43 @@ def _step_datasets(f: File, name: str) -> list[tuple[str, Dataset]]:
     return datasets
 
 
+def _plan_reads(
+    f: File, path: str, pattern: Pattern, verify: bool, size: int
+) -> tuple[list[tuple[int, str, list[tuple[str, Dataset]]]], H5SubfileError | None]:
+    """The steps to read (number, group name, datasets), or why the file cannot be read with
+    ``pattern`` by ``size`` ranks (the same on every rank: the catalogue is)."""
+    steps = sorted((int(m.group(1)), name) for name in f.keys() if (m := _STEP.match(name)))
+    if not steps:
+        return [], CorruptFileError(f"{path} has no Timestep_<n> groups: not a VPIC-IO file")
+    if verify and f.attrs.get(KERNEL_ATTR) != KERNEL_NAME:
+        return [], CorruptFileError(
+            f"--verify needs a file written by 'h5subfile vpic'; {path} was not"
+        )
+    try:
+        reads = [(step, name, _step_datasets(f, name)) for step, name in steps]
+    except CorruptFileError as exc:
+        return [], exc
+    for _, _, datasets in reads:
+        for _, dataset in datasets:
+            problem = check_pattern(pattern, dataset.name, dataset.shape[0], size)
+            if problem:
+                return [], H5SubfileError(problem)
+    return reads, None
+
+
 def run_bdcats(
     path: str,
     pattern: Pattern,
     comm: MPI.Comm | None = None,
     verify: bool = False,
-    progress: bool = False,
+    progress: Callable[[int, int], None] | None = None,
     **plan: Any,
 ) -> Metrics:
     """Collective: read ``path`` with the BD-CATS-IO pattern; optionally verify VPIC-IO values.
 
     ``plan``: the read-side plan fields (``aggregators``, ``buffer_size``, ``transfer_size``);
     with aggregators, each rank's share is read collectively through them (two-phase I/O).
+    ``progress(done, total)``, if given, is called with the datasets read so far.
     """
     comm = MPI.COMM_WORLD if comm is None else comm
     excluded = 0.0
@@ -124,22 +161,13 @@ def run_bdcats(
         warnings.simplefilter("ignore", RuntimeWarning)
         f = File(path, "r", comm=comm, **plan)
     with f:
-        steps = sorted((int(m.group(1)), name) for name in f.keys() if (m := _STEP.match(name)))
-        error: H5SubfileError | None = None
-        reads: list[tuple[int, str, list[tuple[str, Dataset]]]] = []
-        if not steps:
-            error = CorruptFileError(f"{path} has no Timestep_<n> groups: not a VPIC-IO file")
-        elif verify and f.attrs.get(KERNEL_ATTR) != KERNEL_NAME:
-            error = CorruptFileError(
-                f"--verify needs a file written by 'h5subfile vpic'; {path} was not"
-            )
-        else:
-            try:
-                reads = [(step, name, _step_datasets(f, name)) for step, name in steps]
-            except CorruptFileError as exc:
-                error = exc
+        reads, error = _plan_reads(f, path, pattern, verify, comm.size)
         agree(comm, error)
-        for number, (step, name, datasets) in enumerate(reads):
+        total = sum(len(datasets) for _, _, datasets in reads)
+        done = 0
+        if progress:
+            progress(done, total)
+        for step, name, datasets in reads:
             for field, dataset in datasets:
                 t = time.perf_counter()
                 selection = select(pattern, dataset.shape[0], comm.size, comm.rank)
@@ -153,6 +181,9 @@ def run_bdcats(
                     error = exc  # a damaged dataset fails the same way on every rank
                     break
                 nbytes += data.nbytes
+                done += 1
+                if progress:
+                    progress(done, total)
                 if verify:
                     t = time.perf_counter()
                     expected = particle_values(field, step, _indices(selection))
@@ -161,8 +192,6 @@ def run_bdcats(
                         bad.append(f"{name}/{field}: {wrong} of {data.size} values differ")
                     excluded += time.perf_counter() - t
             agree(comm, error)  # read errors of this step: the same on every rank
-            if progress and comm.rank == 0:
-                print(f"bdcats: step {number + 1}/{len(reads)} read", file=sys.stderr, flush=True)
         raw = f.stats.data_read_seconds
     observed = time.perf_counter() - started - excluded
     error = VerificationError("; ".join(bad[:5])) if bad else None

@@ -14,7 +14,6 @@ and the metrics are defined once.
 
 from __future__ import annotations
 
-import sys
 import time
 from collections.abc import Callable
 from typing import Any, Protocol
@@ -79,7 +78,7 @@ def write_vpic(
     particles: int,
     steps: int,
     comm: MPI.Intracomm,
-    progress: bool = False,
+    progress: Callable[[int, int], None] | None = None,
 ) -> Metrics:
     """Collective: the VPIC-IO kernel, timed as h5bench does, writing through
     ``open_sink(first, total)`` (this rank's first particle, every rank's particles).
@@ -87,12 +86,15 @@ def write_vpic(
     Observed time runs from before the sink is opened to after it is closed (after a barrier,
     data generation excluded: each step's values are made, then a barrier, untimed, so that no
     rank's I/O waits for another rank still making its data); raw time is what the sink spent
-    inside its data writes.
+    inside its data writes. ``progress(done, total)``, if given, is called with the steps
+    written so far.
     """
     counts = comm.allgather(particles)
     first = sum(counts[: comm.rank])
     gids = np.arange(first, first + particles, dtype=np.uint64)
     excluded = 0.0
+    if progress:
+        progress(0, steps)
     comm.Barrier()
     started = time.perf_counter()
     with open_sink(first, sum(counts)) as sink:
@@ -103,8 +105,8 @@ def write_vpic(
             comm.Barrier()  # every rank starts the step's I/O together, as after h5bench's
             excluded += time.perf_counter() - t  # untimed data set-up
             sink.write_step(step_name(step), data)
-            if progress and comm.rank == 0:
-                print(f"vpic: step {step + 1}/{steps} written", file=sys.stderr, flush=True)
+            if progress:
+                progress(step + 1, steps)
         raw = sink.raw_seconds()
     observed = time.perf_counter() - started - excluded
     return reduce_metrics(comm, "write", particles * BYTES_PER_PARTICLE * steps, raw, observed)
@@ -138,7 +140,7 @@ def run_vpic(
     particles: int,
     steps: int,
     comm: MPI.Intracomm | None = None,
-    progress: bool = False,
+    progress: Callable[[int, int], None] | None = None,
     **plan: Any,
 ) -> Metrics:
     """Collective: write ``steps`` VPIC-IO steps of ``particles`` particles per rank to ``path``.
@@ -208,7 +210,7 @@ def run_vpic_phdf5(
     particles: int,
     steps: int,
     comm: MPI.Intracomm | None = None,
-    progress: bool = False,
+    progress: Callable[[int, int], None] | None = None,
     collective: bool = False,
 ) -> Metrics:
     """Collective: the same kernel through parallel HDF5 into one shared file (the baseline
