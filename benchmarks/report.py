@@ -27,6 +27,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import metadata_scaling  # noqa: E402
+import open_scaling  # noqa: E402
 import paper_experiment  # noqa: E402
 import repack_experiment  # noqa: E402
 import storage_experiment  # noqa: E402
@@ -42,6 +43,7 @@ DATA = {
     "recorded": "recorded-results.json",
     "metadata": "metadata-scaling.json",
     "master": "master-size.json",
+    "open": "open-scaling.json",
     "repack": "repack-results.json",
 }
 PAPER_TITLE = paper_experiment.TITLE
@@ -495,6 +497,18 @@ def master_summary(data: dict) -> list[tuple[str, str, str]]:
     ]
 
 
+def open_summary(data: dict) -> list[tuple[str, str, str]]:
+    top, first = open_scaling.target_row(data), data["rows"][0]
+    return [
+        (
+            f"Opening for reading: {top['ranks']} ranks against {first['ranks']} (wall; rank 0 "
+            "CPU)",
+            f"**{top['ratio']:.2f}x** wall; **{top['cpu_root_ratio']:.2f}x** rank 0 CPU",
+            open_scaling.TITLE,
+        )
+    ]
+
+
 def summary(data: dict[str, dict]) -> str:
     paper = data["paper"]
     m = paper["machine"]
@@ -504,6 +518,7 @@ def summary(data: dict[str, dict]) -> str:
         + storage_summary(data["storage"])
         + repack_summary(data["repack"])
         + master_summary(data["master"])
+        + open_summary(data["open"])
     )
     other = sorted(
         {
@@ -562,6 +577,7 @@ others run `report.py`):
 | [Cost of a collective call]({collective}) | `docs/recorded-results.json` | `benchmarks/collective_experiment.py`, `benchmarks/collective_cost.py` (in the section) |
 | [Integrity]({integrity}) | `docs/recorded-results.json` | by hand: `h5subfile vpic` runs of two checkouts alternated (in the section) |
 | [Metadata at scale]({metadata}) | `docs/metadata-scaling.json` | `make phdf5 && .venv-phdf5/bin/python benchmarks/metadata_scaling.py --label LABEL` |
+| [Opening for reading at scale]({open}) | `docs/open-scaling.json` | `.venv/bin/python benchmarks/open_scaling.py --ranks 1 8 64 --writers 64 --json docs/open-scaling.json` |
 | [Master size]({master}) | `docs/master-size.json` | `.venv/bin/python benchmarks/master_size.py --repeats 5 --json docs/master-size.json` |
 | [Repack]({repack}) | `docs/repack-results.json` | `.venv/bin/python benchmarks/repack_experiment.py --reps 5 --particles 4Mi --steps 2` |
 
@@ -580,6 +596,7 @@ def build(data: dict[str, dict]) -> str:
         "integrity": anchor(rec["integrity"]["title"]),
         "metadata": anchor("Metadata at scale"),
         "master": anchor(MASTER_TITLE),
+        "open": anchor(open_scaling.TITLE),
         "repack": anchor(REPACK_TITLE),
     }
     parts = [
@@ -591,6 +608,7 @@ def build(data: dict[str, dict]) -> str:
         recorded(rec["collective"]),
         recorded(rec["integrity"]),
         metadata_scaling.render(data["metadata"]),
+        open_scaling.render(data["open"]),
         master(data["master"]),
         repack(data["repack"]),
     ]
