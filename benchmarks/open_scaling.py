@@ -29,10 +29,13 @@ from pathlib import Path
 from h5subfile.mpi.launch import mpiexec
 
 #: Run in each job: open the file ``opens`` + 1 times; print, per open (the first left out), the
-#: slowest rank's wall seconds, rank 0's CPU seconds and the other ranks' mean and largest CPU
+#: wall seconds from the last rank's start to the last rank's end (one clock: the node's
+#: monotonic clock; with more ranks than cores, ranks leave a blocking barrier up to a second
+#: apart, which is not the open's cost), rank 0's CPU seconds and the other ranks' mean and largest CPU
 #: seconds (CPU time does not grow with the waiting that more ranks than cores cause).
 JOB = """
 import json, sys, time
+import numpy as np
 from mpi4py import MPI
 import h5subfile as hs
 comm = MPI.COMM_WORLD
@@ -43,10 +46,13 @@ for i in range(int(sys.argv[2]) + 1):
     with hs.File(sys.argv[1], "r") as f:
         f["Timestep_0/x"].layout
         took, cpu = time.perf_counter() - t, time.process_time() - c
-    walls, cpus = comm.gather(took), comm.gather(cpu)
-    if comm.rank == 0:
-        others = cpus[1:] or [0.0]
-        found.append([max(walls), cpus[0], sum(others) / len(others), max(others)])
+    other = 0.0 if comm.rank == 0 else cpu
+    latest = np.empty(3)  # (one numeric allreduce: pickled gathers here slowed the next open)
+    comm.Allreduce(np.array([t, t + took, other]), latest, op=MPI.MAX)
+    total = comm.allreduce(other)
+    if comm.rank == 0:  # from the last rank's start: ranks leave the barrier at different times
+        mean = total / max(comm.size - 1, 1)
+        found.append([latest[1] - latest[0], cpu, mean, latest[2]])
 if comm.rank == 0:
     print(json.dumps(found[1:]))
 """
@@ -186,7 +192,10 @@ def render(record: dict) -> str:
         f"{record['repeats']} rounds of {record['opens_per_job']} timed opens per job (the "
         "first open of a job left out). Rank 0 reads the master once and broadcasts the "
         "catalogue; no other rank opens the master or resolves a subfile path until it reads. "
-        "*Wall*: the slowest rank's seconds per open; *CPU*: `time.process_time` of rank 0, and "
+        "*Wall*: seconds per open from the moment the last rank starts it to the moment the last rank "
+        "has finished it (the ranks share the node's monotonic clock; with more ranks than cores "
+        "ranks leave the barrier before an open up to a second apart, which is not the open's "
+        "cost); *CPU*: `time.process_time` of rank 0, and "
         "the mean over the other ranks. Measured with:",
         "",
         "```sh",
@@ -211,7 +220,7 @@ def render(record: dict) -> str:
             f"| {r['ranks']} | {_cell(r['wall'])} | {r['ratio']:.2f} | "
             f"{_cell(r['cpu_root'], 1000, 1)} | {r['cpu_root_ratio']:.2f} | {other} |"
         )
-    met = "met" if top["ratio"] <= 2 else "**not met**"
+    met = "met" if top["ratio"] <= 2 else "not met"
     lines += [
         "",
         f"- **Target: opening at {top['ranks']} ranks costs at most 2x opening at {first} rank: "
