@@ -42,7 +42,7 @@ def test_vpic_flags_that_do_not_apply_are_refused_once(
     tmp_path: Path, flags: list, message: str
 ) -> None:
     result = run_cli(2, "vpic", tmp_path / "a.h5", "--particles", 64, *flags)
-    assert result.returncode == 1
+    assert result.returncode == 2  # options that do not go together: a usage error
     assert result.stderr.count(message) == 1, result.stderr
 
 
