@@ -98,3 +98,26 @@ def test_counters_equal_the_system_calls_strace_sees(tmp_path: Path) -> None:
     reads = [int(line.rsplit("=", 1)[1]) for line in lines if "preadv" in line]
     assert counted == [len(writes), sum(writes), len(reads), sum(reads)]
     assert counted == [4, 10000, 1, 100]
+
+
+def test_hdf5_io_counted_through_the_log_driver_leaves_the_file_unchanged(tmp_path: Path) -> None:
+    from h5subfile.io.h5 import collect_hdf5_logs, create_file
+
+    data = np.arange(5000, dtype=np.float64)
+    for name, profile in (("plain.h5", None), ("logged.h5", Profile())):
+        with create_file(str(tmp_path / name), profile=profile) as h5:
+            h5.create_dataset("x", data=data)
+            h5.attrs["a"] = 1
+    plain, logged = (tmp_path / "plain.h5").read_bytes(), (tmp_path / "logged.h5").read_bytes()
+    assert plain == logged  # the same operations and the same file: only a log beside it
+    assert profile is not None and len(profile.hdf5_logs) == 1
+    log = profile.hdf5_logs[0][1]
+    collect_hdf5_logs(profile)
+    assert not os.path.exists(log) and profile.hdf5_logs == []
+    c = dict(zip(COUNTERS, profile.records[str(tmp_path / "logged.h5")].counters))
+    assert profile.unparsed == 0
+    assert (c["POSIX_OPENS"], c["POSIX_STATS"]) == (1, 1)
+    assert c["POSIX_WRITES"] >= 3  # superblock, raw data, metadata at close
+    assert c["POSIX_MAX_BYTE_WRITTEN"] == len(logged) - 1
+    assert c["POSIX_BYTES_WRITTEN"] >= len(logged) - 2048  # the metadata block's free space
+    assert c["POSIX_SIZE_WRITE_10K_100K"] == 1  # the 40000 bytes of "x", in one write

@@ -24,6 +24,7 @@ from ..errors import IncompleteFileError
 from ..layout.regions import describe
 from ..mpi.collective import root_decides
 from . import integrity
+from .profiling import finish_profile
 from .session import Session
 
 #: What one rank still had to write of one dataset at close: (path, its block, the first
@@ -45,6 +46,7 @@ def close(session: Session, failure: BaseException | None = None) -> None:
     if writing is None:
         session.reader.close()
         session.closed = True
+        write_profile(session)
         return
     error = None
     try:
@@ -74,6 +76,7 @@ def close(session: Session, failure: BaseException | None = None) -> None:
         raise
     session.reader.close()
     session.closed = True
+    write_profile(session)
     if message and failure is None:
         incomplete = IncompleteFileError(message)
         incomplete.collective = True  # the same on every rank
@@ -173,3 +176,20 @@ def _empty_new_groups(session: Session, removed: set[str]) -> list[str]:
             empty.append(path)
             gone.add(path)
     return empty
+
+
+def write_profile(session: Session) -> None:
+    """Collective in a profiled session (even a read-only one, whose close is otherwise local):
+    the ranks' profiles to rank 0, which writes them (engine/profiling.py). Nothing otherwise."""
+    profile = session.stats.profile
+    if profile is None or session.profile_folder is None:
+        return
+    session.stats.profile = None  # a second close finds nothing to write
+    finish_profile(
+        session.comm,
+        profile,
+        session.profile_folder,
+        session.path,
+        session.mode,
+        session.profile_started,
+    )

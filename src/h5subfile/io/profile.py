@@ -319,6 +319,8 @@ class Profile:
         self.mem_alignment = mem_alignment
         self.records: dict[str, FileRecord] = {}
         self.unparsed = 0  # HDF5 log lines that could not be read (docs/PROFILING.md)
+        #: HDF5 files opened with the log driver: (path, log file, the open's start)
+        self.hdf5_logs: list[tuple[str, str, float]] = []
 
     def record(self, path: str) -> FileRecord:
         """The record of ``path`` (absolute), made on first use."""
