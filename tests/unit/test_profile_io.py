@@ -121,3 +121,25 @@ def test_hdf5_io_counted_through_the_log_driver_leaves_the_file_unchanged(tmp_pa
     assert c["POSIX_MAX_BYTE_WRITTEN"] == len(logged) - 1
     assert c["POSIX_BYTES_WRITTEN"] >= len(logged) - 2048  # the metadata block's free space
     assert c["POSIX_SIZE_WRITE_10K_100K"] == 1  # the 40000 bytes of "x", in one write
+
+
+def test_engine_phases_are_timed_only_in_profiled_sessions() -> None:
+    from types import SimpleNamespace
+
+    from h5subfile.engine.profiling import add_measured_phases, phase
+
+    @phase("transfer")
+    def work(session: SimpleNamespace, value: int) -> int:
+        return value + 1
+
+    plain = SimpleNamespace(stats=IOStats())
+    assert work(plain, 1) == 2  # not profiled: nothing to time, nothing kept
+    profiled = SimpleNamespace(stats=IOStats(profile=Profile(), exchange_seconds=0.5))
+    profiled.stats.syncs, profiled.stats.sync_seconds = 3, 0.25
+    assert work(profiled, 2) == 3 and work(profiled, 3) == 4
+    add_measured_phases(profiled.stats.profile, profiled.stats)
+    phases = profiled.stats.profile.phases.as_dict()
+    assert phases["transfer"]["count"] == 2
+    assert phases["exchange"] == {"seconds": 0.5, "count": 1}
+    assert phases["fsync"] == {"seconds": 0.25, "count": 3}
+    assert "compress" not in phases

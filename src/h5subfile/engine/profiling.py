@@ -7,8 +7,11 @@ enter this module after the open.
 
 from __future__ import annotations
 
+import functools
 import os
 import time
+from collections.abc import Callable
+from typing import Any, TypeVar, cast
 
 from mpi4py import MPI
 
@@ -22,6 +25,39 @@ from ..mpi.collective import bcast, gather, root_only
 PROFILE_ENV = "H5SUBFILE_PROFILE"
 #: The trace's bound per rank: ``N`` (the first N operations kept) or ``N:last`` (the last N).
 TRACE_ENV = "H5SUBFILE_PROFILE_TRACE"
+
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def phase(name: str) -> Callable[[F], F]:
+    """Decorator of an engine function whose first argument is the session: in a profiled
+    session each call is one interval of phase ``name``; otherwise one attribute test."""
+
+    def decorate(fn: F) -> F:
+        @functools.wraps(fn)
+        def timed(session: Any, *args: Any, **kwargs: Any) -> Any:
+            profile = session.stats.profile
+            if profile is None:
+                return fn(session, *args, **kwargs)
+            with profile.phases.timed(name):
+                return fn(session, *args, **kwargs)
+
+        return cast(F, timed)
+
+    return decorate
+
+
+def add_measured_phases(profile: Profile, stats: Any) -> None:
+    """The phases the engine already measures in its ``IOStats``: exchanges between ranks,
+    compression, fsyncs (counted per fsync)."""
+    for name, seconds, count in (
+        ("exchange", stats.exchange_seconds, 1),
+        ("compress", stats.compress_seconds, 1),
+        ("fsync", stats.sync_seconds, stats.syncs),
+    ):
+        if seconds > 0:
+            profile.phases.add(name, seconds, count)
 
 
 def profile_folder(argument: str | os.PathLike[str] | None) -> str | None:

@@ -269,11 +269,12 @@ class Phases:
         self.counts: dict[str, int] = {}
         self._running: set[str] = set()
 
-    def add(self, name: str, seconds: float) -> None:
+    def add(self, name: str, seconds: float, count: int = 1) -> None:
+        """Add ``count`` intervals of ``seconds`` in all to phase ``name``."""
         if name not in PHASES:
             raise ValueError(f"unknown phase {name!r}; phases are {', '.join(PHASES)}")
         self.seconds[name] = self.seconds.get(name, 0.0) + seconds
-        self.counts[name] = self.counts.get(name, 0) + 1
+        self.counts[name] = self.counts.get(name, 0) + count
 
     @contextmanager
     def timed(self, name: str) -> Iterator[None]:
