@@ -4,6 +4,8 @@ timers without overlap, the bounded trace, phases, the reduction across ranks an
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 from hypothesis import given
@@ -375,3 +377,23 @@ def test_mounts() -> None:
     assert mount_of("/scratchy/x.h5", mounts) == ("/", "ext4")
     assert mount_of("/my disk/x.h5", mounts) == ("/my disk", "xfs")
     assert mount_of("/x", []) == ("-", "-")
+
+
+def test_report_prints_a_profile_or_names_what_is_wrong(tmp_path: Path) -> None:
+    from h5subfile.cli.report import profile_files, render
+    from h5subfile.errors import CorruptFileError, MissingFileError
+
+    doc = reduce_profiles([rank_profile(0, 1.0, 10), rank_profile(1, 2.0, 20)])
+    (tmp_path / "run.h5.write.json").write_text(to_json(doc))
+    (tmp_path / "bad.json").write_text('{"format": "other"}')
+    assert profile_files(str(tmp_path)) == [
+        str(tmp_path / n) for n in ("bad.json", "run.h5.write.json")
+    ]
+    assert render(str(tmp_path / "run.h5.write.json")) == format_text(doc)
+    with pytest.raises(CorruptFileError, match="bad.json is not a readable h5subfile profile"):
+        render(str(tmp_path / "bad.json"))
+    with pytest.raises(MissingFileError, match="does not exist"):
+        profile_files(str(tmp_path / "none.json"))
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(MissingFileError, match="holds no profile"):
+        profile_files(str(tmp_path / "empty"))
