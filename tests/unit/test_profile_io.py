@@ -143,3 +143,14 @@ def test_engine_phases_are_timed_only_in_profiled_sessions() -> None:
     assert phases["exchange"] == {"seconds": 0.5, "count": 1}
     assert phases["fsync"] == {"seconds": 0.25, "count": 3}
     assert "compress" not in phases
+
+
+def test_fsync_by_name_is_recorded(tmp_path: Path) -> None:
+    from h5subfile.io.posix import fsync_path
+
+    (tmp_path / "f").write_bytes(b"x")
+    profile = Profile()
+    fsync_path(str(tmp_path / "f"), profile)
+    fsync_path(str(tmp_path / "f"))  # not profiled: not recorded
+    c = dict(zip(COUNTERS, profile.records[str(tmp_path / "f")].counters))
+    assert (c["POSIX_OPENS"], c["POSIX_FSYNCS"], c["POSIX_WRITES"]) == (1, 1, 0)

@@ -345,6 +345,7 @@ class MasterWriter(SourceFile):
         profile: Profile | None = None,
     ):
         self.claim = claim
+        self.profile = profile
         self.path = os.path.abspath(path)
         self.partial = partial_path(self.path)
         self.folder = subfile_folder(self.path)
@@ -455,11 +456,11 @@ class MasterWriter(SourceFile):
         # A killed job cannot break the rename (the page cache survives it); fsync (the plan's
         # option) adds durability against power loss: data before the rename, rename after.
         if fsync:
-            fsync_path(self.data_path)
+            fsync_path(self.data_path, self.profile)
         if self.commit_mode == "replace":
             os.replace(self.partial, self.path)
             if fsync:
-                fsync_path(os.path.dirname(self.path))
+                fsync_path(os.path.dirname(self.path), self.profile)
         self.claim.release()
 
     def abandon(self) -> None:

@@ -101,13 +101,32 @@ def probe_file(path: str) -> tuple[int | None, OSError | None]:
     return status.st_size, None
 
 
-def fsync_path(path: str) -> None:
-    """fsync a file or folder by name."""
+def fsync_path(path: str, profile: Profile | None = None) -> None:
+    """fsync a file or folder by name (its open, fsync and close recorded in ``profile``)."""
+    if profile is not None:
+        _fsync_profiled(path, profile)
+        return
     fd = os.open(path, os.O_RDONLY)
     try:
         os.fsync(fd)
     finally:
         os.close(fd)
+
+
+def _fsync_profiled(path: str, profile: Profile) -> None:
+    record = profile.record(os.path.abspath(path))
+    clock = profile.clock
+    started = clock()
+    fd = os.open(path, os.O_RDONLY)
+    record.record_open(started, clock(), block_size(path))
+    try:
+        started = clock()
+        os.fsync(fd)
+        record.record_fsync(started, clock())
+    finally:
+        started = clock()
+        os.close(fd)
+        record.record_close(started, clock())
 
 
 def as_bytes(array: np.ndarray) -> memoryview:

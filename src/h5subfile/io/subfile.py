@@ -29,6 +29,7 @@ class SubfileWriter(SourceFile):
     ):
         self.path = path
         os.makedirs(os.path.dirname(path), exist_ok=True)
+        self.profile = profile
         self.h5 = create_file(path, alignment, META_BLOCK_SIZE, profile)
         self.groups = Groups(self.h5)
         self.closed = False
@@ -46,4 +47,4 @@ class SubfileWriter(SourceFile):
         self.h5.close()
         self.closed = True
         if fsync:
-            fsync_path(self.path)
+            fsync_path(self.path, self.profile)
