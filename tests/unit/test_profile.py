@@ -397,3 +397,24 @@ def test_report_prints_a_profile_or_names_what_is_wrong(tmp_path: Path) -> None:
     (tmp_path / "empty").mkdir()
     with pytest.raises(MissingFileError, match="holds no profile"):
         profile_files(str(tmp_path / "empty"))
+
+
+def test_absorbing_another_record_of_the_same_file() -> None:
+    raw, hdf5 = opened(alignment=4096, origin=0.0), opened(origin=0.0)
+    raw.record_write(4096, 100, 5.0, 6.0)
+    raw.record_write(4096, 10, 5.5, 5.6)  # inside the previous one: adds no time
+    hdf5.record_write(0, MiB, 1.0, 3.0)
+    hdf5.record_read(0, 48, 0.5, 0.75)
+    raw.absorb(hdf5)
+    c, f = counters(raw), fcounters(raw)
+    assert (c["POSIX_OPENS"], c["POSIX_WRITES"], c["POSIX_READS"]) == (2, 3, 1)
+    assert c["POSIX_BYTES_WRITTEN"] == 110 + MiB
+    assert c["POSIX_MAX_BYTE_WRITTEN"] == MiB - 1
+    assert c["POSIX_SIZE_WRITE_100K_1M"] == 1 and c["POSIX_SIZE_WRITE_0_100"] == 2
+    assert c["POSIX_FILE_ALIGNMENT"] == 4096 and c["POSIX_MMAPS"] == -1
+    assert f["POSIX_F_WRITE_TIME"] == pytest.approx(3.0)
+    assert f["POSIX_F_READ_TIME"] == pytest.approx(0.25)
+    # the end stamp is the end of the last write (5.6), not the latest end (6.0), as Darshan
+    assert (f["POSIX_F_WRITE_START_TIMESTAMP"], f["POSIX_F_WRITE_END_TIMESTAMP"]) == (1.0, 5.6)
+    assert f["POSIX_F_READ_START_TIMESTAMP"] == 0.5
+    assert (f["POSIX_F_MAX_WRITE_TIME"], c["POSIX_MAX_WRITE_TIME_SIZE"]) == (2.0, MiB)

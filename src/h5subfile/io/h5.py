@@ -15,7 +15,7 @@ import numpy as np
 
 from ..layout.validate import Hdf5Facts, Mapping
 from .posix import block_size
-from .profile import Profile, replay_hdf5_log
+from .profile import FileRecord, Profile, replay_hdf5_log
 
 #: Library version bounds: 1.8-style object headers (large attributes) and nothing newer than
 #: 1.10, so that HDF5 1.10 tools (Debian's h5dump 1.10.8) read every file we write.
@@ -58,7 +58,8 @@ def logged(profile: Profile | None, path: str) -> dict[str, Any]:
 def collect_hdf5_logs(profile: Profile) -> None:
     """Replay into the profile the logs of the HDF5 files opened while profiling (all closed
     by now) and delete them: an open (with HDF5's open time, from the open's start), the
-    operations, the stat, the close (from the end of the last operation)."""
+    operations, the stat, the close (from the end of the last operation), counted in a record
+    of their own, then added to the file's (so each stream's timers see it in order)."""
     pending, profile.hdf5_logs = profile.hdf5_logs, []
     for path, log, opened in pending:
         try:
@@ -68,12 +69,13 @@ def collect_hdf5_logs(profile: Profile) -> None:
         except OSError:
             profile.unparsed += 1
             continue
-        record = profile.record(path)
+        record = FileRecord(path, profile.origin, profile.trace, profile.mem_alignment)
         record.record_open(opened, opened + _took(text, "Open"), block_size(path))
         profile.unparsed += replay_hdf5_log(record, text)
         if "Close took" in text:
             last = max(profile.origin + t for t in record.last_end.values())
             record.record_close(last, last + _took(text, "Close"))
+        profile.record(path).absorb(record)
 
 
 def _took(text: str, what: str) -> float:

@@ -165,9 +165,10 @@ class FileRecord:
         self.last_end = {READ: 0.0, WRITE: 0.0, "meta": 0.0}
 
     def _timer(self, index: int, timer: str, start: float, end: float) -> None:
-        """Darshan's timer without overlap: add ``end - max(start, last end)``."""
+        """Darshan's timer without overlap: add ``end - max(start, last end)`` (never less
+        than 0: an operation inside an earlier one adds nothing)."""
         last = self.last_end[timer]
-        self.fcounters[index] += end - (start if start > last else last)
+        self.fcounters[index] += max(0.0, end - (start if start > last else last))
         if end > last:
             self.last_end[timer] = end
 
@@ -250,6 +251,31 @@ class FileRecord:
         self._timer(k["time"], kind, start, end)
         if self.trace is not None:
             self.trace.add((self.path, kind, offset, length, start, end))
+
+    def absorb(self, other: FileRecord) -> None:
+        """Add the counters of another record of the same file on this rank (HDF5's operations,
+        counted apart from RawFile's so that each stream's timers see its operations in
+        order): sums, the larger highest byte and slowest operation, the earlier start and the
+        later end of each timestamp pair."""
+        c, f, o, of = self.counters, self.fcounters, other.counters, other.fcounters
+        for name, i in C.items():
+            if name in ("POSIX_MAX_BYTE_READ", "POSIX_MAX_BYTE_WRITTEN"):
+                c[i] = max(c[i], o[i])
+            elif name in ("POSIX_FILE_ALIGNMENT", "POSIX_MEM_ALIGNMENT", "POSIX_MMAPS"):
+                c[i] = c[i] or o[i]
+            elif not name.startswith("POSIX_MAX_") or not name.endswith("_TIME_SIZE"):
+                c[i] += o[i]
+        for kind in ("READ", "WRITE"):
+            if of[F[f"POSIX_F_MAX_{kind}_TIME"]] > f[F[f"POSIX_F_MAX_{kind}_TIME"]]:
+                f[F[f"POSIX_F_MAX_{kind}_TIME"]] = of[F[f"POSIX_F_MAX_{kind}_TIME"]]
+                c[C[f"POSIX_MAX_{kind}_TIME_SIZE"]] = o[C[f"POSIX_MAX_{kind}_TIME_SIZE"]]
+        for name, i in F.items():
+            if name.endswith("_START_TIMESTAMP"):
+                f[i] = min((v for v in (f[i], of[i]) if v != 0), default=0.0)
+            elif name.endswith("_END_TIMESTAMP"):
+                f[i] = max(f[i], of[i]) if f[i] and of[i] else f[i] or of[i]
+            elif name.endswith(("_READ_TIME", "_WRITE_TIME", "_META_TIME")) and "MAX" not in name:
+                f[i] += of[i]
 
     def as_dict(self) -> dict[str, Any]:
         """The counters by name (``counters``: ints, ``fcounters``: seconds)."""
