@@ -57,6 +57,7 @@ STAGES = (
             "test_integrity.py",
             "test_collective_misuse.py",
             "test_polled_collectives.py",
+            "test_profile.py",
         ),
     ),
     Stage(
@@ -84,6 +85,7 @@ STAGES = (
             "test_collective_misuse.py",
             "test_polled_collectives.py",
             "test_repack.py",
+            "test_profile.py",
         ),
     ),
     Stage(

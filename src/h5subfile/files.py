@@ -25,6 +25,7 @@ from .engine import commit, create, structure, transfer
 from .engine import read as reads
 from .engine import verify as verification
 from .engine.messages import WHOLE_BLOCK, DatasetRequest, WriteRequest
+from .engine.profiling import profile_folder
 from .engine.session import Session, open_session, warn_problems
 from .errors import (
     H5SubfileError,
@@ -497,7 +498,10 @@ class File(Group):
     variable) applies to what this session writes; for reading, ``aggregators``,
     ``buffer_size`` and ``transfer_size`` apply. The file can be read and appended to with
     any number of ranks. ``verify=True`` makes every read check the checksums of the stored
-    pieces it touches (see :meth:`Dataset.read`).
+    pieces it touches (see :meth:`Dataset.read`). ``profile=DIR`` (or ``H5SUBFILE_PROFILE=DIR``
+    in the environment) profiles the session: Darshan-style counters of every read and write,
+    written by rank 0 at close to ``DIR/<file name>.write.json`` (``.read.json``) and ``.txt``;
+    the close of a profiled read-only file is then collective too (docs/PROFILING.md).
     """
 
     def __init__(
@@ -509,11 +513,13 @@ class File(Group):
         ranks_per_subfile: int | None = None,
         fsync: bool | None = None,
         verify: bool = False,
+        profile: str | os.PathLike[str] | None = None,
         **plan_fields: Any,
     ):
         comm = MPI.COMM_WORLD if comm is None else comm
         fields = dict(plan_fields, subfiles=subfiles, ranks_per_subfile=ranks_per_subfile)
-        session = open_session(os.fspath(path), mode, comm, dict(fields, fsync=fsync))
+        folder = profile_folder(profile)
+        session = open_session(os.fspath(path), mode, comm, dict(fields, fsync=fsync), folder)
         session.verify = bool(verify)
         super().__init__(session, "/")
         if session.catalog.problems:  # the same on every rank

@@ -24,6 +24,7 @@ from ..errors import IncompleteFileError
 from ..layout.regions import describe
 from ..mpi.collective import root_decides
 from . import integrity
+from .profiling import add_measured_phases, finish_profile, phase
 from .session import Session
 
 #: What one rank still had to write of one dataset at close: (path, its block, the first
@@ -32,15 +33,27 @@ Missing = tuple[str, str, str, int]
 
 
 def close(session: Session, failure: BaseException | None = None) -> None:
-    """Collective (in write modes): finish the session and publish the master.
+    """Collective (in write modes, and in profiled sessions): finish the session and publish
+    the master.
 
     ``failure``: the agreed error ending the ``with`` block, if any (see the module's
     docstring). Raises IncompleteFileError, after publishing, when a dataset was left
     incomplete. On any failure of the close itself every rank abandons the session (the old
-    file stays as it was) and raises the same error.
+    file stays as it was) and raises the same error. A profiled session's profile is written
+    once the master is published (with IncompleteFileError too), not after a failed close.
     """
     if session.closed:
         return
+    try:
+        _close(session, failure)
+    except IncompleteFileError:
+        write_profile(session)
+        raise
+    write_profile(session)
+
+
+@phase("commit")
+def _close(session: Session, failure: BaseException | None) -> None:
     writing = session.writing
     if writing is None:
         session.reader.close()
@@ -173,3 +186,21 @@ def _empty_new_groups(session: Session, removed: set[str]) -> list[str]:
             empty.append(path)
             gone.add(path)
     return empty
+
+
+def write_profile(session: Session) -> None:
+    """Collective in a profiled session (even a read-only one, whose close is otherwise local):
+    the ranks' profiles to rank 0, which writes them (engine/profiling.py). Nothing otherwise."""
+    profile = session.stats.profile
+    if profile is None or session.profile_folder is None:
+        return
+    session.stats.profile = None  # a second close finds nothing to write
+    add_measured_phases(profile, session.stats)
+    finish_profile(
+        session.comm,
+        profile,
+        session.profile_folder,
+        session.path,
+        session.mode,
+        session.profile_started,
+    )

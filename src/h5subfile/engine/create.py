@@ -45,6 +45,7 @@ from .messages import (
     Transfer,
     WriteTarget,
 )
+from .profiling import phase
 from .session import Session
 
 
@@ -323,6 +324,7 @@ def _tasks(placed: Sequence[_Placed], grouping: Grouping) -> dict[int, tuple[Lea
 
 
 # The protocol (collective) -------------------------------------------------------------------
+@phase("create")
 def create_datasets(
     session: Session, requests: list[DatasetRequest] | None, error: BaseException | None
 ) -> list[str]:

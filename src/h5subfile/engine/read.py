@@ -19,6 +19,7 @@ from ..layout.selection import assemble, partition, plan_read, selection_box
 from ..mpi.collective import agree, root_only
 from .exchange import plan_aggregated, read_two_phase
 from .messages import FileRun
+from .profiling import phase
 from .session import Session
 
 
@@ -73,6 +74,7 @@ def share_layout(session: Session, path: str) -> NodeInfo:
 
 
 @mapped
+@phase("transfer")
 def read(session: Session, path: str, selection: Any = (), verify: bool | None = None) -> Any:
     """Read a selection (numpy/h5py style) on this rank only; with ``verify`` (default: the
     file's), the checksum of every stored piece it touches is checked."""
@@ -99,6 +101,7 @@ def read(session: Session, path: str, selection: Any = (), verify: bool | None =
 
 
 @mapped
+@phase("transfer")
 def read_into(session: Session, path: str, dest: np.ndarray, selection: Any = ()) -> None:
     """Read ``selection`` into ``dest`` (h5py's ``read_direct``): for a box selection into a
     C-contiguous ``dest`` of the dataset's dtype, without an intermediate array."""
@@ -116,6 +119,7 @@ def read_into(session: Session, path: str, dest: np.ndarray, selection: Any = ()
 
 
 @mapped
+@phase("transfer")
 def read_partition(session: Session, path: str) -> np.ndarray:
     """This rank's BD-CATS share along axis 0; collective when the plan has aggregators."""
     info = session.node(path)
@@ -130,6 +134,7 @@ def read_partition(session: Session, path: str) -> np.ndarray:
 
 
 @mapped
+@phase("transfer")
 def read_collective(session: Session, path: str, selection: Any = ()) -> Any:
     """Collective: every rank reads its own selection; with the plan's aggregators, a few
     ranks per file read large pieces and send every rank its bytes (two-phase I/O)."""

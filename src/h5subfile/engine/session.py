@@ -38,6 +38,7 @@ from ..io.filters import Compressors
 from ..io.h5 import open_shared_read
 from ..io.master import MasterWriter, open_for_reading
 from ..io.posix import FilePool, IOStats
+from ..io.profile import Profile
 from ..io.subfile import SubfileWriter
 from ..layout.blocks import Block
 from ..layout.catalog import Catalog, NodeInfo
@@ -48,6 +49,7 @@ from ..mpi.collective import Call, agree, checked_collective, root_only
 from ..mpi.nodes import node_of_ranks
 from ..plan import READ_FIELDS, Plan
 from .messages import WriteTarget
+from .profiling import new_profile, start_profile
 
 MODES = ("r", "r+", "w", "w-", "x", "a")
 
@@ -69,12 +71,13 @@ class LeaderRole:
     identity: bytes = b""  # written into the subfile (layout.integrity.identity)
     subfile: SubfileWriter | None = None  # created with the first source dataset
     chunk_sinks: dict[str, h5py.Dataset] = field(default_factory=dict)  # chunked, by name
+    profile: Profile | None = None  # where HDF5's I/O on the subfile is counted
 
     def open_subfile(self, paths: SourcePaths) -> SubfileWriter:
         """The subfile, created on first use (inside a step whose errors are agreed)."""
         if self.subfile is None:
             path = paths.resolve(self.relpath)
-            self.subfile = SubfileWriter(path, self.identity, self.alignment)
+            self.subfile = SubfileWriter(path, self.identity, self.alignment, self.profile)
         return self.subfile
 
 
@@ -142,6 +145,10 @@ class Session:
         self.collective_depth = 0
         self.closed = False
         self.calls = 0  # collective calls made on this file so far (the same on every rank)
+        #: where this session's profile goes (None: not profiled), and rank 0's wall-clock
+        #: time of the open (engine/profiling.py)
+        self.profile_folder: str | None = None
+        self.profile_started = 0.0
 
     @property
     def writable(self) -> bool:
@@ -248,34 +255,43 @@ def parse_plan(mode: str, fields: dict[str, Any]) -> Plan:
     return Plan.parse(**fields).read_only()
 
 
-def open_session(path: str, mode: str, comm: MPI.Comm, fields: dict[str, Any]) -> Session:
+def open_session(
+    path: str, mode: str, comm: MPI.Comm, fields: dict[str, Any], profile: str | None = None
+) -> Session:
     """Collective: open ``path`` in ``mode`` on every rank of ``comm``.
 
-    Every rank checks its plan; then every rank's (path, mode, plan) must be the same before
-    any mode-specific collective (for reading, that check and rank 0's scan of the master
-    share one round).
+    Every rank checks its plan; then every rank's (path, mode, plan, profile folder) must be
+    the same before any mode-specific collective (for reading, that check and rank 0's scan of
+    the master share one round). ``profile``: the folder of this session's profile
+    (engine/profiling.py), None when not profiled.
     """
-    plan, error = None, None
+    plan, error, profiled = None, None, None
     try:
         plan = parse_plan(mode, fields)
+        profiled = new_profile(int(comm.rank)) if profile else None  # agreed just below
     except H5SubfileError as exc:
         error = exc
     path = os.path.abspath(path)
     agree(comm, error, Call("File", 0, f"(mode {mode!r})", file=path))
     assert plan is not None
-    signature = ("open", path, mode, plan.to_dict())
-    scan = (lambda: open_for_reading(path)) if mode == "r" else (lambda: None)
+    signature = ("open", path, mode, plan.to_dict(), profile)
+    scan = (lambda: open_for_reading(path, profiled)) if mode == "r" else (lambda: None)
     catalog = checked_collective(comm, "File(path, mode, ...)", signature, scan)
+    started = start_profile(comm, profiled)
     if mode == "r":
         assert catalog is not None
         session = Session(path, mode, comm, plan, catalog)
     else:
-        session = _begin_writing(path, mode, comm, plan)
+        session = _begin_writing(path, mode, comm, plan, profiled)
+    session.stats.profile = profiled  # before any RawFile opens (they open on first use)
+    session.profile_folder, session.profile_started = profile, started
     session.calls = 1  # opening was call #0
     return session
 
 
-def _begin_writing(path: str, mode: str, comm: MPI.Comm, plan: Plan) -> Session:
+def _begin_writing(
+    path: str, mode: str, comm: MPI.Comm, plan: Plan, profile: Profile | None = None
+) -> Session:
     """Collective: the grouping (every rank, same inputs), then rank 0 opens the master."""
     nodes = node_of_ranks(comm) if plan.grouping == "node" else None
     grouping, error = None, None
@@ -298,7 +314,7 @@ def _begin_writing(path: str, mode: str, comm: MPI.Comm, plan: Plan) -> Session:
         # The claim comes first: nothing of the file is touched by a second writer.
         claim = claims.take(path, uuid.uuid4().hex, mode)
         try:
-            master = MasterWriter(path, mode, info, claim, plan.alignment)
+            master = MasterWriter(path, mode, info, claim, plan.alignment, profile)
         except BaseException:
             claim.release()
             raise
@@ -315,7 +331,9 @@ def _begin_writing(path: str, mode: str, comm: MPI.Comm, plan: Plan) -> Session:
     group = grouping.group_of_rank[comm.rank]
     if grouping.leaders[group] == comm.rank:
         relpath = subfile_relpath(path, number, session_id, group)
-        writing.leader = LeaderRole(relpath, plan.alignment, identity(session_id, relpath))
+        writing.leader = LeaderRole(
+            relpath, plan.alignment, identity(session_id, relpath), profile=profile
+        )
     session.writing = writing
     if writing.root is not None:  # rank 0 reads the master through its own handle
         master_h5 = writing.root.master.h5

@@ -26,9 +26,11 @@ from .create import transfer_for
 from .exchange import plan_aggregated, write_two_phase
 from .messages import FileRun, PreparedWrite, Transfer, WriteRequest
 from .prepare import prepare
+from .profiling import phase
 from .session import Session
 
 
+@phase("transfer")
 def put(session: Session, requests: Sequence[WriteRequest]) -> None:
     """Collective: every rank writes its part of the given datasets (the same datasets, in
     the same order, on every rank); everything is checked and agreed first. An agreed error
@@ -65,6 +67,7 @@ def _put(session: Session, requests: Sequence[WriteRequest]) -> None:
 
 
 @mapped
+@phase("transfer")
 def put_independent(session: Session, request: WriteRequest) -> None:
     """Write part of this rank's block, without communication (``dset[box] = data``)."""
     write = prepare(session, request)

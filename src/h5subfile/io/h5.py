@@ -2,29 +2,96 @@
 
 from __future__ import annotations
 
+import itertools
 import math
+import os
 import posixpath
 import re
+import tempfile
 from typing import Any
 
 import h5py
 import numpy as np
 
 from ..layout.validate import Hdf5Facts, Mapping
+from .posix import block_size
+from .profile import FileRecord, Profile, replay_hdf5_log
 
 #: Library version bounds: 1.8-style object headers (large attributes) and nothing newer than
 #: 1.10, so that HDF5 1.10 tools (Debian's h5dump 1.10.8) read every file we write.
 LIBVER = ("v108", "v110")
 
 
-def open_shared_read(path: str) -> h5py.File:
+#: h5py's name for HDF5's log driver with the flags profiling needs: every read and write with
+#: its offset, length, kind, duration and start (docs/PROFILING.md)
+LOG_DRIVER = "h5subfile-log"
+_LOG_FLAGS = h5py.h5fd.LOG_LOC_IO | h5py.h5fd.LOG_NUM_IO | h5py.h5fd.LOG_TIME_IO
+_log_numbers = itertools.count()
+
+
+def _set_fapl_log(plist: Any, logfile: str = "", **_: Any) -> None:
+    plist.set_fapl_log(logfile.encode(), _LOG_FLAGS, 0)
+
+
+if LOG_DRIVER not in h5py.registered_drivers():
+    h5py.register_driver(LOG_DRIVER, _set_fapl_log)
+
+
+def log_for(profile: Profile | None, path: str) -> str | None:
+    """In a profiled session, the log file HDF5 is to write for this open of ``path`` (noted
+    in the profile with the open's start, read by :func:`collect_hdf5_logs` after the file is
+    closed); None otherwise."""
+    if profile is None:
+        return None
+    name = f"h5subfile-{os.getpid()}-{next(_log_numbers)}.log"
+    log = os.path.join(tempfile.gettempdir(), name)
+    profile.hdf5_logs.append((os.path.abspath(path), log, profile.clock()))
+    return log
+
+
+def logged(profile: Profile | None, path: str) -> dict[str, Any]:
+    """h5py.File's driver arguments: HDF5's log driver when profiling, else none."""
+    log = log_for(profile, path)
+    return {} if log is None else {"driver": LOG_DRIVER, "logfile": log}
+
+
+def collect_hdf5_logs(profile: Profile) -> None:
+    """Replay into the profile the logs of the HDF5 files opened while profiling (all closed
+    by now) and delete them: an open (with HDF5's open time, from the open's start), the
+    operations, the stat, the close (from the end of the last operation), counted in a record
+    of their own, then added to the file's (so each stream's timers see it in order)."""
+    pending, profile.hdf5_logs = profile.hdf5_logs, []
+    for path, log, opened in pending:
+        try:
+            with open(log) as lines:
+                text = lines.read()
+            os.remove(log)
+        except OSError:
+            profile.unparsed += 1
+            continue
+        record = FileRecord(path, profile.origin, profile.trace, profile.mem_alignment)
+        record.record_open(opened, opened + _took(text, "Open"), block_size(path))
+        profile.unparsed += replay_hdf5_log(record, text)
+        if "Close took" in text:
+            last = max(profile.origin + t for t in record.last_end.values())
+            record.record_close(last, last + _took(text, "Close"))
+        profile.record(path).absorb(record)
+
+
+def _took(text: str, what: str) -> float:
+    """The seconds of HDF5's log line ``<what> took: (<s> s)``; 0 if it has none."""
+    match = re.search(rf"^{what} took: \(([\d.eE+-]+) s\)", text, re.MULTILINE)
+    return float(match.group(1)) if match else 0.0
+
+
+def open_shared_read(path: str, profile: Profile | None = None) -> h5py.File:
     """Open a file read-only while another process may hold it open for writing.
 
     HDF5 >= 1.12.1 locks files; the lock is turned off here (the writer is one of our ranks).
     """
     if h5py.version.hdf5_version_tuple >= (1, 12, 1):
-        return h5py.File(path, "r", locking=False)
-    return h5py.File(path, "r")
+        return h5py.File(path, "r", locking=False, **logged(profile, path))
+    return h5py.File(path, "r", **logged(profile, path))
 
 
 #: Metadata block size of our files: room for many object headers, so that the raw data of
@@ -33,7 +100,10 @@ META_BLOCK_SIZE = 64 * 1024
 
 
 def create_file(
-    path: str, alignment: int | None = None, meta_block_size: int | None = None
+    path: str,
+    alignment: int | None = None,
+    meta_block_size: int | None = None,
+    profile: Profile | None = None,
 ) -> h5py.File:
     """Create (truncate) an HDF5 file with our version bounds, through the low-level API.
 
@@ -46,6 +116,9 @@ def create_file(
         fapl.set_alignment(1, alignment)
     if meta_block_size:
         fapl.set_meta_block_size(meta_block_size)
+    log = log_for(profile, path)
+    if log is not None:
+        _set_fapl_log(fapl, log)
     return h5py.File(h5py.h5f.create(path.encode(), h5py.h5f.ACC_TRUNC, fapl=fapl))
 
 

@@ -45,12 +45,14 @@ from .h5 import (
     create_virtual_dataset,
     direct_offset,
     hdf5_facts,
+    logged,
     read_attrs,
     read_text_attr,
     virtual_sources,
     write_text_attr,
 )
 from .posix import fsync_path, probe_file
+from .profile import Profile
 
 COPY_LIMIT_ENV = "H5SUBFILE_MASTER_COPY_LIMIT"
 #: A master up to this size is copied and replaced atomically when appended to; a larger one
@@ -273,8 +275,9 @@ def scan(h5: h5py.File, master_path: str, master_data_path: str) -> Catalog:
     return Catalog(walk.nodes, walk.record, problems)
 
 
-def open_for_reading(path: str) -> Catalog:
-    """Scan a master for reading (rank 0), with clear errors for missing or unfinished files."""
+def open_for_reading(path: str, profile: Profile | None = None) -> Catalog:
+    """Scan a master for reading (rank 0), with clear errors for missing or unfinished files;
+    HDF5's reads counted in ``profile`` when given."""
     path = os.path.abspath(path)
     partial = partial_path(path)
     if not os.path.exists(path):
@@ -291,7 +294,7 @@ def open_for_reading(path: str) -> Catalog:
             )
         raise MissingFileError(f"{path} does not exist")
     try:
-        h5 = h5py.File(path, "r")
+        h5 = h5py.File(path, "r", **logged(profile, path))
     except (OSError, KeyError, RuntimeError, ValueError) as exc:
         raise CorruptFileError(f"{path} cannot be opened as HDF5: {exc}") from None
     with h5:
@@ -339,8 +342,10 @@ class MasterWriter(SourceFile):
         session_info: dict[str, Any],
         claim: Claim,
         alignment: int | None = None,
+        profile: Profile | None = None,
     ):
         self.claim = claim
+        self.profile = profile
         self.path = os.path.abspath(path)
         self.partial = partial_path(self.path)
         self.folder = subfile_folder(self.path)
@@ -357,7 +362,7 @@ class MasterWriter(SourceFile):
             if exists:
                 os.remove(self.path)
             remove_subfiles(self.folder)
-            self.h5 = create_file(self.partial, alignment, META_BLOCK_SIZE)
+            self.h5 = create_file(self.partial, alignment, META_BLOCK_SIZE, profile)
             self.commit_mode = "replace"
             self.data_path = self.partial
             self.catalog = Catalog({"/": NodeInfo("group")}, FileRecord())
@@ -373,7 +378,9 @@ class MasterWriter(SourceFile):
             aligned = (
                 {} if not alignment else dict(alignment_threshold=1, alignment_interval=alignment)
             )
-            self.h5 = h5py.File(self.data_path, "r+", libver=LIBVER, **aligned)
+            self.h5 = h5py.File(
+                self.data_path, "r+", libver=LIBVER, **aligned, **logged(profile, self.data_path)
+            )
             self.catalog = scan(self.h5, self.path, self.data_path)
         self.groups = Groups(self.h5)
         record = self.catalog.record
@@ -449,11 +456,11 @@ class MasterWriter(SourceFile):
         # A killed job cannot break the rename (the page cache survives it); fsync (the plan's
         # option) adds durability against power loss: data before the rename, rename after.
         if fsync:
-            fsync_path(self.data_path)
+            fsync_path(self.data_path, self.profile)
         if self.commit_mode == "replace":
             os.replace(self.partial, self.path)
             if fsync:
-                fsync_path(os.path.dirname(self.path))
+                fsync_path(os.path.dirname(self.path), self.profile)
         self.claim.release()
 
     def abandon(self) -> None:

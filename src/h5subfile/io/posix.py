@@ -11,12 +11,13 @@ import errno
 import os
 import stat
 import time
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, field, fields
 from typing import Any
 
 import numpy as np
 
 from ..errors import MissingFileError, TruncatedFileError
+from .profile import FileRecord, Profile
 
 #: The largest number of bytes passed to one pread/pwrite system call.
 MAX_TRANSFER = 1 << 30
@@ -66,6 +67,9 @@ class IOStats:
     compress_seconds: float = 0.0
     #: time moving data between ranks (two-phase I/O, chunk parts, compressed chunks)
     exchange_seconds: float = 0.0
+    #: where every system call of :class:`RawFile` is also recorded with its offset, length and
+    #: times (docs/PROFILING.md); None (the default) costs one test per call
+    profile: Profile | None = field(default=None, repr=False, compare=False)
 
     @property
     def data_write_seconds(self) -> float:
@@ -77,7 +81,7 @@ class IOStats:
         return self.read_seconds + self.compress_seconds + self.exchange_seconds
 
     def as_dict(self) -> dict[str, float]:
-        return {f.name: getattr(self, f.name) for f in fields(self)}
+        return {f.name: getattr(self, f.name) for f in fields(self) if f.name != "profile"}
 
 
 def probe_file(path: str) -> tuple[int | None, OSError | None]:
@@ -97,13 +101,32 @@ def probe_file(path: str) -> tuple[int | None, OSError | None]:
     return status.st_size, None
 
 
-def fsync_path(path: str) -> None:
-    """fsync a file or folder by name."""
+def fsync_path(path: str, profile: Profile | None = None) -> None:
+    """fsync a file or folder by name (its open, fsync and close recorded in ``profile``)."""
+    if profile is not None:
+        _fsync_profiled(path, profile)
+        return
     fd = os.open(path, os.O_RDONLY)
     try:
         os.fsync(fd)
     finally:
         os.close(fd)
+
+
+def _fsync_profiled(path: str, profile: Profile) -> None:
+    record = profile.record(os.path.abspath(path))
+    clock = profile.clock
+    started = clock()
+    fd = os.open(path, os.O_RDONLY)
+    record.record_open(started, clock(), block_size(path))
+    try:
+        started = clock()
+        os.fsync(fd)
+        record.record_fsync(started, clock())
+    finally:
+        started = clock()
+        os.close(fd)
+        record.record_close(started, clock())
 
 
 def as_bytes(array: np.ndarray) -> memoryview:
@@ -142,10 +165,17 @@ class RawFile:
         flags = os.O_RDWR if writable else os.O_RDONLY
         if create:
             flags |= os.O_CREAT
+        profile = self.stats.profile
+        started = time.monotonic() if profile is not None else 0.0
         try:
             self.fd: int | None = os.open(path, flags, 0o644)
         except FileNotFoundError:
             raise MissingFileError(f"{path} does not exist") from None
+        #: this file's profile record (None when not profiling)
+        self.record: FileRecord | None = None
+        if profile is not None:
+            self.record = profile.record(os.path.abspath(path))
+            self.record.record_open(started, time.monotonic(), block_size(path))
 
     def pwrite(self, data: memoryview, offset: int) -> None:
         """Write all of ``data`` at byte ``offset`` (in calls of at most ``transfer_size``)."""
@@ -176,17 +206,35 @@ class RawFile:
         moved; ``failed(at, end)`` raises when a call moves nothing. Returns (calls, bytes)."""
         assert self.fd is not None
         calls = moved = 0
+        record = self.record
         for offset, buffers in coalesce(pieces, self.transfer_size):
             total = sum(len(b) for b in buffers)
             done = 0
             while done < total:
-                count = call(self.fd, _remaining(buffers, done), offset + done)
+                if record is None:
+                    count = call(self.fd, _remaining(buffers, done), offset + done)
+                else:
+                    count = self._profiled(record, call, _remaining(buffers, done), offset + done)
                 if count <= 0:
                     failed(offset + done, offset + total)
                 done += count
                 calls += 1
             moved += total
         return calls, moved
+
+    def _profiled(self, record: FileRecord, call: Any, buffers: list[memoryview], at: int) -> int:
+        """One vectored system call, recorded as one operation (Darshan counts a preadv or
+        pwritev as one read or write of the bytes it returned)."""
+        profile = self.stats.profile
+        assert profile is not None
+        aligned = profile.aligned(*buffers)
+        started = time.monotonic()
+        count = int(call(self.fd, buffers, at))
+        ended = time.monotonic()
+        if count >= 0:
+            kind = record.record_write if call is os.pwritev else record.record_read
+            kind(at, count, started, ended, aligned)
+        return count
 
     def _wrote_nothing(self, at: int, end: int) -> None:
         raise OSError(f"pwrite to {self.path} at offset {at} wrote nothing")
@@ -200,14 +248,38 @@ class RawFile:
     def sync(self) -> None:
         assert self.fd is not None
         start = time.perf_counter()
+        started = time.monotonic() if self.record is not None else 0.0
         os.fsync(self.fd)
+        if self.record is not None:
+            self.record.record_fsync(started, time.monotonic())
         self.stats.syncs += 1
         self.stats.sync_seconds += time.perf_counter() - start
 
     def close(self) -> None:
         if self.fd is not None:
+            started = time.monotonic() if self.record is not None else 0.0
             os.close(self.fd)
             self.fd = None
+            if self.record is not None:
+                self.record.record_close(started, time.monotonic())
+
+
+#: File system block sizes by folder, for POSIX_FILE_ALIGNMENT (asked once per folder)
+_BLOCK_SIZES: dict[str, int] = {}
+
+
+def block_size(path: str) -> int:
+    """The block size (bytes) of the file system holding ``path`` (``statvfs`` of its folder,
+    which adds no system call on the file itself); 0 if unknown."""
+    folder = os.path.dirname(os.path.abspath(path))
+    size = _BLOCK_SIZES.get(folder)
+    if size is None:
+        try:
+            size = int(os.statvfs(folder).f_bsize)
+        except OSError:
+            size = 0
+        _BLOCK_SIZES[folder] = size
+    return size
 
 
 def _remaining(buffers: list[memoryview], done: int) -> list[memoryview]:

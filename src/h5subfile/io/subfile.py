@@ -9,6 +9,7 @@ import numpy as np
 from ..layout.integrity import IDENTITY_DATASET, SubfileInfo
 from .h5 import META_BLOCK_SIZE, Groups, SourceFile, create_file
 from .posix import fsync_path
+from .profile import Profile
 
 
 class SubfileWriter(SourceFile):
@@ -19,10 +20,17 @@ class SubfileWriter(SourceFile):
     is its identity (``layout.integrity``), whose byte offset is kept for the record.
     """
 
-    def __init__(self, path: str, identity: bytes, alignment: int | None = None):
+    def __init__(
+        self,
+        path: str,
+        identity: bytes,
+        alignment: int | None = None,
+        profile: Profile | None = None,
+    ):
         self.path = path
         os.makedirs(os.path.dirname(path), exist_ok=True)
-        self.h5 = create_file(path, alignment, META_BLOCK_SIZE)
+        self.profile = profile
+        self.h5 = create_file(path, alignment, META_BLOCK_SIZE, profile)
         self.groups = Groups(self.h5)
         self.closed = False
         self.identity_offset = self.create(IDENTITY_DATASET, (len(identity),), np.dtype("u1"))
@@ -39,4 +47,4 @@ class SubfileWriter(SourceFile):
         self.h5.close()
         self.closed = True
         if fsync:
-            fsync_path(self.path)
+            fsync_path(self.path, self.profile)

@@ -1,0 +1,156 @@
+"""RawFile's system calls recorded in a profile (docs/PROFILING.md): one operation per call,
+with its offset and the bytes it returned; nothing recorded, and nothing changed, when off."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from h5subfile.io.posix import IOStats, RawFile, block_size
+from h5subfile.io.profile import COUNTERS, Profile
+
+
+def written(path: Path, stats: IOStats, transfer_size: int | None = None) -> None:
+    """Three pieces (two neighbours, one after a hole) written, read back, synced."""
+    data = np.arange(3 * 4096, dtype=np.uint8)
+    view = memoryview(data)
+    raw = RawFile(str(path), writable=True, stats=stats, create=True, transfer_size=transfer_size)
+    raw.write_pieces([(0, view[:4096]), (4096, view[4096:8192]), (12288, view[8192:])])
+    back = np.empty(4096, dtype=np.uint8)
+    raw.pread_into(memoryview(back), 4096)
+    raw.sync()
+    raw.close()
+    assert np.array_equal(back, data[4096:8192])
+
+
+def test_raw_file_calls_are_recorded_as_darshan_counts_them(tmp_path: Path) -> None:
+    stats = IOStats(profile=Profile(trace_limit=100))
+    written(tmp_path / "f", stats, transfer_size=2048)  # 8 KiB in calls of at most 2 KiB
+    assert stats.profile is not None
+    rec = stats.profile.records[str(tmp_path / "f")]
+    c = dict(zip(COUNTERS, rec.counters))
+    assert c["POSIX_OPENS"] == 1
+    assert c["POSIX_WRITES"] == stats.writes == 6  # 2 KiB each: 4 for the neighbours, 2 after
+    assert c["POSIX_BYTES_WRITTEN"] == stats.bytes_written == 3 * 4096
+    assert c["POSIX_CONSEC_WRITES"] == 4  # the first at 0 is neither; the one after the hole
+    assert c["POSIX_SEQ_WRITES"] == 5  # is sequential only
+    assert c["POSIX_SIZE_WRITE_1K_10K"] == 6
+    assert c["POSIX_MAX_BYTE_WRITTEN"] == 4 * 4096 - 1
+    assert (c["POSIX_READS"], c["POSIX_BYTES_READ"]) == (2, 4096)
+    assert c["POSIX_FSYNCS"] == 1
+    assert c["POSIX_FILE_ALIGNMENT"] == block_size(str(tmp_path / "f")) > 0
+    assert c["POSIX_FILE_NOT_ALIGNED"] == (0 if c["POSIX_FILE_ALIGNMENT"] <= 2048 else 4)
+    assert c["POSIX_MEM_NOT_ALIGNED"] == 0
+    assert c["POSIX_RW_SWITCHES"] == 1
+    trace = stats.profile.trace
+    assert trace is not None and trace.dropped == 0
+    assert [(e[1], e[2], e[3]) for e in trace.records][:2] == [
+        ("write", 0, 2048),
+        ("write", 2048, 2048),
+    ]
+
+
+def test_nothing_is_recorded_when_off(tmp_path: Path) -> None:
+    stats = IOStats()
+    written(tmp_path / "f", stats)
+    assert stats.profile is None
+    assert "profile" not in stats.as_dict()
+    assert (stats.writes, stats.bytes_written) == (2, 3 * 4096)
+
+
+SCRIPT = """
+import sys
+import numpy as np
+from h5subfile.io.posix import IOStats, RawFile
+from h5subfile.io.profile import COUNTERS, Profile
+stats = IOStats(profile=Profile())
+data = memoryview(np.arange(10000, dtype=np.uint8))
+raw = RawFile(sys.argv[1], writable=True, stats=stats, create=True, transfer_size=3000)
+raw.write_pieces([(0, data[:5000]), (7000, data[5000:])])
+raw.pread_into(memoryview(np.empty(100, dtype=np.uint8)), 50)
+raw.close()
+c = dict(zip(COUNTERS, stats.profile.records[sys.argv[1]].counters))
+print(c["POSIX_WRITES"], c["POSIX_BYTES_WRITTEN"], c["POSIX_READS"], c["POSIX_BYTES_READ"])
+"""
+
+
+@pytest.mark.skipif(shutil.which("strace") is None, reason="strace is not installed")
+def test_counters_equal_the_system_calls_strace_sees(tmp_path: Path) -> None:
+    target = str(tmp_path / "f")
+    log = tmp_path / "trace"
+    run = subprocess.run(
+        ["strace", "-f", "-qq", "-e", "trace=pwritev,pwritev2,preadv,preadv2", "-o", str(log)]
+        + [sys.executable, "-c", SCRIPT, target],
+        capture_output=True,
+        text=True,
+        env=dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path)),
+        check=True,
+    )
+    counted = [int(v) for v in run.stdout.split()]
+    lines = [line for line in log.read_text().splitlines() if "pwritev" in line or "preadv" in line]
+    writes = [int(line.rsplit("=", 1)[1]) for line in lines if "pwritev" in line]
+    reads = [int(line.rsplit("=", 1)[1]) for line in lines if "preadv" in line]
+    assert counted == [len(writes), sum(writes), len(reads), sum(reads)]
+    assert counted == [4, 10000, 1, 100]
+
+
+def test_hdf5_io_counted_through_the_log_driver_leaves_the_file_unchanged(tmp_path: Path) -> None:
+    from h5subfile.io.h5 import collect_hdf5_logs, create_file
+
+    data = np.arange(5000, dtype=np.float64)
+    for name, profile in (("plain.h5", None), ("logged.h5", Profile())):
+        with create_file(str(tmp_path / name), profile=profile) as h5:
+            h5.create_dataset("x", data=data)
+            h5.attrs["a"] = 1
+    plain, logged = (tmp_path / "plain.h5").read_bytes(), (tmp_path / "logged.h5").read_bytes()
+    assert plain == logged  # the same operations and the same file: only a log beside it
+    assert profile is not None and len(profile.hdf5_logs) == 1
+    log = profile.hdf5_logs[0][1]
+    collect_hdf5_logs(profile)
+    assert not os.path.exists(log) and profile.hdf5_logs == []
+    c = dict(zip(COUNTERS, profile.records[str(tmp_path / "logged.h5")].counters))
+    assert profile.unparsed == 0
+    assert (c["POSIX_OPENS"], c["POSIX_STATS"]) == (1, 1)
+    assert c["POSIX_WRITES"] >= 3  # superblock, raw data, metadata at close
+    assert c["POSIX_MAX_BYTE_WRITTEN"] == len(logged) - 1
+    assert c["POSIX_BYTES_WRITTEN"] >= len(logged) - 2048  # the metadata block's free space
+    assert c["POSIX_SIZE_WRITE_10K_100K"] == 1  # the 40000 bytes of "x", in one write
+
+
+def test_engine_phases_are_timed_only_in_profiled_sessions() -> None:
+    from types import SimpleNamespace
+
+    from h5subfile.engine.profiling import add_measured_phases, phase
+
+    @phase("transfer")
+    def work(session: SimpleNamespace, value: int) -> int:
+        return value + 1
+
+    plain = SimpleNamespace(stats=IOStats())
+    assert work(plain, 1) == 2  # not profiled: nothing to time, nothing kept
+    profiled = SimpleNamespace(stats=IOStats(profile=Profile(), exchange_seconds=0.5))
+    profiled.stats.syncs, profiled.stats.sync_seconds = 3, 0.25
+    assert work(profiled, 2) == 3 and work(profiled, 3) == 4
+    add_measured_phases(profiled.stats.profile, profiled.stats)
+    phases = profiled.stats.profile.phases.as_dict()
+    assert phases["transfer"]["count"] == 2
+    assert phases["exchange"] == {"seconds": 0.5, "count": 1}
+    assert phases["fsync"] == {"seconds": 0.25, "count": 3}
+    assert "compress" not in phases
+
+
+def test_fsync_by_name_is_recorded(tmp_path: Path) -> None:
+    from h5subfile.io.posix import fsync_path
+
+    (tmp_path / "f").write_bytes(b"x")
+    profile = Profile()
+    fsync_path(str(tmp_path / "f"), profile)
+    fsync_path(str(tmp_path / "f"))  # not profiled: not recorded
+    c = dict(zip(COUNTERS, profile.records[str(tmp_path / "f")].counters))
+    assert (c["POSIX_OPENS"], c["POSIX_FSYNCS"], c["POSIX_WRITES"]) == (1, 1, 0)
