@@ -7,11 +7,13 @@ import ast
 from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parents[2] / "src" / "h5subfile"
-# cli > kernels | bench | repack > files > engine > io > mpi | layout > plan > errors | units (STYLE.md)
+# cli > kernels | bench | repack > files > engine > io > mpi | layout > plan > errors | units |
+# progress (STYLE.md, docs/ARCHITECTURE.md)
 RANK = {
     "errors": 0,
     "units": 0,
     "_version": 0,
+    "progress": 0,
     "plan": 1,
     "layout": 2,
     "mpi": 2,
