@@ -22,9 +22,9 @@ from conftest import MPIEXEC, run_cli
 from h5subfile.bench.compare import compare
 from h5subfile.bench.driver import PhaseResult
 from h5subfile.bench.options import APIS, BenchOptionError, BenchOptions, parse_apis
-from h5subfile.bench.progress import Progress
 from h5subfile.bench.report import CSV_FIELDS
 from h5subfile.cli.bench import access, launched_ranks
+from h5subfile.progress import Progress
 
 KIB = 1024
 B, T, S = 256 * KIB, 64 * KIB, 2
@@ -79,18 +79,18 @@ def test_progress_line_on_a_terminal_and_in_a_pipe() -> None:
     tty = _Terminal()
     line = Progress(True, tty)
     line.phase("bench: [1/2] posix iteration 1/1 write", 10)
-    line.done("bench: [1/2] posix iteration 1/1 write 5.0 MiB/s")
+    line.finish("bench: [1/2] posix iteration 1/1 write 5.0 MiB/s")
     line.close()
     assert tty.getvalue().startswith("\rbench: [1/2]") and tty.getvalue().endswith("MiB/s\n")
     pipe = io.StringIO()
     line = Progress(True, pipe)  # asked for (--progress) without a terminal: whole lines
     line.phase("bench: [1/2] posix iteration 1/1 write", 10)
     line.step(5)
-    line.done("bench: [1/2] posix iteration 1/1 write 5.0 MiB/s")
+    line.finish("bench: [1/2] posix iteration 1/1 write 5.0 MiB/s")
     line.close()
     assert pipe.getvalue() == "bench: [1/2] posix iteration 1/1 write 5.0 MiB/s\n"
     silent = _Terminal()
-    Progress(False, silent).done("never")  # other ranks, --quiet
+    Progress(False, silent).finish("never")  # other ranks, --quiet
     assert silent.getvalue() == ""
 
 

@@ -82,7 +82,7 @@ def repacked(vpic: Path, h5bench: Path) -> dict[str, Path]:
     folder = vpic.parent / "out"
     folder.mkdir()
     made = {name: folder / f"{name}.h5" for name in ("conv", "sub", "gzip", "plain")}
-    result = run_cli(2, "repack", vpic, made["conv"], "--subfiles", 1)
+    result = run_cli(2, "repack", vpic, made["conv"], "--subfiles", 1, "--progress")
     assert result.returncode == 0, result.stderr
     assert "one conventional HDF5 file" in result.stdout and "16 dataset(s)" in result.stdout
     assert result.stderr.count("repack: 100% ") == 1  # progress lines, rank 0 only

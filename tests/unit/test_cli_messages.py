@@ -132,9 +132,13 @@ def test_exit_statuses() -> None:
 def test_progress_says_where_a_long_step_is(capsys: pytest.CaptureFixture[str]) -> None:
     import time
 
-    from h5subfile.cli.common import Progress
+    from h5subfile.progress import Progress
 
-    with Progress("vpic", "step", "written", interval=0.05) as progress:
+    def written(done: int, total: int) -> str:
+        return f"step {done}/{total} written"
+
+    with Progress(True, interval=0.05) as progress:  # stderr is captured: not a terminal
+        progress.phase("vpic:", 2, written, unit="step")
         progress(0, 2)
         time.sleep(0.3)  # a long first step: the ticking thread speaks
         progress(1, 2)
@@ -144,7 +148,8 @@ def test_progress_says_where_a_long_step_is(capsys: pytest.CaptureFixture[str]) 
     assert lines[0].startswith("vpic: at step 1/2, "), lines
     assert any(line.startswith("vpic: at step 2/2, ") and "s left" in line for line in lines)
     assert lines[-1].startswith("vpic: step 2/2 written, "), lines
-    with Progress("vpic", "step", "written", enabled=False, interval=0.05) as progress:
+    with Progress(False, interval=0.05) as progress:
+        progress.phase("vpic:", 1, written, unit="step")
         progress(0, 1)
         time.sleep(0.1)
         progress(1, 1)

@@ -21,10 +21,10 @@ from mpi4py import MPI
 
 from ..mpi.collective import agree, root_only
 from ..mpi.nodes import node_of_ranks
+from ..progress import Progress, percent
 from . import pattern
 from .backends import BACKENDS, Backend, Unavailable, remove_files
 from .options import BenchOptions
-from .progress import Progress
 
 
 @dataclass
@@ -187,7 +187,7 @@ class Runner:
                 f"bench: [{counter[0]}/{counter[1]}] {options.api} iteration "
                 f"{iteration + 1}/{options.iterations} {access}"
             )
-            progress.phase(label, options.segments * options.transfers_per_block)
+            progress.phase(label, options.segments * options.transfers_per_block, _on_rank_0)
             source = comm.rank if writing else self.source
             buffer = self.words if writing else np.empty(options.transfer // 8, dtype=np.uint64)
             times = _phase(backend, writing, source, buffer, progress)
@@ -195,10 +195,15 @@ class Runner:
             bad = _check(cls(options, comm), writing, source) if check else None
             ops = options.segments * backend.operations_per_block(writing)
             self.results.append(_result(comm, access, iteration, options, times, bad, ops))
-            progress.done(f"{label} {self.results[-1].bw_mib:.1f} MiB/s")
+            progress.finish(f"{label} {self.results[-1].bw_mib:.1f} MiB/s")
         if not options.keep:
             comm.Barrier()
             root_only(comm, functools.partial(remove_files, backend))
+
+
+def _on_rank_0(done: int, total: int) -> str:
+    """Where a phase is: the transfers rank 0 has done (the others go at their own pace)."""
+    return f"{percent(done, total)} ({done}/{total} on rank 0)"
 
 
 def run_interleaved(

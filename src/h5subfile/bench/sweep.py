@@ -234,13 +234,13 @@ def unavailable_apis(apis: set[str]) -> dict[str, str]:
     return {api: reason for api, reason in reasons.items() if reason}
 
 
-def run_sweep(path: str, out: str | None = None, progress: str = "auto") -> int:
+def run_sweep(path: str, out: str | None = None, progress: bool = False) -> int:
     """Run the sweep described in ``path``; write results.json and plots into ``out``.
 
-    ``progress``: ``"on"``, ``"off"`` or ``"auto"`` (a line per run on stderr if a terminal).
+    ``progress``: a line per run on stderr (``h5subfile bench --sweep`` decides it as every
+    verb does, ``progress.progress_wanted``).
     """
     from . import plots
-    from .progress import wanted
     from .report import machine, versions
 
     with open(path, "rb") as handle:
@@ -248,14 +248,13 @@ def run_sweep(path: str, out: str | None = None, progress: str = "auto") -> int:
     configs = expand(spec)
     plots.require()  # before hours of runs, not after them
     unavailable = unavailable_apis({c.api for c in configs})
-    show = wanted(progress)
     for reason in unavailable.values():
         print(reason, file=sys.stderr, flush=True)
     configs = [c for c in configs if c.api not in unavailable]
     repetitions = int(spec.get("repetitions", 1))
     out = out or os.path.splitext(os.path.basename(path))[0] + "-results"
     os.makedirs(out, exist_ok=True)
-    runs = _run_all(spec, configs, repetitions, unavailable, show)
+    runs = _run_all(spec, configs, repetitions, unavailable, progress)
     result = {
         "sweep": spec,
         "machine": machine(),

@@ -7,7 +7,6 @@ from typing import Any
 
 from ..units import parse_count
 from .common import (
-    Progress,
     add_plan_flags,
     add_progress_flags,
     check_input_file,
@@ -15,7 +14,7 @@ from .common import (
     fraction,
     plan_arguments,
     print_json,
-    progress_wanted,
+    progress_line,
 )
 
 
@@ -113,8 +112,8 @@ def run(args: argparse.Namespace) -> int:
         args.fraction,
         args.seed,
     )
-    wanted = progress_wanted(args, comm.rank)
-    with Progress("bdcats", "dataset", "read", wanted) as progress:
+    with progress_line(args, comm.rank) as progress:
+        progress.phase("bdcats:", 0, lambda done, n: f"dataset {done}/{n} read", "dataset")
         metrics = run_bdcats(
             args.file,
             pattern,

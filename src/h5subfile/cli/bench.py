@@ -9,7 +9,7 @@ import sys
 from typing import TYPE_CHECKING, Any
 
 from ..units import parse_size
-from .common import add_plan_flags, plan_arguments
+from .common import add_plan_flags, add_progress_flags, plan_arguments, progress_line
 
 if TYPE_CHECKING:  # imported when a verb runs, not when the command line is parsed
     from mpi4py import MPI
@@ -127,13 +127,7 @@ def _add_output_flags(parser: argparse.ArgumentParser) -> None:
         help="write results as JSON to PATH ('-': print JSON instead of text)",
     )
     parser.add_argument("--csv", metavar="PATH", help="write results as CSV to PATH ('-': print)")
-    parser.add_argument(
-        "--progress",
-        action="store_true",
-        help="progress on rank 0's stderr even when it is not a terminal (under mpiexec it "
-        "usually is not); by default progress shows only on a terminal",
-    )
-    parser.add_argument("--quiet", action="store_true", help="no progress at all")
+    add_progress_flags(parser)
     parser.add_argument(
         "--sweep",
         metavar="FILE.toml",
@@ -256,7 +250,6 @@ def run(args: argparse.Namespace) -> int:
         return _sweep(args)
     from mpi4py import MPI
 
-    from ..bench.progress import Progress, wanted
     from ..mpi.collective import agree
     from ..mpi.nodes import node_of_ranks
 
@@ -277,11 +270,11 @@ def run(args: argparse.Namespace) -> int:
             _write_unavailable(args, runs, unavailable, comm.size, nodes.count(nodes[0]))
         return 0
     details = [details_for(options, comm, nodes) for options in available]
-    mode = "off" if args.quiet else "on" if args.progress else "auto"
-    progress = Progress(comm.rank == 0 and wanted(mode))
     from ..bench.driver import run_interleaved
 
-    results = run_interleaved(available, comm, progress)
+    # Benchmarks run for hours: without a terminal, a line every 10 s inside a long phase.
+    with progress_line(args, comm.rank, interval=10.0) as progress:
+        results = run_interleaved(available, comm, progress)
     if comm.rank == 0:
         several = len(runs) > 1  # as asked: the output's form does not depend on what ran
         _output(
@@ -390,5 +383,7 @@ def _sweep(args: argparse.Namespace) -> int:
                 flush=True,
             )
         return 1
-    mode = "off" if args.quiet else "on" if args.progress else "auto"
-    return run_sweep(args.sweep, args.out, progress=mode)
+    from ..progress import progress_wanted
+
+    show = progress_wanted(0, quiet=args.quiet, asked=args.progress)
+    return run_sweep(args.sweep, args.out, progress=show)

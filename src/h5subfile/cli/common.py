@@ -1,6 +1,6 @@
 """Pieces shared by the CLI verbs: the argument parser every verb uses (errors and help printed
 once, defaults shown), the one way errors become a message and an exit status, plan flags,
-progress lines and JSON output.
+the progress flags and JSON output (progress itself: ``h5subfile/progress.py``).
 
 Exit statuses (README, *Command line*): 0 success; 1 the command failed (an error, or ``info`` /
 ``verify`` found the file damaged); 2 the command line is wrong (an unknown option, a value that
@@ -16,12 +16,11 @@ import json
 import os
 import re
 import sys
-import threading
-import time
 from typing import Any, NoReturn
 
 from ..errors import H5SubfileError
 from ..plan import PLAN_FIELDS
+from ..progress import LINE_INTERVAL, PROGRESS_VARIABLE, Progress, progress_wanted
 
 EXIT_OK = 0
 EXIT_FAILED = 1
@@ -29,7 +28,6 @@ EXIT_USAGE = 2
 EXIT_INTERRUPTED = 130
 EXIT_BROKEN_PIPE = 141  # 128 + SIGPIPE, as a C tool killed by it
 DEBUG_VARIABLE = "H5SUBFILE_DEBUG"
-PROGRESS_VARIABLE = "H5SUBFILE_PROGRESS"
 
 #: Environment variables MPI launchers set to each process's rank (mpiexec of MPICH, Intel MPI,
 #: Open MPI, PMIx, MVAPICH, Slurm's srun), read before MPI is initialised.
@@ -332,94 +330,7 @@ def add_progress_flags(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--quiet", action="store_true", help="no progress lines")
 
 
-def progress_wanted(args: argparse.Namespace, rank: int) -> bool:
-    """Progress lines on rank 0: asked for (``--progress``, ``H5SUBFILE_PROGRESS=1``), or by
-    default when the job writes to a terminal; never with ``--quiet``."""
-    if rank != 0 or getattr(args, "quiet", False):
-        return False
-    forced = os.environ.get(PROGRESS_VARIABLE, "").strip().lower()
-    if getattr(args, "progress", False) or forced in ("1", "yes", "true", "on"):
-        return True
-    if forced in ("0", "no", "false", "off"):
-        return False
-    return on_terminal()
-
-
-#: Names of the processes that launch MPI jobs (``/proc/PID/comm``), whose stderr is where the
-#: ranks' output ends up.
-LAUNCHERS = ("mpiexec", "mpirun", "mpiexec.hydra", "mpiexec.mpich", "orterun", "prterun", "srun")
-
-
-def on_terminal() -> bool:
-    """Whether stderr is a terminal: this process's, or under an MPI launcher (which passes the
-    ranks' output through pipes) the launcher's, found by walking up the process tree."""
-    if sys.stderr.isatty():
-        return True
-    pid = os.getppid()
-    for _ in range(4):  # mpiexec -> proxy -> this process, or srun -> step daemon -> this
-        if pid <= 1:
-            return False
-        try:
-            with open(f"/proc/{pid}/comm") as comm:
-                name = comm.read().strip()
-            if name in LAUNCHERS:
-                return os.readlink(f"/proc/{pid}/fd/2").startswith(("/dev/pts/", "/dev/tty"))
-            with open(f"/proc/{pid}/stat") as stat:
-                pid = int(stat.read().rsplit(")", 1)[1].split()[1])
-        except (OSError, ValueError, IndexError):
-            return False
-    return False
-
-
-class Progress:
-    """Rank 0's progress line on stderr through a run of ``total`` units (steps, datasets):
-    called with the units done; a line at most every ``interval`` seconds and at the end, and
-    while one unit takes long, a line every ``interval`` seconds saying where the run is and
-    about how long is left. A context manager (the ticking thread runs inside it)."""
-
-    def __init__(
-        self, verb: str, unit: str, done_word: str, enabled: bool = True, interval: float = 2.0
-    ):
-        self.verb, self.unit, self.done_word, self.interval = verb, unit, done_word, interval
-        self.enabled = enabled
-        self.started = self.shown = time.perf_counter()
-        self.done, self.total = 0, 0
-        self._stop = threading.Event()
-        self._lock = threading.Lock()
-        self._thread = threading.Thread(target=self._tick, daemon=True)
-
-    def __enter__(self) -> Progress:
-        if self.enabled:
-            self._thread.start()
-        return self
-
-    def __exit__(self, *exc_info: Any) -> None:
-        self._stop.set()
-        if self._thread.is_alive():
-            self._thread.join()
-
-    def __call__(self, done: int, total: int) -> None:
-        if not self.enabled:
-            return
-        with self._lock:
-            self.done, self.total = done, total
-            now = time.perf_counter()
-            if done < total and now - self.shown < self.interval:
-                return
-            self._show(f"{self.unit} {done}/{total} {self.done_word}", now)
-
-    def _tick(self) -> None:
-        while not self._stop.wait(self.interval / 4):
-            with self._lock:
-                now = time.perf_counter()
-                if self.total and self.done < self.total and now - self.shown >= self.interval:
-                    self._show(f"at {self.unit} {self.done + 1}/{self.total}", now)
-
-    def _show(self, what: str, now: float) -> None:
-        elapsed = now - self.started
-        line = f"{self.verb}: {what}, {elapsed:.0f} s"
-        if self.total and 0 < self.done < self.total:
-            left = elapsed * (self.total - self.done) / self.done
-            line += f", about {left:.0f} s left"
-        print(line, file=sys.stderr, flush=True)
-        self.shown = now
+def progress_line(args: argparse.Namespace, rank: int, interval: float = LINE_INTERVAL) -> Progress:
+    """This rank's progress line, shown as ``progress_wanted`` decides from ``--quiet`` and
+    ``--progress`` (a context manager: use it in a ``with``)."""
+    return Progress(progress_wanted(rank, quiet=args.quiet, asked=args.progress), interval=interval)

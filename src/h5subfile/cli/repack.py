@@ -7,9 +7,9 @@ from __future__ import annotations
 
 import argparse
 import sys
-import time
 from typing import Any
 
+from ..progress import percent
 from ..units import format_bytes, parse_size
 from .common import (
     add_plan_flags,
@@ -17,6 +17,7 @@ from .common import (
     check_input_file,
     plan_arguments,
     print_json,
+    progress_line,
 )
 
 
@@ -56,27 +57,9 @@ def add_parser(verbs: Any) -> None:
     parser.set_defaults(run=run)
 
 
-class _Progress:
-    """Rank 0's progress lines, at most every two seconds (stderr)."""
-
-    def __init__(self, enabled: bool):
-        self.enabled = enabled
-        self.started = time.perf_counter()
-        self.shown: float | None = None  # the first and last calls are shown
-
-    def __call__(self, done: int, total: int, datasets: int, count: int) -> None:
-        now = time.perf_counter()
-        recent = self.shown is not None and now - self.shown < 2.0
-        if not self.enabled or (recent and datasets < count):
-            return
-        self.shown = now
-        share = 100 * done / total if total else 100.0
-        print(
-            f"repack: {share:.0f}% ({format_bytes(done)} of {format_bytes(total)}), "
-            f"{datasets}/{count} datasets, {now - self.started:.0f} s",
-            file=sys.stderr,
-            flush=True,
-        )
+def _describe(done: int, total: int) -> str:
+    """Where the copy is, in bytes (every rank copies its share of each dataset alike)."""
+    return f"{percent(done, total)} ({format_bytes(done)} of {format_bytes(total)})"
 
 
 def render(summary: dict[str, Any]) -> str:
@@ -100,17 +83,22 @@ def run(args: argparse.Namespace) -> int:
 
     comm = MPI.COMM_WORLD
     check_input_file(comm, args.source)
-    progress = _Progress(comm.rank == 0 and not args.quiet and (args.progress or not args.json))
-    summary = repack(
-        args.source,
-        args.target,
-        comm,
-        force=args.force,
-        slab_size=args.slab_size,
-        progress=progress,
-        skip_links=args.skip_links,
-        **plan_arguments(args),
-    )
+    with progress_line(args, comm.rank) as progress:
+        progress.phase("repack:", 0, _describe)
+
+        def report(done: int, total: int, datasets: int, count: int) -> None:
+            progress.step(done, total, last=datasets == count, note=f"{datasets}/{count} datasets")
+
+        summary = repack(
+            args.source,
+            args.target,
+            comm,
+            force=args.force,
+            slab_size=args.slab_size,
+            progress=report,
+            skip_links=args.skip_links,
+            **plan_arguments(args),
+        )
     if comm.rank == 0:
         data = summary.as_dict()
         if summary.skipped_links and not args.quiet:

@@ -5,12 +5,11 @@ rank count; the pieces are split over the ranks). Exit status 0 clean, 1 damaged
 from __future__ import annotations
 
 import argparse
-import sys
-import time
 from typing import Any
 
+from ..progress import percent
 from ..units import format_bytes
-from .common import add_progress_flags, check_input_file, print_json
+from .common import add_progress_flags, check_input_file, print_json, progress_line
 
 
 def add_parser(verbs: Any) -> None:
@@ -28,24 +27,10 @@ def add_parser(verbs: Any) -> None:
     parser.set_defaults(run=run)
 
 
-class _Progress:
-    """Rank 0's progress through its share, at most every two seconds (stderr)."""
-
-    def __init__(self, enabled: bool):
-        self.enabled = enabled
-        self.started = self.shown = time.perf_counter()
-
-    def __call__(self, done: int, total: int) -> None:
-        now = time.perf_counter()
-        if not self.enabled or now - self.shown < 2.0 or not total:
-            return
-        self.shown = now
-        print(
-            f"verify: {100 * done / total:.0f}% of rank 0's share ({format_bytes(done)} of "
-            f"{format_bytes(total)}, {now - self.started:.0f} s)",
-            file=sys.stderr,
-            flush=True,
-        )
+def _describe(done: int, total: int) -> str:
+    """Where rank 0 is in its share of the pieces (the ranks check theirs side by side)."""
+    share = f"{format_bytes(done)} of {format_bytes(total)}"
+    return f"{percent(done, total)} of rank 0's share ({share})"
 
 
 def render(report: dict[str, Any]) -> str:
@@ -93,10 +78,9 @@ def run(args: argparse.Namespace) -> int:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)  # problems are listed in the report
         f = File(args.file, "r", comm=comm)
-    with f:
-        report = f.verify(
-            _Progress(comm.rank == 0 and not args.quiet and (args.progress or not args.json))
-        )
+    with f, progress_line(args, comm.rank) as progress:
+        progress.phase("verify:", 0, _describe)
+        report = f.verify(progress)
     if comm.rank == 0:
         if args.json:
             print_json(report)

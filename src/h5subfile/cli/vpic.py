@@ -8,7 +8,6 @@ from typing import Any
 
 from ..units import parse_count
 from .common import (
-    Progress,
     UsageError,
     add_plan_flags,
     add_progress_flags,
@@ -16,7 +15,7 @@ from .common import (
     int_at_least,
     plan_arguments,
     print_json,
-    progress_wanted,
+    progress_line,
 )
 
 
@@ -80,8 +79,8 @@ def run(args: argparse.Namespace) -> int:
         error = H5SubfileError(problem)
         error.collective = True  # decided from the h5py build: the same on every rank
         raise error
-    wanted = progress_wanted(args, comm.rank)
-    with Progress("vpic", "step", "written", wanted) as progress:
+    with progress_line(args, comm.rank) as progress:
+        progress.phase("vpic:", args.steps, lambda done, n: f"step {done}/{n} written", "step")
         if args.api == "phdf5":
             metrics = run_vpic_phdf5(
                 args.file, args.particles, args.steps, comm, progress, collective=args.collective
