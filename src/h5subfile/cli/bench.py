@@ -9,7 +9,7 @@ import sys
 from typing import TYPE_CHECKING, Any
 
 from ..units import parse_size
-from .common import add_plan_flags, add_progress_flags, plan_arguments, progress_line
+from .common import UsageError, add_plan_flags, add_progress_flags, plan_arguments, progress_line
 
 if TYPE_CHECKING:  # imported when a verb runs, not when the command line is parsed
     from mpi4py import MPI
@@ -255,12 +255,12 @@ def run(args: argparse.Namespace) -> int:
 
     comm = MPI.COMM_WORLD
     runs: list[BenchOptions] = []
-    error: ValueError | None = None
+    error: UsageError | None = None
     try:
         runs = options_for_apis(args)
-    except ValueError as exc:  # the same on every rank: agreed, printed once
-        error = exc
-    agree(comm, error)
+    except ValueError as exc:  # IOR options that cannot be right: the command line is wrong
+        error = UsageError(str(exc))
+    agree(comm, error)  # the same on every rank (all parse the same argv): printed once
     nodes = node_of_ranks(comm)
     available, unavailable = _available(runs)
     if comm.rank == 0:
