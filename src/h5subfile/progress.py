@@ -94,9 +94,9 @@ class Progress:
     ``phase`` starts a phase, ``step`` reports units done in it (also as ``progress(done,
     total)``, the callback the kernels and ``File.verify`` take), ``finish`` closes it with a
     summary, ``close`` ends the line on a terminal. As a context manager it closes the line at
-    the end and, once a phase with a ``unit`` starts, runs the ticking thread. ``stream`` defaults to stderr, ``tty`` to whether
-    ``stream`` is a terminal (then the line is rewritten in place), ``interval`` is the seconds
-    between whole lines elsewhere.
+    the end and, once a phase with a ``unit`` starts, runs the ticking thread. ``stream``
+    defaults to stderr, ``tty`` to whether ``stream`` is a terminal (then the line is rewritten
+    in place), ``interval`` is the seconds between whole lines elsewhere.
     """
 
     def __init__(
@@ -109,8 +109,10 @@ class Progress:
         self.enabled = enabled
         self.stream = sys.stderr if stream is None else stream
         if tty is None:
-            isatty = getattr(self.stream, "isatty", None)
-            tty = bool(isatty and isatty())
+            try:
+                tty = bool(self.stream.isatty())
+            except (AttributeError, OSError, ValueError):  # no such method, or closed
+                tty = False
         self.tty = tty
         self.interval = TTY_INTERVAL if tty else interval
         self.label, self.unit = "", ""
@@ -190,8 +192,7 @@ class Progress:
         """End the line in place on a terminal, so that what follows starts on a new line."""
         if self.enabled and self.tty and self.width:
             with self._lock:
-                self.stream.write("\n")
-                self.stream.flush()
+                self._write("\n")
                 self.width = 0
 
     def _tick(self) -> None:
@@ -214,9 +215,17 @@ class Progress:
     def _show(self, text: str) -> None:
         """Rewrite the line on a terminal, or print ``text`` on a line of its own (lock held)."""
         if self.tty:
-            self.stream.write("\r" + text.ljust(self.width))
+            self._write("\r" + text.ljust(self.width))
             self.width = len(text)
         else:
-            self.stream.write(text + "\n")
-        self.stream.flush()
+            self._write(text + "\n")
         self.shown = time.monotonic()
+
+    def _write(self, text: str) -> None:
+        """Write and flush; a stream that cannot be written (its reader went away, closed)
+        ends the progress, not the run."""
+        try:
+            self.stream.write(text)
+            self.stream.flush()
+        except (OSError, ValueError):
+            self.enabled = False

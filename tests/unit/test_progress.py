@@ -59,3 +59,13 @@ def test_a_terminal_line_is_rewritten_in_place() -> None:
     assert text.startswith("\rverify: 0% (0/4), 0 s")
     assert re.search(r"\rverify: 25% \(1/4\), \d+ s, about \d+ s left", text), text
     assert text.endswith("\rok" + " " * (len(text.split("\r")[-2]) - 2) + "\n")  # old text wiped
+
+
+def test_a_stream_gone_ends_the_progress_not_the_run() -> None:
+    gone = io.StringIO()
+    gone.close()  # as stderr whose reader went away
+    line = Progress(True, gone)
+    line.phase("repack:", 2)
+    line.step(2, last=True)
+    line.finish("done")
+    assert not line.enabled
