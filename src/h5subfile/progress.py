@@ -151,8 +151,8 @@ class Progress:
             self.describe = describe or counted
             self.count = 0
             self.started = self.shown = time.monotonic()
-            if self.tty:
-                self._show(self._line(self.describe(0, total), self.started, 0))
+            if self.tty:  # which phase runs; its units follow (elsewhere its lines say it)
+                self._show(label)
         if unit and self._inside and self._thread is None:  # a thread only where it can speak
             self._stop.clear()
             self._thread = threading.Thread(target=self._tick, name="progress", daemon=True)

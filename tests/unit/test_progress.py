@@ -56,7 +56,7 @@ def test_a_terminal_line_is_rewritten_in_place() -> None:
         line.step(1)  # the interval on a terminal is short: shown, with how long is left
         line.finish("ok")
     text = tty.getvalue()
-    assert text.startswith("\rverify: 0% (0/4), 0 s")
+    assert text.startswith("\rverify:\rverify: 25% (1/4), ")  # the phase, then its units
     assert re.search(r"\rverify: 25% \(1/4\), \d+ s, about \d+ s left", text), text
     assert text.endswith("\rok" + " " * (len(text.split("\r")[-2]) - 2) + "\n")  # old text wiped
 
