@@ -22,7 +22,6 @@ from hypothesis import strategies as st
 
 from h5subfile.bench import sizes
 from h5subfile.errors import BlockError
-from h5subfile.kernels.vpic import FIELDS
 from h5subfile.layout.blockmap import BlockMap, check_block_map
 from h5subfile.layout.blocks import Block, check_blocks
 from h5subfile.layout.integrity import PieceSum
@@ -112,10 +111,6 @@ def test_no_rank_of_10000_is_sent_more_than_its_share(plan: Plan) -> None:
     assert all((tasks == 8) == (r in leaders) for r, _, tasks in rows)
     check_messages(rows)
     assert sizes.vds_mappings(step) == [step.grouping.ngroups] * 8
-
-
-def test_vpic_fields_are_the_kernels() -> None:
-    assert sizes.VPIC_FIELDS == FIELDS
 
 
 @settings(max_examples=300, deadline=None)

@@ -30,19 +30,9 @@ from ..layout.integrity import PieceSum, checksum
 from ..layout.names import subfile_relpath
 from ..layout.planning import vds_sources
 from ..layout.record import DatasetLayout, FileRecord, Session, StoredExtent
+from ..layout.vpic import FIELDS
 from ..plan import Plan
 
-#: The eight fields of one VPIC-IO step (as ``kernels/vpic.py`` writes them).
-VPIC_FIELDS = (
-    ("x", "f4"),
-    ("y", "f4"),
-    ("z", "f4"),
-    ("px", "f4"),
-    ("py", "f4"),
-    ("pz", "f4"),
-    ("id_1", "i4"),
-    ("id_2", "f4"),
-)
 MASTER = "run.h5"
 SESSION_ID = "3f2a9c1e5d0b4e7a9a61c2f08d3b5e77"
 #: Where a subfile's first dataset's data starts: after the 64 KiB metadata block and the
@@ -51,14 +41,14 @@ FIRST_OFFSET = 69632
 
 
 def vpic_requests(
-    ranks: int, particles: int, step: int = 0, fields: int = len(VPIC_FIELDS)
+    ranks: int, particles: int, step: int = 0, fields: int = len(FIELDS)
 ) -> list[RequestedDataset]:
     """One VPIC-IO step (its first ``fields`` datasets) as rank 0 holds it once the ranks'
     requests agree: rank 0's request per field and every rank's block (``particles`` each,
     at the prefix sum)."""
     blocks = BlockMap.prefix(np.full(ranks, particles, dtype=np.int64), ())
     requested = []
-    for name, dtype in VPIC_FIELDS[:fields]:
+    for name, dtype in FIELDS[:fields]:
         request = DatasetRequest(
             f"/Timestep_{step}/{name}",
             np.dtype(dtype),
@@ -80,9 +70,7 @@ class PlannedStep:
     seconds: dict[str, float]
 
 
-def plan_vpic(
-    ranks: int, plan: Plan, particles: int, fields: int = len(VPIC_FIELDS)
-) -> PlannedStep:
+def plan_vpic(ranks: int, plan: Plan, particles: int, fields: int = len(FIELDS)) -> PlannedStep:
     """Group ``ranks`` as ``plan`` says and plan one VPIC-IO step (CPU seconds per phase)."""
     seconds: dict[str, float] = {}
     started = time.process_time()

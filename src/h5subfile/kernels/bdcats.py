@@ -27,9 +27,10 @@ from mpi4py import MPI
 from ..errors import CorruptFileError, H5SubfileError
 from ..files import Dataset, File, Group
 from ..layout.selection import partition
+from ..layout.vpic import FIELDS
 from ..mpi.collective import agree
 from .metrics import Metrics, reduce_metrics
-from .vpic import FIELDS, KERNEL_ATTR, KERNEL_NAME, particle_values
+from .vpic import KERNEL_ATTR, KERNEL_NAME, particle_values
 
 PATTERNS = ("full", "partial", "strided", "random")
 _STEP = re.compile(r"^Timestep_(\d+)$")

@@ -22,25 +22,11 @@ import numpy as np
 from mpi4py import MPI
 
 from ..files import File
+from ..layout.vpic import BYTES_PER_PARTICLE, FIELDS, step_name
 from .metrics import Metrics, reduce_metrics
 
-FIELDS: tuple[tuple[str, str], ...] = (
-    ("x", "f4"),
-    ("y", "f4"),
-    ("z", "f4"),
-    ("px", "f4"),
-    ("py", "f4"),
-    ("pz", "f4"),
-    ("id_1", "i4"),
-    ("id_2", "f4"),
-)
-BYTES_PER_PARTICLE = sum(np.dtype(t).itemsize for _, t in FIELDS)  # 32
 KERNEL_ATTR = "kernel"
 KERNEL_NAME = "h5subfile-vpic"
-
-
-def step_name(step: int) -> str:
-    return f"Timestep_{step}"
 
 
 def particle_values(name: str, step: int, gids: np.ndarray) -> np.ndarray:
