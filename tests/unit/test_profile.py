@@ -16,8 +16,8 @@ from h5subfile.io.profile import (
     COUNTERS,
     FCOUNTERS,
     SIZE_BUCKETS,
-    FileRecord,
     Phases,
+    PosixRecord,
     Profile,
     Trace,
     replay_hdf5_log,
@@ -36,16 +36,16 @@ from h5subfile.io.profile_report import (
 KiB, MiB, GiB = 1 << 10, 1 << 20, 1 << 30
 
 
-def counters(rec: FileRecord) -> dict[str, int]:
+def counters(rec: PosixRecord) -> dict[str, int]:
     return dict(zip(COUNTERS, rec.counters))
 
 
-def fcounters(rec: FileRecord) -> dict[str, float]:
+def fcounters(rec: PosixRecord) -> dict[str, float]:
     return dict(zip(FCOUNTERS, rec.fcounters))
 
 
-def opened(path: str = "/f", alignment: int = 0, origin: float = 0.0) -> FileRecord:
-    rec = FileRecord(path, origin=origin)
+def opened(path: str = "/f", alignment: int = 0, origin: float = 0.0) -> PosixRecord:
+    rec = PosixRecord(path, origin=origin)
     rec.record_open(origin, origin, alignment)
     return rec
 

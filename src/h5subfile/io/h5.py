@@ -15,7 +15,7 @@ import numpy as np
 
 from ..layout.validate import Hdf5Facts, Mapping
 from .posix import block_size
-from .profile import FileRecord, Profile, replay_hdf5_log
+from .profile import PosixRecord, Profile, replay_hdf5_log
 
 #: Library version bounds: 1.8-style object headers (large attributes) and nothing newer than
 #: 1.10, so that HDF5 1.10 tools (Debian's h5dump 1.10.8) read every file we write.
@@ -69,7 +69,7 @@ def collect_hdf5_logs(profile: Profile) -> None:
         except OSError:
             profile.unparsed += 1
             continue
-        record = FileRecord(path, profile.origin, profile.trace, profile.mem_alignment)
+        record = PosixRecord(path, profile.origin, profile.trace, profile.mem_alignment)
         record.record_open(opened, opened + _took(text, "Open"), block_size(path))
         profile.unparsed += replay_hdf5_log(record, text)
         if "Close took" in text:

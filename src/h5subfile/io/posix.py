@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import MissingFileError, TruncatedFileError
-from .profile import FileRecord, Profile
+from .profile import PosixRecord, Profile
 
 #: The largest number of bytes passed to one pread/pwrite system call.
 MAX_TRANSFER = 1 << 30
@@ -172,7 +172,7 @@ class RawFile:
         except FileNotFoundError:
             raise MissingFileError(f"{path} does not exist") from None
         #: this file's profile record (None when not profiling)
-        self.record: FileRecord | None = None
+        self.record: PosixRecord | None = None
         if profile is not None:
             self.record = profile.record(os.path.abspath(path))
             self.record.record_open(started, time.monotonic(), block_size(path))
@@ -222,7 +222,7 @@ class RawFile:
             moved += total
         return calls, moved
 
-    def _profiled(self, record: FileRecord, call: Any, buffers: list[memoryview], at: int) -> int:
+    def _profiled(self, record: PosixRecord, call: Any, buffers: list[memoryview], at: int) -> int:
         """One vectored system call, recorded as one operation (Darshan counts a preadv or
         pwritev as one read or write of the bytes it returned)."""
         profile = self.stats.profile

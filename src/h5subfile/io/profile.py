@@ -133,7 +133,7 @@ class Trace:
         }
 
 
-class FileRecord:
+class PosixRecord:
     """Darshan's POSIX counters of one file on one rank, and the state its definitions need
     (the last byte read and written, the last kind of access, the ends of the last timed
     operations). Times given to the ``record_*`` methods are on the profile's clock; they are
@@ -252,7 +252,7 @@ class FileRecord:
         if self.trace is not None:
             self.trace.add((self.path, kind, offset, length, start, end))
 
-    def absorb(self, other: FileRecord) -> None:
+    def absorb(self, other: PosixRecord) -> None:
         """Add the counters of another record of the same file on this rank (HDF5's operations,
         counted apart from RawFile's so that each stream's timers see its operations in
         order): sums, the larger highest byte and slowest operation, the earlier start and the
@@ -325,7 +325,7 @@ class Phases:
 
 
 class Profile:
-    """One rank's profile: a :class:`FileRecord` per file (by absolute path), the trace (when
+    """One rank's profile: a :class:`PosixRecord` per file (by absolute path), the trace (when
     ``trace_limit`` > 0) and the phases. ``origin``: the clock's reading that timestamps are
     counted from (the session's open)."""
 
@@ -344,16 +344,18 @@ class Profile:
         self.trace = Trace(trace_limit, keep) if trace_limit > 0 else None
         self.phases = Phases(clock)
         self.mem_alignment = mem_alignment
-        self.records: dict[str, FileRecord] = {}
+        self.records: dict[str, PosixRecord] = {}
         self.unparsed = 0  # HDF5 log lines that could not be read (docs/PROFILING.md)
         #: HDF5 files opened with the log driver: (path, log file, the open's start)
         self.hdf5_logs: list[tuple[str, str, float]] = []
 
-    def record(self, path: str) -> FileRecord:
+    def record(self, path: str) -> PosixRecord:
         """The record of ``path`` (absolute), made on first use."""
         rec = self.records.get(path)
         if rec is None:
-            rec = self.records[path] = FileRecord(path, self.origin, self.trace, self.mem_alignment)
+            rec = self.records[path] = PosixRecord(
+                path, self.origin, self.trace, self.mem_alignment
+            )
         return rec
 
     def aligned(self, *buffers: memoryview) -> bool:
@@ -388,7 +390,7 @@ _LOG_SKIP = re.compile(
 )
 
 
-def replay_hdf5_log(record: FileRecord, text: str) -> int:
+def replay_hdf5_log(record: PosixRecord, text: str) -> int:
     """Feed the operations HDF5's log driver wrote for one open of ``record``'s file into it
     (reads and writes with their offsets, lengths and times; ``Stat took`` as one stat whose
     time is already inside the open's). Returns how many lines could not be read."""
