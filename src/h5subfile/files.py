@@ -611,7 +611,7 @@ class File(Group):
             # Every rank is here (no error, or one agreed on all ranks): publish what was written.
             commit.close(session, exc)
             return
-        if session.closed or session.writing is None:
+        if session.closed or (session.writing is None and session.stats.profile is None):
             session.abandon()  # reading: closing is local, nobody waits for this rank
             return
         try:

@@ -128,6 +128,48 @@ def test_a_user_exception_on_one_rank_ends_every_rank(comm: MPI.Comm, earlier: P
     _check_intact(comm, earlier, "x")
 
 
+def test_reading_calls_out_of_order_are_refused_on_every_rank(
+    comm: MPI.Comm, earlier: Path
+) -> None:
+    """verify and a collective read are agreed like the writing calls: a rank doing them in
+    another order meets the others' call and every rank says so."""
+    with hs.File(earlier, "r", comm=comm) as f:
+        d = f["before"]
+        first, then = (
+            (d.read_collective, f.verify) if comm.rank == 1 else (f.verify, d.read_collective)
+        )
+        with raises_on_every_rank(
+            comm,
+            hs.CollectiveMismatchError,
+            "verify (call #1)",
+            "[rank 1] read_collective /before (call #1)",
+        ):
+            first()
+            then()
+
+
+def test_a_user_exception_in_a_profiled_read_ends_every_rank(
+    comm: MPI.Comm, earlier: Path, shared_tmp: Path
+) -> None:
+    """A profiled read-only file closes collectively (the profiles are gathered), so a rank
+    leaving it after an exception of its own is met there, not waited for."""
+    raised: BaseException | None = None
+    try:
+        with hs.File(earlier, "r", comm=comm, profile=str(shared_tmp / "profiles")) as f:
+            f["before"][...]
+            if comm.rank == 1:
+                raise ValueError("boom while reading")
+    except Exception as exc:  # noqa: BLE001 - compared below
+        raised = exc
+    if comm.rank == 1:
+        assert type(raised) is ValueError
+    else:
+        assert isinstance(raised, hs.CollectiveMismatchError), repr(raised)
+        assert "[rank 1] File.__exit__ on rank 1 after ValueError: boom while reading" in str(
+            raised
+        )
+
+
 def test_an_exception_on_every_rank_leaves_the_file_untouched(
     comm: MPI.Comm, earlier: Path
 ) -> None:

@@ -195,6 +195,8 @@ def write_profile(session: Session) -> None:
     if profile is None or session.profile_folder is None:
         return
     session.stats.profile = None  # a second close finds nothing to write
+    if session.writing is None:  # a read-only close is otherwise local: agree on it here
+        session.enter("close")
     add_measured_phases(profile, session.stats)
     finish_profile(
         session.comm,

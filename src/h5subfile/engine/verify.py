@@ -8,12 +8,13 @@ and takes a share of about equal bytes; the findings are gathered on every rank.
 from __future__ import annotations
 
 import heapq
+import os
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from ..errors import ChecksumError, FileModeError, MissingFileError
+from ..errors import ChecksumError, FileModeError, H5SubfileError, MissingFileError
 from ..io.boxes import identity_problem
 from ..io.posix import RawFile
 from ..layout.catalog import NodeInfo
@@ -23,7 +24,7 @@ from ..mpi.collective import allgather
 from .session import Session
 
 #: Scan problems whose dataset's pieces are still checked (its files are there to read).
-_CHECKED_DESPITE = (None, "SubfileMismatchError")
+_CHECKED_DESPITE = (None, "SubfileMismatchError", "MissingFileError")
 #: ``progress(done_bytes, total_bytes)`` of this rank's share.
 Progress = Callable[[int, int], None]
 
@@ -45,6 +46,17 @@ def _items(session: Session) -> tuple[list[_Item], list[str]]:
     """Every piece and recorded subfile to check, and the datasets without checksums."""
     items: list[_Item] = []
     unchecked: list[str] = []
+    known: dict[str, bool] = {}
+
+    def present(relpath: str) -> bool:
+        """Whether a recorded file exists (an unsafe path is checked, and refused, per piece)."""
+        if relpath not in known:
+            try:
+                known[relpath] = os.path.exists(session.reader.paths.resolve(relpath))
+            except H5SubfileError:
+                known[relpath] = True
+        return known[relpath]
+
     for path, info in sorted(session.catalog.nodes.items()):
         layout = info.layout
         if info.kind != "dataset" or layout is None or not layout.extents:
@@ -53,9 +65,12 @@ def _items(session: Session) -> tuple[list[_Item], list[str]]:
             unchecked.append(path)
             continue
         if info.problem is not None and info.problem[0] not in _CHECKED_DESPITE:
-            continue  # missing, truncated, unfinished: the scan's problem says so
+            continue  # truncated, unfinished: the scan's problem says so
         itemsize = _itemsize(info)
+        missing = info.problem is not None and info.problem[0] == "MissingFileError"
         for i, extent in enumerate(layout.extents):
+            if missing and not present(extent.file):
+                continue  # a missing subfile: the scan's problem and its own item say so
             for j, piece in enumerate(extent.pieces):
                 nbytes = _piece_bytes(piece, itemsize)
                 items.append(_Item(nbytes, path, i, j))
@@ -141,11 +156,13 @@ def _check_piece(session: Session, item: _Item) -> dict[str, Any] | None:
 
 def verify(session: Session, progress: Progress | None = None) -> dict[str, Any]:
     """Collective: check this rank's share of the file; every rank returns the whole report."""
-    if session.writing is not None:  # the same on every rank: no rank waits for the others
-        raise FileModeError(
+    refused = None
+    if session.writing is not None:  # the same on every rank, agreed like any other error
+        refused = FileModeError(
             f"verify {session.path} after closing it: checksums are recorded when a write "
             "session closes"
         )
+    session.enter("verify", refused)  # a rank in another call: CollectiveMismatchError
     items, unchecked = _items(session)
     mine = share(items, session.comm.size, session.rank)
     total = sum(i.nbytes for i in mine)
