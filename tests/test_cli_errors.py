@@ -78,6 +78,9 @@ def test_info_never_looks_outside_the_masters_folder(run: Path) -> None:
         record = json.loads(f["Timestep_0/x"].attrs["h5subfile.layout"])
         record["extents"][0]["file"] = "../elsewhere/secret.h5"
         f["Timestep_0/x"].attrs["h5subfile.layout"] = json.dumps(record)
+    secret = run.parent.parent / "elsewhere" / "secret.h5"  # exists: it could be looked at
+    secret.parent.mkdir(exist_ok=True)
+    secret.write_bytes(b"secret")
     result = run_cli(1, "info", run, "--json", timeout=120)
     info = json.loads(result.stdout)
     (entry,) = [f for f in info["files"] if "secret" in f["file"]]

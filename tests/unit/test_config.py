@@ -6,6 +6,7 @@ import dataclasses
 import json
 import os
 import pickle
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -76,6 +77,45 @@ def test_names(tmp_path) -> None:
     os.symlink("/tmp", tmp_path / "link")
     with pytest.raises(UnsafePathError):
         resolve_inside(master, "link/x.h5")
+
+
+def test_paths_are_resolved_without_looking_outside_the_folder(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Symbolic links inside the master's folder are followed; escapes are refused before
+    anything outside the folder is looked at (not even lstat of an existing file there)."""
+    base = tmp_path / "run"
+    (base / "run.subfiles").mkdir(parents=True)
+    (tmp_path / "elsewhere").mkdir()
+    (tmp_path / "elsewhere" / "secret.h5").write_bytes(b"secret")
+    os.symlink("run.subfiles", base / "alias")
+    os.symlink(base / "run.subfiles", base / "absolute_alias")
+    os.symlink("../elsewhere", base / "out")
+    os.symlink(tmp_path / "elsewhere", base / "absolute_out")
+    os.symlink("loop", base / "loop")
+    real_base = os.path.realpath(base)  # the master's own folder: resolved once, by the caller
+    looked: list[str] = []
+    for name in ("lstat", "stat", "readlink"):
+        real = getattr(os, name)
+        monkeypatch.setattr(
+            os, name, lambda p, *a, _real=real, **k: (looked.append(str(p)), _real(p, *a, **k))[1]
+        )
+    master = str(base / "run.h5")
+    inside = str(base / "run.subfiles" / "s.h5")
+    for rel in ("run.subfiles/s.h5", "alias/s.h5", "absolute_alias/s.h5", "alias/../alias/s.h5"):
+        assert resolve_inside(master, rel, real_base) == inside, rel
+    for evil in (
+        "out/secret.h5",
+        "absolute_out/secret.h5",
+        "../elsewhere/secret.h5",
+        "../run/run.subfiles/s.h5",
+        "loop/x.h5",
+        "nothing/../../elsewhere/secret.h5",
+    ):
+        with pytest.raises(UnsafePathError, match="escapes the master's folder"):
+            resolve_inside(master, evil, real_base)
+    outside = [p for p in looked if not p.startswith(real_base + os.sep) and p != real_base]
+    assert looked and not outside, outside
 
 
 def test_records_round_trip() -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import re
+import stat
 
 from ..errors import UnsafePathError
 
@@ -46,8 +47,10 @@ def resolve_inside(master_path: str, relpath: str, base: str | None = None) -> s
     """Absolute path of ``relpath`` (relative to the master's folder), refusing escapes.
 
     ``""`` and ``"."`` name the master itself. Absolute paths and paths leaving the master's
-    folder (``..``, symlinked folders) raise :class:`UnsafePathError`. ``base``: the master's
-    folder with symbolic links resolved, when the caller knows it.
+    folder (``..``, symbolic links pointing out of it) raise :class:`UnsafePathError`, and
+    nothing outside the folder is looked at to decide: links are followed one component at
+    a time, only inside it (see :func:`_walk_inside`). ``base``: the master's folder with
+    symbolic links resolved, when the caller knows it.
     """
     if names_master(relpath):
         return os.path.abspath(master_path)
@@ -58,12 +61,54 @@ def resolve_inside(master_path: str, relpath: str, base: str | None = None) -> s
             f"source path {relpath!r} in {master_path} is absolute; h5subfile only follows paths "
             "relative to the master's folder"
         )
-    target = os.path.realpath(os.path.join(base, relpath))
-    if os.path.commonpath([base, target]) != base:
+    target = _walk_inside(base, relpath)
+    if target is None:
         raise UnsafePathError(
             f"source path {relpath!r} in {master_path} escapes the master's folder {base}"
         )
     return target
+
+
+#: The most symbolic links followed in one path (Linux's limit is 40).
+MAX_LINKS = 40
+
+
+def _walk_inside(base: str, relpath: str) -> str | None:
+    """``relpath`` under the real folder ``base`` with its symbolic links resolved, or None as
+    soon as it leaves ``base`` (by ``..`` or by a link's target, compared as written): only
+    paths inside ``base`` are looked at. A missing component ends the lookups (the rest is
+    taken as written), as :func:`os.path.realpath` does."""
+    pending = relpath.split("/")[::-1]
+    current, links, looking = base, 0, True
+    while pending:
+        part = pending.pop()
+        if part in ("", "."):
+            continue
+        current = os.path.dirname(current) if part == ".." else os.path.join(current, part)
+        if not _inside(base, current):
+            return None
+        if not looking:
+            continue
+        try:
+            mode = os.lstat(current).st_mode
+        except OSError:
+            looking = False  # missing (or unreadable): nothing below it to resolve
+            continue
+        if stat.S_ISLNK(mode):
+            links += 1
+            if links > MAX_LINKS:
+                return None
+            target = os.readlink(current)
+            if os.path.isabs(target):  # followed only when it names a place inside base
+                current, target = base, os.path.relpath(os.path.normpath(target), base)
+            else:
+                current = os.path.dirname(current)
+            pending.extend(target.split("/")[::-1])
+    return current
+
+
+def _inside(base: str, path: str) -> bool:
+    return path == base or path.startswith(base.rstrip("/") + "/")
 
 
 class SourcePaths:
