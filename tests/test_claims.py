@@ -87,6 +87,8 @@ def test_two_jobs_writing_one_file_never_mix(tmp_path: Path) -> None:
         assert status == (1 if lost else 0), err[-3000:]
         for r in lost:  # each refusal, with its message, on stderr
             assert f"FileBusyError: {r['message']}" in err
+    refused = sum(not r["ok"] for _, rounds, _ in results.values() for r in rounds)
+    assert refused, "no round had the two jobs at once: the race was not exercised"
     winners = [check_round(i, *(results[t][1][i] for t in (1, 2))) for i in range(ROUNDS)]
     paths = [tmp_path / f"round{i}" / "run.h5" for i in range(ROUNDS)]
     for seen in read_back(*paths):

@@ -2,7 +2,9 @@
 at an agreed moment (JOBS jobs race: each makes ``FOLDER/ready-<tag>``, and once JOBS such files
 exist round i starts ``START_DELAY + i * GAP`` seconds after the newest), writes datasets
 ``job<tag>/x0``, ``x1``, ``x2`` holding ``expected(tag, step)`` (this rank's block at the prefix
-sum) and closes it. With a HOLD file, it makes ``HOLD.waiting`` once it has written, and waits
+sum) and closes it; in even rounds it keeps the file open DWELL seconds longer, so that the jobs'
+sessions overlap even when their starts drift apart by more than a write takes (odd rounds race
+at the moment of opening only). With a HOLD file, it makes ``HOLD.waiting`` once it has written, and waits
 before closing until HOLD is removed.
 
 Rank 0 prints one JSON line per round: ``{"round", "ok", "uuid", "held": [after open,
@@ -25,6 +27,7 @@ import h5subfile as hs
 N = 20_000  # elements per rank and dataset
 STEPS = 3
 START_DELAY = 0.3
+DWELL = 0.15
 
 
 def expected(tag: int, step: int, size: int) -> np.ndarray:
@@ -32,7 +35,7 @@ def expected(tag: int, step: int, size: int) -> np.ndarray:
     return tag * 10**9 + step * 10**6 + np.arange(size * N, dtype="i8")
 
 
-def write_round(path: str, mode: str, tag: int, hold: str | None) -> dict:
+def write_round(path: str, mode: str, tag: int, hold: str | None, dwell: float) -> dict:
     comm = MPI.COMM_WORLD
     mine = slice(comm.rank * N, (comm.rank + 1) * N)
     try:
@@ -46,6 +49,7 @@ def write_round(path: str, mode: str, tag: int, hold: str | None) -> dict:
                 open(hold + ".waiting", "w").close()
             while hold and comm.bcast(os.path.exists(hold)):
                 time.sleep(0.05)
+            time.sleep(dwell)
             closing = time.time()
     except hs.H5SubfileError as exc:
         return {"ok": False, "error": type(exc).__name__, "message": str(exc)}
@@ -74,7 +78,8 @@ def main() -> None:
     lost = []
     for i in range(rounds):
         time.sleep(max(0.0, start + i * gap - time.time()))
-        outcome = write_round(os.path.join(folder, f"round{i}", "run.h5"), mode, tag, hold)
+        path = os.path.join(folder, f"round{i}", "run.h5")
+        outcome = write_round(path, mode, tag, hold, DWELL if i % 2 == 0 else 0.0)
         if comm.rank == 0:
             print(json.dumps(dict(outcome, round=i)), flush=True)
         if not outcome["ok"]:
