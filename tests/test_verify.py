@@ -6,9 +6,11 @@ still reads files with identities and checksums."""
 from __future__ import annotations
 
 import json
+import shutil
 import tarfile
 from pathlib import Path
 
+import h5py
 import pytest
 
 from conftest import ROOT, run_cli, run_python
@@ -88,6 +90,65 @@ def test_flipped_byte_exits_1_naming_subfile_and_offset(
     assert "/Timestep_1/py" in line and subfile.name in line, line
     assert f"byte offset {offset}, length {PARTICLES * 4}" in line, line
     assert result.stdout.rstrip().endswith("DAMAGED")
+
+
+def _copy(written: Path, folder: Path) -> Path:
+    copy = folder / "run.h5"
+    shutil.copy(written, copy)
+    shutil.copytree(written.parent / "run.subfiles", folder / "run.subfiles")
+    return copy
+
+
+def _swap(copy: Path) -> str:
+    a, b = sorted((copy.parent / "run.subfiles").iterdir())
+    a.rename(a.with_suffix(".tmp"))
+    b.rename(a)
+    a.with_suffix(".tmp").rename(b)
+    return a.name
+
+
+def _remove(copy: Path) -> str:
+    victim = sorted((copy.parent / "run.subfiles").iterdir())[1]
+    victim.unlink()
+    return victim.name
+
+
+def _move_offset(copy: Path) -> str:
+    """A hostile record: the second extent of Timestep_0/x points at the subfile's start."""
+    with h5py.File(copy, "r+") as f:
+        record = json.loads(f["Timestep_0/x"].attrs["h5subfile.layout"])
+        record["extents"][1]["offset"] = 0
+        f["Timestep_0/x"].attrs["h5subfile.layout"] = json.dumps(record)
+    return "/Timestep_0/x"
+
+
+@pytest.mark.parametrize(
+    "damage, said",
+    [(_swap, "is not the one its master"), (_remove, "does not exist"), (_move_offset, "")],
+)
+def test_damaged_subfiles_and_records_exit_1_naming_them(
+    tmp_path: Path, written: Path, damage, said: str
+) -> None:
+    """Besides flipped bytes: swapped or missing subfiles and a record that disagrees with the
+    VDS are each reported by name, exit status 1, and nothing is printed twice."""
+    copy = _copy(written, tmp_path)
+    named = damage(copy)
+    result = run_cli(2, "verify", copy, "--quiet")
+    assert result.returncode == 1, result.stdout + result.stderr
+    assert any(named in line and said in line for line in result.stdout.splitlines()), result.stdout
+    assert result.stdout.rstrip().endswith("DAMAGED")
+    assert len(set(result.stdout.splitlines())) == len(result.stdout.splitlines()), result.stdout
+
+
+def test_repack_of_a_damaged_file_is_one_message(tmp_path: Path, written: Path) -> None:
+    copy = _copy(written, tmp_path)
+    named = _remove(copy)
+    result = run_cli(2, "repack", copy, tmp_path / "out.h5")
+    assert result.returncode == 1, result.stdout + result.stderr
+    lines = [line for line in result.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1 and named in lines[0], result.stderr
+    assert "Traceback" not in result.stderr and "Warning" not in result.stderr
+    assert not (tmp_path / "out.h5").exists()
 
 
 def test_usage_error_exits_2() -> None:
