@@ -26,6 +26,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+import checksum_cost  # noqa: E402
 import metadata_scaling  # noqa: E402
 import open_scaling  # noqa: E402
 import paper_experiment  # noqa: E402
@@ -45,6 +46,7 @@ DATA = {
     "master": "master-size.json",
     "open": "open-scaling.json",
     "repack": "repack-results.json",
+    "checksums": "checksum-cost.json",
 }
 PAPER_TITLE = paper_experiment.TITLE
 SHORT = {PAPER_TITLE: "VPIC-IO / IOR"}
@@ -509,6 +511,23 @@ def open_summary(data: dict) -> list[tuple[str, str, str]]:
     ]
 
 
+def checksum_summary(data: dict) -> list[tuple[str, str, str]]:
+    cells = [
+        f"{checksum_cost.PLAN_LABELS[r['plan']].split(' (')[0]} "
+        f"**{checksum_cost.cell(checksum_cost.cost(r), 2)}** (null "
+        f"{checksum_cost.cell(checksum_cost.null(r), 2)})"
+        for r in data["results"]
+    ]
+    return [
+        (
+            f"Checksums on the VPIC write at {data['ranks']} ranks: time with them / without "
+            "hashing (target at most 1.03)",
+            "; ".join(cells),
+            checksum_cost.TITLE,
+        )
+    ]
+
+
 def summary(data: dict[str, dict]) -> str:
     paper = data["paper"]
     m = paper["machine"]
@@ -519,6 +538,7 @@ def summary(data: dict[str, dict]) -> str:
         + repack_summary(data["repack"])
         + master_summary(data["master"])
         + open_summary(data["open"])
+        + checksum_summary(data["checksums"])
     )
     other = sorted(
         {
@@ -576,6 +596,7 @@ others run `report.py`):
 | [Engine refactor]({engine}) | `docs/recorded-results.json` | by hand: two installations alternated, commands in the section |
 | [Cost of a collective call]({collective}) | `docs/recorded-results.json` | `benchmarks/collective_experiment.py`, `benchmarks/collective_cost.py` (in the section) |
 | [Integrity]({integrity}) | `docs/recorded-results.json` | by hand: `h5subfile vpic` runs of two checkouts alternated (in the section) |
+| [Cost of the checksums]({checksums}) | `docs/checksum-cost.json` | `.venv/bin/python benchmarks/checksum_cost.py --ranks 2 --rounds 15 --json docs/checksum-cost.json` |
 | [Metadata at scale]({metadata}) | `docs/metadata-scaling.json` | `make phdf5 && .venv-phdf5/bin/python benchmarks/metadata_scaling.py --label LABEL` |
 | [Opening for reading at scale]({open}) | `docs/open-scaling.json` | `.venv/bin/python benchmarks/open_scaling.py --ranks 1 8 64 --writers 64 --json docs/open-scaling.json` |
 | [Master size]({master}) | `docs/master-size.json` | `.venv/bin/python benchmarks/master_size.py --repeats 5 --json docs/master-size.json` |
@@ -594,6 +615,7 @@ def build(data: dict[str, dict]) -> str:
         "engine": anchor(rec["engine"]["title"]),
         "collective": anchor(rec["collective"]["title"]),
         "integrity": anchor(rec["integrity"]["title"]),
+        "checksums": anchor(checksum_cost.TITLE),
         "metadata": anchor("Metadata at scale"),
         "master": anchor(MASTER_TITLE),
         "open": anchor(open_scaling.TITLE),
@@ -607,6 +629,7 @@ def build(data: dict[str, dict]) -> str:
         "<!-- engine:begin -->\n" + recorded(rec["engine"]) + "\n<!-- engine:end -->",
         recorded(rec["collective"]),
         recorded(rec["integrity"]),
+        checksum_cost.render(data["checksums"]),
         metadata_scaling.render(data["metadata"]),
         open_scaling.render(data["open"]),
         master(data["master"]),

@@ -1,0 +1,305 @@
+"""What the piece checksums cost on the VPIC write (docs/BENCHMARKS.md, "Cost of the
+checksums, measured in one job").
+
+One MPI job writes the VPIC-IO kernel's file again and again, in one process per rank, each
+write into a fresh folder (deleted after it, then ``sync``, untimed). Three variants take turns
+in rounds whose order rotates (A B A', B A' A, A' A B):
+
+- **checksums** (A, and A' for the null comparison): h5subfile as shipped;
+- **no hashing** (B): the same code with the hash function replaced, in this job only, by one
+  that returns a constant; everything else (the thread, the gather at close, the rewritten
+  layout records) runs as shipped. B / A is therefore the cost of hashing the bytes, and A' / A
+  the noise between identical runs.
+
+Interleaving inside one job removes what separate jobs add to the noise (start-up, imports,
+MPI set-up, another job's page cache), so the per-round ratios resolve a few per cent where
+whole jobs could not. Metric: h5bench's observed completion time (open to close, max over
+ranks); also the raw time (inside the data writes) and every rank's CPU time (all threads).
+
+Run (2 ranks: the machine's cores; the JSON feeds ``benchmarks/report.py``):
+
+    .venv/bin/python benchmarks/checksum_cost.py --ranks 2 --rounds 15 \
+        --json docs/checksum-cost.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from h5subfile.mpi.launch import mpiexec
+
+VARIANTS = ("checksums", "no hashing", "checksums'")
+ROTATIONS = ((0, 1, 2), (1, 2, 0), (2, 0, 1))
+
+#: Run by every rank of the job: argv = folder, particles, steps, rounds, plan (JSON).
+JOB = """
+import json, os, shutil, sys, time
+from mpi4py import MPI
+import h5subfile.engine.integrity as integrity
+from h5subfile.kernels.vpic import run_vpic
+
+comm = MPI.COMM_WORLD
+folder, particles, steps, rounds = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
+plan = json.loads(sys.argv[5])
+variants = json.loads(sys.argv[6])
+rotations = json.loads(sys.argv[7])
+real = integrity.checksum
+constant = lambda data: "0" * 16
+found = []
+warm = os.path.join(folder, "warm-up", "vpic.h5")  # imports, MPI and allocator warm-up
+if comm.rank == 0:
+    os.makedirs(os.path.dirname(warm))
+comm.Barrier()
+run_vpic(warm, particles, steps, comm, **plan)
+if comm.rank == 0:
+    shutil.rmtree(os.path.dirname(warm))
+    os.sync()
+comm.Barrier()
+for round_ in range(rounds):
+    for index in rotations[round_ % len(rotations)]:
+        integrity.checksum = constant if variants[index] == "no hashing" else real
+        path = os.path.join(folder, f"run{round_}-{index}", "vpic.h5")
+        if comm.rank == 0:
+            os.makedirs(os.path.dirname(path))
+        comm.Barrier()
+        cpu = time.process_time()
+        m = run_vpic(path, particles, steps, comm, **plan)
+        cpu = comm.allreduce(time.process_time() - cpu, op=MPI.MAX)
+        if comm.rank == 0:
+            found.append([round_, index, m.observed_seconds, m.raw_seconds, cpu])
+            shutil.rmtree(os.path.dirname(path))
+            os.sync()
+        comm.Barrier()
+if comm.rank == 0:
+    print(json.dumps(found))
+"""
+FIELDS = ("observed", "raw", "cpu")
+
+
+def measure(args: argparse.Namespace, plan: dict, folder: Path) -> list[list[float]]:
+    command = [mpiexec(), "-n", str(args.ranks), sys.executable, "-c", JOB, str(folder)]
+    command += [str(args.particles), str(args.steps), str(args.rounds), json.dumps(plan)]
+    command += [json.dumps(VARIANTS), json.dumps(ROTATIONS)]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=3600)
+    if done.returncode != 0:
+        sys.exit(f"failed: {' '.join(command)}\n{done.stderr[-2000:]}")
+    return json.loads(done.stdout)
+
+
+def spread(values: list[float]) -> dict[str, float]:
+    return {"median": statistics.median(values), "min": min(values), "max": max(values)}
+
+
+def summarise(samples: list[list[float]], rounds: int) -> dict:
+    """Medians per variant and per-round ratios (B / A, A' / A) for every field."""
+    by: dict[tuple[int, int], list[float]] = {(int(s[0]), int(s[1])): s[2:] for s in samples}
+    out: dict = {"variants": {}, "ratios": {}}
+    for index, name in enumerate(VARIANTS):
+        rows = [by[(r, index)] for r in range(rounds)]
+        out["variants"][name] = {f: spread([row[i] for row in rows]) for i, f in enumerate(FIELDS)}
+    for label, index in (("no hashing / checksums", 1), ("null: checksums' / checksums", 2)):
+        out["ratios"][label] = {
+            f: spread([by[(r, index)][i] / by[(r, 0)][i] for r in range(rounds)])
+            for i, f in enumerate(FIELDS)
+        }
+    return out
+
+
+def plan_of(name: str) -> dict:
+    """The File options of a plan name: a grouping (``default``, ``rank``, a number of
+    subfiles), optionally ``+fsync`` (every file fsynced before the commit: the bytes reach the
+    disk, as a checkpoint's should)."""
+    grouping, _, extra = name.partition("+")
+    plan: dict = {} if grouping == "default" else {"subfiles": grouping}
+    if extra == "fsync":
+        plan["fsync"] = True
+    elif extra:
+        raise SystemExit(f"unknown plan modifier {extra!r} in {name!r} (known: fsync)")
+    return plan
+
+
+def hashing_speed(repeats: int = 5) -> dict[str, float]:
+    """GiB/s of the checksum on one core: over 256 MiB (8 arrays of 32 MiB, larger than the
+    caches: one VPIC step of one rank) and over 1 MiB hashed again and again (in cache)."""
+    import numpy as np
+
+    from h5subfile.layout.integrity import checksum
+
+    arrays = [np.random.default_rng(i).random(8 * 2**20, dtype=np.float32) for i in range(8)]
+    small = arrays[0][: 2**18]
+    cold, warm = [], []
+    for _ in range(repeats):
+        t = time.perf_counter()
+        for a in arrays:
+            checksum(a)
+        cold.append(time.perf_counter() - t)
+        checksum(small)
+        t = time.perf_counter()
+        for _ in range(256):
+            checksum(small)
+        warm.append(time.perf_counter() - t)
+    return {"memory": 0.25 / statistics.median(cold), "cache": 0.25 / statistics.median(warm)}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--ranks", type=int, default=2)
+    parser.add_argument("--particles", type=int, default=8 * 2**20)
+    parser.add_argument("--steps", type=int, default=2)
+    parser.add_argument("--rounds", type=int, default=15)
+    parser.add_argument("--plans", nargs="+", default=["default", "rank", "default+fsync"])
+    parser.add_argument("--json", type=Path, default=None)
+    args = parser.parse_args()
+    speed = hashing_speed()
+    print(f"hashing: {speed['memory']:.1f} GiB/s from memory, {speed['cache']:.1f} from cache")
+    load_before = os.getloadavg()
+    started = time.time()
+    results = []
+    scratch = Path(os.environ.get("TMPDIR", "/tmp")) / f"checksum-cost-{os.getpid()}"
+    for name in args.plans:
+        plan = plan_of(name)
+        scratch.mkdir(parents=True)
+        try:
+            samples = measure(args, plan, scratch)
+        finally:
+            subprocess.run(["rm", "-rf", str(scratch)], check=False)
+        summary = summarise(samples, args.rounds)
+        results.append({"plan": name, "samples": samples, **summary})
+        for label, ratio in summary["ratios"].items():
+            obs = ratio["observed"]
+            print(
+                f"{name:14s} {label:30s} observed {obs['median']:.3f} "
+                f"({obs['min']:.3f}-{obs['max']:.3f})  cpu {ratio['cpu']['median']:.3f}"
+            )
+    if args.json is not None:
+        record = {
+            "ranks": args.ranks,
+            "particles": args.particles,
+            "steps": args.steps,
+            "rounds": args.rounds,
+            "cpus": os.cpu_count(),
+            "machine": platform.platform(),
+            "load_before": load_before,
+            "load_after": os.getloadavg(),
+            "commit": subprocess.run(
+                ["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True
+            ).stdout.strip(),
+            "started": started,
+            "hashing_gib_s": speed,
+            "results": results,
+        }
+        args.json.write_text(json.dumps(record, indent=1) + "\n")
+
+
+TITLE = "Cost of the checksums, measured in one job"
+PLAN_LABELS = {
+    "default": "default plan (2 ranks: data in the master)",
+    "rank": 'file per process (`subfiles="rank"`: 2 subfiles, identities)',
+    "default+fsync": "default plan, `fsync=True` (the bytes reach the disk)",
+}
+
+
+def cell(spread: dict, digits: int = 3) -> str:
+    return f"{spread['median']:.{digits}f} ({spread['min']:.{digits}f}-{spread['max']:.{digits}f})"
+
+
+def cost(result: dict, field: str = "observed") -> dict:
+    """What the checksums add, as checksums / no hashing per round (the inverse of the
+    recorded ratio): median, min, max."""
+    ratio = result["ratios"]["no hashing / checksums"][field]
+    return {"median": 1 / ratio["median"], "min": 1 / ratio["max"], "max": 1 / ratio["min"]}
+
+
+def null(result: dict, field: str = "observed") -> dict:
+    ratio = result["ratios"]["null: checksums' / checksums"][field]
+    return {"median": 1 / ratio["median"], "min": 1 / ratio["max"], "max": 1 / ratio["min"]}
+
+
+def render(record: dict) -> str:
+    """The section of docs/BENCHMARKS.md for one run of this script."""
+    mib = record["particles"] * 32 / 2**20
+    speed = record["hashing_gib_s"]
+    lines = [
+        f"## {TITLE}",
+        "",
+        "Generated by `benchmarks/checksum_cost.py` from docs/checksum-cost.json. The earlier "
+        "section compared two checkouts in separate jobs and could not resolve a few per cent. "
+        "Here one MPI job writes the VPIC-IO file again and again and alternates, round by "
+        "round in rotating order, h5subfile as shipped (*checksums*, twice: A and A') with the "
+        "same code whose hash function returns a constant (*no hashing*, B: the thread, the "
+        "gather at close and the layout records run as shipped). So B against A is the cost "
+        "of hashing the bytes and A' against A the noise. Each write goes to a fresh folder, "
+        "deleted and followed by `sync` outside the timing. Command:",
+        "",
+        "```sh",
+        f".venv/bin/python benchmarks/checksum_cost.py --ranks {record['ranks']} "
+        f"--rounds {record['rounds']} --json docs/checksum-cost.json",
+        "```",
+        "",
+        f"{record['ranks']} ranks on {record['cpus']} cores ({record['machine']}), "
+        f"{record['particles'] // 2**20}Mi particles per rank ({mib:.0f} MiB per rank per "
+        f"step), {record['steps']} steps, {record['rounds']} rounds, commit "
+        f"{record['commit']}; load average before / after "
+        f"{record['load_before'][0]:.1f} / {record['load_after'][0]:.1f}. Metric: observed "
+        "completion time (open to close, max over ranks); *cost* = checksums / no hashing per "
+        "round, *null* = A' / A per round: median (min-max) over the rounds.",
+        "",
+        "| plan | checksums s | no hashing s | cost, observed | null, observed | cost, raw "
+        "write time | cost, CPU time (max over ranks) |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for r in record["results"]:
+        v = r["variants"]
+        lines.append(
+            f"| {PLAN_LABELS.get(r['plan'], r['plan'])} | {cell(v['checksums']['observed'])} | "
+            f"{cell(v['no hashing']['observed'])} | **{cell(cost(r), 2)}** | "
+            f"{cell(null(r), 2)} | {cell(cost(r, 'raw'), 2)} | {cell(cost(r, 'cpu'), 2)} |"
+        )
+    by = {r["plan"]: r for r in record["results"]}
+    lines += [
+        "",
+        f"Hashing alone on one core (xxh3_64, this machine): {speed['memory']:.1f} "
+        f"GiB/s over 256 MiB (from memory), {speed['cache']:.1f} GiB/s over 1 MiB in "
+        "cache.",
+        "",
+    ]
+    page = [p for p in ("default", "rank") if p in by]
+    if page:
+        worst = max(page, key=lambda p: cost(by[p])["median"])
+        hash_ms = 2 * mib / 1024 / speed["memory"] * 1000
+        cache_gib_s = 2 * mib / 1024 / by[worst]["variants"]["no hashing"]["raw"]["median"]
+        added = ", ".join(f"{100 * (cost(by[p])['median'] - 1):.0f} % ({p})" for p in page)
+        lines.append(
+            "- **Target (at most 3 % on the VPIC write): not met when the writes land in the "
+            f"page cache** with every core running a rank: the checksums add {added}, beyond "
+            f"the null comparisons. Hashing is CPU work: at {speed['memory']:.1f} GiB/s a "
+            f"rank's {2 * mib:.0f} MiB take ~{hash_ms:.0f} ms of a core, and when the ranks "
+            "fill the cores the hashing thread cannot run beside the writes but takes turns "
+            f"with them ({worst}: the raw write time grows "
+            f"{100 * (cost(by[worst], 'raw')['median'] - 1):.0f} %). The page cache takes a "
+            f"rank's bytes at {cache_gib_s:.1f} GiB/s ({worst}, no hashing, raw time), so "
+            "hashing is a fixed share of such a write whatever its size; xxh3_64 is the "
+            "fastest checksum measured (see *Integrity* above for crc32c)."
+        )
+    if "default+fsync" in by:
+        r = by["default+fsync"]
+        lines.append(
+            "- **Where the storage, not memory, bounds the write, the cost is not resolved**: "
+            f"with the bytes reaching the disk (`fsync=True`) checksums / no hashing is "
+            f"{cell(cost(r), 2)} against a null of {cell(null(r), 2)}: the hashing thread "
+            "runs while the rank waits for the disk, as it does wherever the storage is "
+            "slower than hashing."
+        )
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":
+    main()
