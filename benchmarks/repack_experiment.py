@@ -8,6 +8,9 @@ repetition (after an untimed ``sync``, the output removed after each run):
 - ``h5repack``: ``h5repack -l CONTI IN OUT`` (serial; HDF5's own tool)
 - ``h5repack again``: the same command, the null comparison (how much identical runs differ)
 - ``repack 1 rank`` / ``repack 2 ranks``: ``mpiexec -n P h5subfile repack IN OUT --subfiles 1``
+- ``start-up, 2 ranks``: ``mpiexec -n 2`` of a Python that imports what ``repack`` imports and
+  meets the other rank in one barrier, nothing copied: the part of the repack commands' time
+  that does not depend on the file
 
 Each time is the whole command, from process start to exit (both tools pay their start-up).
 Before the runs, both outputs are compared value for value with plain h5py (untimed), so the
@@ -41,6 +44,11 @@ BIN = Path(sys.executable).parent
 CHECK = ROOT / "tests" / "interop" / "repack_check.py"
 SEED = 20261123
 REFERENCE, NULL = "h5repack", "h5repack again"
+STARTUP = "start-up, 2 ranks"
+STARTUP_CODE = (
+    "import h5py, hdf5plugin, numpy; import h5subfile.cli, h5subfile.repack; "
+    "from mpi4py import MPI; MPI.COMM_WORLD.Barrier()"
+)
 
 
 def commands(source: Path, target: Path) -> dict[str, list[str]]:
@@ -53,6 +61,7 @@ def commands(source: Path, target: Path) -> dict[str, list[str]]:
         NULL: [h5repack, "-l", "CONTI", str(source), str(target)],
         "repack 1 rank": [str(BIN / "mpiexec"), "-n", "1", *ours, "--quiet"],
         "repack 2 ranks": [str(BIN / "mpiexec"), "-n", "2", *ours, "--quiet"],
+        STARTUP: [str(BIN / "mpiexec"), "-n", "2", sys.executable, "-c", STARTUP_CODE],
     }
 
 
