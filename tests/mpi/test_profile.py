@@ -6,6 +6,7 @@ value written. Any rank count (2 and 3 in the suite)."""
 from __future__ import annotations
 
 import json
+import time
 from pathlib import Path
 
 import numpy as np
@@ -44,6 +45,10 @@ def test_profiled_write_counts_every_rank_s_bytes(comm: MPI.Intracomm, shared_tm
     assert list(record["counters"]) == list(COUNTERS)
     assert list(record["fcounters"]) == list(FCOUNTERS)
     assert 0 <= record["counters"]["POSIX_FASTEST_RANK"] < size
+    # every collective call (open excepted) is one agreement round; waiting is timed
+    phases = mine["phases"]
+    calls = 2 + 1  # two write_dataset calls and the close
+    assert phases["agree"]["count"] >= calls and phases["agree"]["seconds"] > 0, phases
     text = (folder / "run.h5.write.txt").read_text()
     assert "\nPOSIX\t-1\t" in text and "#<module>\t<rank>\t<record id>" in text
     with hs.File(shared_tmp / "plain.h5", "r") as plain, hs.File(shared_tmp / "run.h5", "r") as run:
@@ -65,3 +70,19 @@ def test_profiled_read_is_written_at_a_collective_close(
     assert mine["bytes_read"] >= read > 0
     assert doc["totals"]["bytes_read"] >= sum(comm.allgather(read))
     assert doc["totals"]["bytes_written"] == 0
+
+
+def test_waiting_for_a_late_rank_is_the_wait_phase(comm: MPI.Intracomm, shared_tmp: Path) -> None:
+    """Rank 1 arrives 0.3 s late at a write: every other rank's profile shows that time as
+    waiting (in the polled agreement round), rank 1's does not."""
+    folder = shared_tmp / "late"
+    with hs.File(shared_tmp / "late.h5", "w", profile=folder) as f:
+        if comm.rank == 1:
+            time.sleep(0.3)
+        f.write_dataset("x", np.arange(10, dtype="i4"))
+    ranks = json.loads((folder / "late.h5.write.json").read_text())["ranks"]
+    waited = [r["phases"].get("wait", {"seconds": 0.0})["seconds"] for r in ranks]
+    for rank, seconds in enumerate(waited):
+        if rank != 1:
+            assert seconds >= 0.25, waited
+    assert waited[1] < 0.25, waited

@@ -137,12 +137,15 @@ def test_engine_phases_are_timed_only_in_profiled_sessions() -> None:
     profiled = SimpleNamespace(stats=IOStats(profile=Profile(), exchange_seconds=0.5))
     profiled.stats.syncs, profiled.stats.sync_seconds = 3, 0.25
     assert work(profiled, 2) == 3 and work(profiled, 3) == 4
-    add_measured_phases(profiled.stats.profile, profiled.stats)
+    from mpi4py import MPI
+
+    add_measured_phases(profiled.stats.profile, profiled.stats, MPI.COMM_SELF, (0.0, 0))
     phases = profiled.stats.profile.phases.as_dict()
     assert phases["transfer"]["count"] == 2
     assert phases["exchange"] == {"seconds": 0.5, "count": 1}
     assert phases["fsync"] == {"seconds": 0.25, "count": 3}
     assert "compress" not in phases
+    assert "wait" not in phases  # one process: no polled round ever waited
 
 
 def test_fsync_by_name_is_recorded(tmp_path: Path) -> None:

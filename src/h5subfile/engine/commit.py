@@ -197,7 +197,7 @@ def write_profile(session: Session) -> None:
     session.stats.profile = None  # a second close finds nothing to write
     if session.writing is None:  # a read-only close is otherwise local: agree on it here
         session.enter("close")
-    add_measured_phases(profile, session.stats)
+    add_measured_phases(profile, session.stats, session.comm, session.profile_waited)
     finish_profile(
         session.comm,
         profile,

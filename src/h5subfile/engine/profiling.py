@@ -19,7 +19,7 @@ from ..errors import PlanError
 from ..io.h5 import collect_hdf5_logs
 from ..io.profile import Profile
 from ..io.profile_report import format_text, parse_mounts, reduce_profiles, to_json
-from ..mpi.collective import bcast, gather, root_only
+from ..mpi.collective import bcast, gather, root_only, waited
 
 #: The environment variable that profiles any application unchanged.
 PROFILE_ENV = "H5SUBFILE_PROFILE"
@@ -48,16 +48,27 @@ def phase(name: str) -> Callable[[F], F]:
     return decorate
 
 
-def add_measured_phases(profile: Profile, stats: Any) -> None:
-    """The phases the engine already measures in its ``IOStats``: exchanges between ranks,
-    compression, fsyncs (counted per fsync)."""
+def add_measured_phases(
+    profile: Profile, stats: Any, comm: MPI.Comm, waited_before: tuple[float, int]
+) -> None:
+    """The phases measured elsewhere: in the engine's ``IOStats`` exchanges between ranks,
+    compression, fsyncs (counted per fsync); in the polled collective rounds on ``comm``,
+    the time spent waiting for other ranks since ``waited_before`` (the session's start)."""
+    waited, waits = waited_since(comm, waited_before)
     for name, seconds, count in (
         ("exchange", stats.exchange_seconds, 1),
         ("compress", stats.compress_seconds, 1),
         ("fsync", stats.sync_seconds, stats.syncs),
+        ("wait", waited, waits),
     ):
         if seconds > 0:
             profile.phases.add(name, seconds, count)
+
+
+def waited_since(comm: MPI.Comm, before: tuple[float, int]) -> tuple[float, int]:
+    """Seconds and rounds this rank waited for others on ``comm`` since ``before``."""
+    seconds, rounds = waited(comm)
+    return seconds - before[0], rounds - before[1]
 
 
 def profile_folder(argument: str | os.PathLike[str] | None) -> str | None:

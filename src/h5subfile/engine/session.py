@@ -45,7 +45,7 @@ from ..layout.catalog import Catalog, NodeInfo
 from ..layout.grouping import Grouping, plan_groups
 from ..layout.integrity import PieceSum, identity
 from ..layout.names import SourcePaths, subfile_relpath
-from ..mpi.collective import Call, agree, checked_collective, root_only
+from ..mpi.collective import Call, agree, checked_collective, root_only, waited
 from ..mpi.nodes import node_of_ranks
 from ..plan import READ_FIELDS, Plan
 from .messages import WriteTarget
@@ -149,6 +149,8 @@ class Session:
         #: time of the open (engine/profiling.py)
         self.profile_folder: str | None = None
         self.profile_started = 0.0
+        #: this rank's waiting in collective rounds when the profile started (seconds, rounds)
+        self.profile_waited: tuple[float, int] = (0.0, 0)
 
     @property
     def writable(self) -> bool:
@@ -201,8 +203,13 @@ class Session:
         """
         call = Call(name, self.calls, detail, args, self.path)
         self.calls += 1
+        profile = self.stats.profile
         try:
-            agree(self.comm, error, call)
+            if profile is None:
+                agree(self.comm, error, call)
+            else:
+                with profile.phases.timed("agree"):
+                    agree(self.comm, error, call)
         except (CollectiveMismatchError, CollectiveTimeoutError) as exc:
             if isinstance(exc, CollectiveTimeoutError) or exc.out_of_step:
                 self.abandon()
@@ -285,6 +292,8 @@ def open_session(
         session = _begin_writing(path, mode, comm, plan, profiled)
     session.stats.profile = profiled  # before any RawFile opens (they open on first use)
     session.profile_folder, session.profile_started = profile, started
+    if profiled is not None:
+        session.profile_waited = waited(comm)
     session.calls = 1  # opening was call #0
     return session
 

@@ -264,6 +264,8 @@ class _Channel:
     notices: dict[int, dict[int, _Notice]] = field(default_factory=dict)  # by round, by rank
     sends: list[MPI.Request] = field(default_factory=list)
     given_up: list[Any] = field(default_factory=list)  # requests (and buffers) left pending
+    waited: float = 0.0  # seconds this rank spent polling rounds that were not yet complete
+    waits: int = 0  # how many rounds it had to wait for
 
     def progress(self) -> None:
         """Finish the duplicate once every rank has made it; receive notices (local)."""
@@ -298,6 +300,13 @@ def _channel(comm: MPI.Comm) -> _Channel:
     return channel
 
 
+def waited(comm: MPI.Comm) -> tuple[float, int]:
+    """Seconds this rank has spent waiting in the polled rounds on ``comm`` (for other ranks
+    to arrive), and in how many rounds: totals since the communicator's first round."""
+    channel = None if _KEYVAL is None else comm.Get_attr(_KEYVAL)
+    return (channel.waited, channel.waits) if isinstance(channel, _Channel) else (0.0, 0)
+
+
 def allreduce_max(comm: MPI.Comm, sent: np.ndarray, call: Call | None) -> np.ndarray:
     """Collective: the element-wise maximum of ``sent`` over the ranks, by a non-blocking
     allreduce polled with short sleeps; CollectiveTimeoutError after the timeout."""
@@ -317,7 +326,12 @@ def _polled(
     channel.rounds += 1
     request = start()
     if not request.Test():
-        _wait(comm, channel, request, buffers, call)
+        began = time.monotonic()
+        try:
+            _wait(comm, channel, request, buffers, call)
+        finally:
+            channel.waited += time.monotonic() - began
+            channel.waits += 1
     if channel.dup is not None:
         # Every rank posted the duplicate before this round, which every rank has now
         # reached: it completes. Left pending, MPI would report it at exit.
