@@ -12,8 +12,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from h5subfile.errors import FileBusyError
 from h5subfile.io.posix import IOStats, RawFile, block_size
 from h5subfile.io.profile import COUNTERS, Profile
+from h5subfile.layout.names import claim_path
 
 
 def written(path: Path, stats: IOStats, transfer_size: int | None = None) -> None:
@@ -157,3 +159,35 @@ def test_fsync_by_name_is_recorded(tmp_path: Path) -> None:
     fsync_path(str(tmp_path / "f"))  # not profiled: not recorded
     c = dict(zip(COUNTERS, profile.records[str(tmp_path / "f")].counters))
     assert (c["POSIX_OPENS"], c["POSIX_FSYNCS"], c["POSIX_WRITES"]) == (1, 1, 0)
+
+
+def test_claim_file_and_probes_are_recorded(tmp_path: Path) -> None:
+    """The claim file's system calls (made under a unique name, then linked into place) and
+    the open-time probes of subfiles are counted like RawFile's."""
+    from h5subfile.io import claim
+    from h5subfile.io.posix import probe_file
+
+    profile = Profile()
+    master = str(tmp_path / "run.h5")
+    held = claim.take(master, "0123abcd" * 4, "w", profile)
+    held.release()
+    (made,) = [p for p in profile.records if "run.h5.lock" in p]
+    c = dict(zip(COUNTERS, profile.records[made].counters))
+    written = len(held.owner.to_bytes())
+    assert (c["POSIX_OPENS"], c["POSIX_WRITES"], c["POSIX_FSYNCS"]) == (1, 1, 1)
+    assert c["POSIX_BYTES_WRITTEN"] == written and c["POSIX_READS"] == 0
+    # a writer finding a claim file reads it: its open, stat and read are counted
+    Path(claim_path(master)).write_bytes(b"not a claim")
+    second = Profile()
+    with pytest.raises(FileBusyError, match="holds no complete record"):
+        claim.take(master, "22222222" * 4, "w", second)
+    looked = dict(zip(COUNTERS, second.records[claim_path(master)].counters))
+    assert (looked["POSIX_OPENS"], looked["POSIX_STATS"], looked["POSIX_READS"]) == (1, 1, 1)
+    assert looked["POSIX_BYTES_READ"] == len(b"not a claim")
+    (tmp_path / "sub.h5").write_bytes(b"12345")
+    probes = Profile()
+    assert probe_file(str(tmp_path / "sub.h5"), probes) == (5, None)
+    assert probe_file(str(tmp_path / "missing.h5"), probes)[0] is None  # a failed open: no record
+    p = dict(zip(COUNTERS, probes.records[str(tmp_path / "sub.h5")].counters))
+    assert (p["POSIX_OPENS"], p["POSIX_STATS"], p["POSIX_READS"]) == (1, 1, 0)
+    assert list(probes.records) == [str(tmp_path / "sub.h5")]

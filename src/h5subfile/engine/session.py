@@ -321,7 +321,7 @@ def _begin_writing(
 
     def begin() -> tuple[Catalog, int, str, str]:
         # The claim comes first: nothing of the file is touched by a second writer.
-        claim = claims.take(path, uuid.uuid4().hex, mode)
+        claim = claims.take(path, uuid.uuid4().hex, mode, profile)
         try:
             master = MasterWriter(path, mode, info, claim, plan.alignment, profile)
         except BaseException:

@@ -41,6 +41,8 @@ from dataclasses import dataclass
 
 from ..errors import FileBusyError, MissingFileError, PermissionDeniedError
 from ..layout.names import claim_path
+from .posix import FileCalls
+from .profile import Profile
 
 #: Set (``1``) in rank 0's environment to replace a claim whose owner cannot be shown to run
 #: (taken on another host where locks do not reach across hosts). A live owner is never displaced.
@@ -93,8 +95,17 @@ class Owner:
 class Claim:
     """A claim this process holds, until :meth:`release`."""
 
-    def __init__(self, path: str, key: str, fd: int, owner: Owner, recovered: str | None):
+    def __init__(
+        self,
+        path: str,
+        key: str,
+        fd: int,
+        owner: Owner,
+        recovered: str | None,
+        calls: FileCalls | None = None,
+    ):
         self.path = path  # the claim file
+        self.calls = calls or FileCalls()  # its descriptor's close is recorded there
         self.key = key
         self.fd: int | None = fd  # open and locked while the claim is held
         self.owner = owner
@@ -112,24 +123,26 @@ class Claim:
             return
         _HELD.pop(self.key, None)
         try:
-            if _same_file(self.path, os.fstat(fd)):
+            if _same_file(self.path, self.calls.fstat(fd)):
                 os.unlink(self.path)  # first, so the file never lies there unlocked
         except OSError:
             pass
         finally:
-            os.close(fd)
+            self.calls.close(fd)
 
 
 _HELD: dict[str, Claim] = {}  # the claims this process holds, by claim file (folder resolved)
 
 
-def take(master_path: str, session: str, mode: str) -> Claim:
+def take(master_path: str, session: str, mode: str, profile: Profile | None = None) -> Claim:
     """Claim ``master_path`` for write session ``session`` (rank 0).
 
     Raises FileBusyError naming the owner when another session holds the claim (another job,
     or this process: a nested open). A stale claim (its owner is known to have stopped) is
-    replaced; the returned claim's ``recovered`` then says whose it was.
+    replaced; the returned claim's ``recovered`` then says whose it was. The claim file's
+    opens, reads, writes, fsyncs and closes are counted in ``profile`` when given.
     """
+    calls = FileCalls(profile)
     path = claim_path(master_path)
     key = _key(path)
     held = _HELD.get(key)
@@ -145,7 +158,7 @@ def take(master_path: str, session: str, mode: str) -> Claim:
     recovered = None
     for _ in range(ATTEMPTS):
         try:
-            fd, written = _create(path, owner)
+            fd, written = _create(path, owner, calls)
         except FileNotFoundError:
             raise MissingFileError(
                 f"cannot write {master_path}: its folder {os.path.dirname(path)} does not exist"
@@ -156,10 +169,10 @@ def take(master_path: str, session: str, mode: str) -> Claim:
                 f"{os.path.dirname(path)} ([Errno {exc.errno}] {exc.strerror})"
             ) from exc
         if fd is not None:
-            claim = Claim(path, key, fd, written, recovered)
+            claim = Claim(path, key, fd, written, recovered, calls)
             _HELD[key] = claim
             return claim
-        found = _inspect(path, scope, breaking=True)
+        found = _inspect(path, scope, breaking=True, calls=calls)
         if found is None:
             continue  # it went away meanwhile
         state, other, why = found
@@ -204,17 +217,17 @@ def claim_state(master_path: str) -> tuple[str, Owner | None]:
     return found[0], found[1]
 
 
-def _create(path: str, owner: Owner) -> tuple[int | None, Owner]:
+def _create(path: str, owner: Owner, calls: FileCalls) -> tuple[int | None, Owner]:
     """Make the claim file, complete and locked: (its descriptor, the owner recorded), or
     (None, owner) when a claim file exists."""
     folder, name = os.path.split(path)
     unique = os.path.join(folder, f".{name}.{owner.session}")
-    fd = os.open(unique, os.O_CREAT | os.O_EXCL | os.O_RDWR, 0o644)
+    fd = calls.open(unique, os.O_CREAT | os.O_EXCL | os.O_RDWR, 0o644)
     try:
-        owner = _write_owner(fd, owner)
+        owner = _write_owner(fd, owner, calls)
         linked = _link(unique, path, fd)
     except BaseException:
-        os.close(fd)
+        calls.close(fd)
         raise
     finally:
         try:
@@ -222,20 +235,20 @@ def _create(path: str, owner: Owner) -> tuple[int | None, Owner]:
         except OSError:
             pass
     if linked is None:  # no hard links on this file system
-        os.close(fd)
-        return _create_exclusive(path, owner)
+        calls.close(fd)
+        return _create_exclusive(path, owner, calls)
     if not linked:
-        os.close(fd)
+        calls.close(fd)
         return None, owner
     return fd, owner
 
 
-def _write_owner(fd: int, owner: Owner) -> Owner:
+def _write_owner(fd: int, owner: Owner, calls: FileCalls) -> Owner:
     """Lock a new claim file and write its record (synced: NFS clients see it at once)."""
     if _lock(fd) != "ok":
         owner = dataclasses.replace(owner, locks="none")
-    os.write(fd, owner.to_bytes())
-    os.fsync(fd)
+    calls.write(fd, owner.to_bytes())
+    calls.fsync(fd)
     return owner
 
 
@@ -252,37 +265,40 @@ def _link(unique: str, path: str, fd: int) -> bool | None:
     return True
 
 
-def _create_exclusive(path: str, owner: Owner) -> tuple[int | None, Owner]:
+def _create_exclusive(path: str, owner: Owner, calls: FileCalls) -> tuple[int | None, Owner]:
     """:func:`_create` where hard links are refused: ``O_CREAT | O_EXCL``, then the record
     (a writer finding the file before its record is written says it is busy)."""
     try:
-        fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_RDWR, 0o644)
+        fd = calls.open(path, os.O_CREAT | os.O_EXCL | os.O_RDWR, 0o644)
     except FileExistsError:
         return None, owner
     try:
-        return fd, _write_owner(fd, owner)
+        return fd, _write_owner(fd, owner, calls)
     except BaseException:
-        os.close(fd)
+        calls.close(fd)
         os.unlink(path)
         raise
 
 
-def _inspect(path: str, scope: str, breaking: bool) -> tuple[str, Owner | None, str] | None:
+def _inspect(
+    path: str, scope: str, breaking: bool, calls: FileCalls | None = None
+) -> tuple[str, Owner | None, str] | None:
     """An existing claim file: (state, its owner, why). None when there is none (or it was
     replaced while looked at). With ``breaking``, a stale claim is removed (a writer's
     :func:`take`; ``H5SUBFILE_BREAK_CLAIM`` then also makes an undecidable claim stale)."""
+    calls = calls or FileCalls()
     shared = not breaking  # readers test with a shared lock, on a descriptor opened to read
     try:
-        fd = os.open(path, os.O_RDONLY if shared else os.O_RDWR)
+        fd = calls.open(path, os.O_RDONLY if shared else os.O_RDWR)
     except PermissionError:
         if shared:
             return None
-        fd, shared = os.open(path, os.O_RDONLY), True  # another user's: a shared lock tests it
+        fd, shared = calls.open(path, os.O_RDONLY), True  # another user's: a shared lock tests it
     except FileNotFoundError:
         return None
     try:
-        before = os.fstat(fd)
-        owner = Owner.parse(_read_all(fd))
+        before = calls.fstat(fd)
+        owner = Owner.parse(_read_all(fd, calls))
         lock = _lock(fd, shared)
         for _ in range(BUSY_RETRIES - 1):
             if lock != "busy":
@@ -301,7 +317,7 @@ def _inspect(path: str, scope: str, breaking: bool) -> tuple[str, Owner | None, 
                 pass
         return state, owner, why
     finally:
-        os.close(fd)
+        calls.close(fd)
 
 
 def _judge(owner: Owner | None, lock: str, scope: str) -> tuple[str, str]:
@@ -430,10 +446,10 @@ def _same_file(path: str, known: os.stat_result) -> bool:
     return (now.st_dev, now.st_ino) == (known.st_dev, known.st_ino)
 
 
-def _read_all(fd: int) -> bytes:
+def _read_all(fd: int, calls: FileCalls) -> bytes:
     chunks: list[bytes] = []
     while True:
-        chunk = os.read(fd, 65536)
+        chunk = calls.read(fd, 65536)
         if not chunk:
             return b"".join(chunks)
         chunks.append(chunk)

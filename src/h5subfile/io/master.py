@@ -89,8 +89,15 @@ def _user_attrs(obj: h5py.HLObject) -> dict[str, Any]:
 class _SizeCheck:
     """Checks the files that extents name, stat()ing each file once."""
 
-    def __init__(self, master_path: str, master_data_path: str, record: FileRecord):
+    def __init__(
+        self,
+        master_path: str,
+        master_data_path: str,
+        record: FileRecord,
+        profile: Profile | None = None,
+    ):
         self.paths = SourcePaths(master_path, master_data_path)
+        self.profile = profile  # where the probes' open, fstat and close are counted
         self.sizes: dict[str, int | None] = {}
         self.errors: dict[str, OSError | None] = {}
         #: the exact size each subfile had when its writer closed it (format 3)
@@ -109,7 +116,7 @@ class _SizeCheck:
             except UnsafePathError as exc:
                 return "UnsafePathError", f"dataset {dataset}: {exc}"
             if path not in self.sizes:
-                self.sizes[path], self.errors[path] = probe_file(path)
+                self.sizes[path], self.errors[path] = probe_file(path, self.profile)
             size, error = self.sizes[path], self.errors[path]
             if isinstance(error, FileNotFoundError):
                 return (
@@ -146,13 +153,15 @@ class _Scan:
     """Rank 0's walk over a master: a :class:`NodeInfo` per object, each layout record checked
     (docs/FORMAT.md, "Checks made by readers") before any data is read."""
 
-    def __init__(self, h5: h5py.File, master_path: str, master_data_path: str):
+    def __init__(
+        self, h5: h5py.File, master_path: str, master_data_path: str, profile: Profile | None
+    ):
         self.master_path = master_path
         self.record = FileRecord()
         if ROOT_ATTR in h5.attrs:
             self.record = FileRecord.from_json(read_text_attr(h5, ROOT_ATTR), master_path)
         self.open_sessions = {s.id for s in self.record.open_sessions}
-        self.check = _SizeCheck(master_path, master_data_path, self.record)
+        self.check = _SizeCheck(master_path, master_data_path, self.record, profile)
         self.nodes: dict[str, NodeInfo] = {"/": NodeInfo("group", _user_attrs(h5))}
         self.ranges: list[ByteRange] = []  # bytes read directly, by file (overlaps: damage)
 
@@ -252,11 +261,14 @@ class _Scan:
                     )
 
 
-def scan(h5: h5py.File, master_path: str, master_data_path: str) -> Catalog:
+def scan(
+    h5: h5py.File, master_path: str, master_data_path: str, profile: Profile | None = None
+) -> Catalog:
     """Read every group, dataset, attribute and layout record of an open master (rank 0), and
-    check every layout record against HDF5's view of the file."""
+    check every layout record against HDF5's view of the file (the subfiles' probes counted
+    in ``profile`` when given)."""
     try:
-        walk = _Scan(h5, master_path, master_data_path)
+        walk = _Scan(h5, master_path, master_data_path, profile)
         h5.visititems(walk.visit)
     except H5SubfileError:
         raise
@@ -298,7 +310,7 @@ def open_for_reading(path: str, profile: Profile | None = None) -> Catalog:
     except (OSError, KeyError, RuntimeError, ValueError) as exc:
         raise CorruptFileError(f"{path} cannot be opened as HDF5: {exc}") from None
     with h5:
-        catalog = scan(h5, path, path)
+        catalog = scan(h5, path, path, profile)
     if os.path.exists(partial) and claim_state(path)[0] != "alive":  # not a writer at work
         catalog.problems.append(
             f"an unfinished write session left {partial}; its data is not part of the file"
@@ -381,7 +393,7 @@ class MasterWriter(SourceFile):
             self.h5 = h5py.File(
                 self.data_path, "r+", libver=LIBVER, **aligned, **logged(profile, self.data_path)
             )
-            self.catalog = scan(self.h5, self.path, self.data_path)
+            self.catalog = scan(self.h5, self.path, self.data_path, self.profile)
         self.groups = Groups(self.h5)
         record = self.catalog.record
         self.session = Session(

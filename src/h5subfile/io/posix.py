@@ -84,18 +84,89 @@ class IOStats:
         return {f.name: getattr(self, f.name) for f in fields(self) if f.name != "profile"}
 
 
-def probe_file(path: str) -> tuple[int | None, OSError | None]:
+class FileCalls:
+    """Plain system calls on files that are not :class:`RawFile` (claim files, probes), each
+    recorded in ``profile`` when there is one, under the path the file was opened by, as
+    Darshan's POSIX module records them (an ``fstat`` is a stat; a failed open is not
+    counted). Without a profile each method is the ``os`` call."""
+
+    def __init__(self, profile: Profile | None = None):
+        self.profile = profile
+        self._files: dict[int, tuple[PosixRecord, int]] = {}  # fd -> (record, file offset)
+
+    def open(self, path: str, flags: int, mode: int = 0o777) -> int:
+        if self.profile is None:
+            return os.open(path, flags, mode)
+        started = self.profile.clock()
+        fd = os.open(path, flags, mode)
+        record = self.profile.record(os.path.abspath(path))
+        record.record_open(started, self.profile.clock(), block_size(path))
+        self._files[fd] = (record, 0)
+        return fd
+
+    def write(self, fd: int, data: bytes) -> int:
+        found = self._files.get(fd)
+        if found is None or self.profile is None:
+            return os.write(fd, data)
+        started = self.profile.clock()
+        written = os.write(fd, data)
+        found[0].record_write(found[1], written, started, self.profile.clock())
+        self._files[fd] = (found[0], found[1] + written)
+        return written
+
+    def read(self, fd: int, length: int) -> bytes:
+        found = self._files.get(fd)
+        if found is None or self.profile is None:
+            return os.read(fd, length)
+        started = self.profile.clock()
+        data = os.read(fd, length)
+        if data:  # Darshan counts a read at the end of the file too; its length is 0
+            found[0].record_read(found[1], len(data), started, self.profile.clock())
+        self._files[fd] = (found[0], found[1] + len(data))
+        return data
+
+    def fstat(self, fd: int) -> os.stat_result:
+        found = self._files.get(fd)
+        if found is None or self.profile is None:
+            return os.fstat(fd)
+        started = self.profile.clock()
+        status = os.fstat(fd)
+        found[0].record_stat(started, self.profile.clock())
+        return status
+
+    def fsync(self, fd: int) -> None:
+        found = self._files.get(fd)
+        if found is None or self.profile is None:
+            os.fsync(fd)
+            return
+        started = self.profile.clock()
+        os.fsync(fd)
+        found[0].record_fsync(started, self.profile.clock())
+
+    def close(self, fd: int) -> None:
+        found = self._files.pop(fd, None)
+        if found is None or self.profile is None:
+            os.close(fd)
+            return
+        started = self.profile.clock()
+        os.close(fd)
+        found[0].record_close(started, self.profile.clock())
+
+
+def probe_file(path: str, profile: Profile | None = None) -> tuple[int | None, OSError | None]:
     """``(size, None)`` for a regular file this process can open for reading, else
     ``(None, why)``: missing (FileNotFoundError), unreadable (PermissionError...), or not a
-    regular file (a folder, a FIFO: EINVAL). Opens and closes it (never blocks)."""
+    regular file (a folder, a FIFO: EINVAL). Opens and closes it (never blocks); its open,
+    stat and close are recorded in ``profile`` when given."""
+    calls = FileCalls(profile)
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+        fd = calls.open(path, os.O_RDONLY | os.O_NONBLOCK)
     except OSError as exc:
         return None, exc
     try:
-        status = os.fstat(fd)
+        status = calls.fstat(fd)
     finally:
-        os.close(fd)
+        calls.close(fd)
     if not stat.S_ISREG(status.st_mode):
         return None, OSError(errno.EINVAL, "not a regular file", path)
     return status.st_size, None
