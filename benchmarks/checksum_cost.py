@@ -34,83 +34,14 @@ import sys
 import time
 from pathlib import Path
 
-from h5subfile.mpi.launch import mpiexec
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from interleave import cell, inverse, run_job, summarise  # noqa: E402
 
 VARIANTS = ("checksums", "no hashing", "checksums'")
-ROTATIONS = ((0, 1, 2), (1, 2, 0), (2, 0, 1))
-
-#: Run by every rank of the job: argv = folder, particles, steps, rounds, plan (JSON).
-JOB = """
-import json, os, shutil, sys, time
-from mpi4py import MPI
-import h5subfile.engine.integrity as integrity
-from h5subfile.kernels.vpic import run_vpic
-
-comm = MPI.COMM_WORLD
-folder, particles, steps, rounds = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
-plan = json.loads(sys.argv[5])
-variants = json.loads(sys.argv[6])
-rotations = json.loads(sys.argv[7])
-real = integrity.checksum
-constant = lambda data: "0" * 16
-found = []
-warm = os.path.join(folder, "warm-up", "vpic.h5")  # imports, MPI and allocator warm-up
-if comm.rank == 0:
-    os.makedirs(os.path.dirname(warm))
-comm.Barrier()
-run_vpic(warm, particles, steps, comm, **plan)
-if comm.rank == 0:
-    shutil.rmtree(os.path.dirname(warm))
-    os.sync()
-comm.Barrier()
-for round_ in range(rounds):
-    for index in rotations[round_ % len(rotations)]:
-        integrity.checksum = constant if variants[index] == "no hashing" else real
-        path = os.path.join(folder, f"run{round_}-{index}", "vpic.h5")
-        if comm.rank == 0:
-            os.makedirs(os.path.dirname(path))
-        comm.Barrier()
-        cpu = time.process_time()
-        m = run_vpic(path, particles, steps, comm, **plan)
-        cpu = comm.allreduce(time.process_time() - cpu, op=MPI.MAX)
-        if comm.rank == 0:
-            found.append([round_, index, m.observed_seconds, m.raw_seconds, cpu])
-            shutil.rmtree(os.path.dirname(path))
-            os.sync()
-        comm.Barrier()
-if comm.rank == 0:
-    print(json.dumps(found))
-"""
-FIELDS = ("observed", "raw", "cpu")
-
-
-def measure(args: argparse.Namespace, plan: dict, folder: Path) -> list[list[float]]:
-    command = [mpiexec(), "-n", str(args.ranks), sys.executable, "-c", JOB, str(folder)]
-    command += [str(args.particles), str(args.steps), str(args.rounds), json.dumps(plan)]
-    command += [json.dumps(VARIANTS), json.dumps(ROTATIONS)]
-    done = subprocess.run(command, capture_output=True, text=True, timeout=3600)
-    if done.returncode != 0:
-        sys.exit(f"failed: {' '.join(command)}\n{done.stderr[-2000:]}")
-    return json.loads(done.stdout)
-
-
-def spread(values: list[float]) -> dict[str, float]:
-    return {"median": statistics.median(values), "min": min(values), "max": max(values)}
-
-
-def summarise(samples: list[list[float]], rounds: int) -> dict:
-    """Medians per variant and per-round ratios (B / A, A' / A) for every field."""
-    by: dict[tuple[int, int], list[float]] = {(int(s[0]), int(s[1])): s[2:] for s in samples}
-    out: dict = {"variants": {}, "ratios": {}}
-    for index, name in enumerate(VARIANTS):
-        rows = [by[(r, index)] for r in range(rounds)]
-        out["variants"][name] = {f: spread([row[i] for row in rows]) for i, f in enumerate(FIELDS)}
-    for label, index in (("no hashing / checksums", 1), ("null: checksums' / checksums", 2)):
-        out["ratios"][label] = {
-            f: spread([by[(r, index)][i] / by[(r, 0)][i] for r in range(rounds)])
-            for i, f in enumerate(FIELDS)
-        }
-    return out
+#: What each variant changes in its runs (interleave.py): B's hash returns a constant.
+CHANGES = [{}, {"constant_hash": True}, {}]
+RATIOS = [("no hashing / checksums", 1, 0), ("null: checksums' / checksums", 2, 0)]
 
 
 def plan_of(name: str) -> dict:
@@ -168,10 +99,12 @@ def main() -> None:
         plan = plan_of(name)
         scratch.mkdir(parents=True)
         try:
-            samples = measure(args, plan, scratch)
+            samples = run_job(
+                args.ranks, scratch, args.particles, args.steps, args.rounds, plan, CHANGES
+            )
         finally:
             subprocess.run(["rm", "-rf", str(scratch)], check=False)
-        summary = summarise(samples, args.rounds)
+        summary = summarise(samples, list(VARIANTS), args.rounds, RATIOS)
         results.append({"plan": name, "samples": samples, **summary})
         for label, ratio in summary["ratios"].items():
             obs = ratio["observed"]
@@ -207,20 +140,14 @@ PLAN_LABELS = {
 }
 
 
-def cell(spread: dict, digits: int = 3) -> str:
-    return f"{spread['median']:.{digits}f} ({spread['min']:.{digits}f}-{spread['max']:.{digits}f})"
-
-
 def cost(result: dict, field: str = "observed") -> dict:
-    """What the checksums add, as checksums / no hashing per round (the inverse of the
-    recorded ratio): median, min, max."""
-    ratio = result["ratios"]["no hashing / checksums"][field]
-    return {"median": 1 / ratio["median"], "min": 1 / ratio["max"], "max": 1 / ratio["min"]}
+    """What the checksums add: checksums / no hashing per round (the recorded ratio
+    inverted), median (min-max)."""
+    return inverse(result["ratios"]["no hashing / checksums"][field])
 
 
 def null(result: dict, field: str = "observed") -> dict:
-    ratio = result["ratios"]["null: checksums' / checksums"][field]
-    return {"median": 1 / ratio["median"], "min": 1 / ratio["max"], "max": 1 / ratio["min"]}
+    return inverse(result["ratios"]["null: checksums' / checksums"][field])
 
 
 def render(record: dict) -> str:

@@ -1,0 +1,127 @@
+"""Variants of the VPIC write compared inside one MPI job (used by ``checksum_cost.py`` and
+``profile_cost.py``).
+
+One job writes the VPIC-IO file again and again, in one process per rank, each write into a
+fresh folder (deleted after it, then ``sync``, untimed), after one untimed warm-up write. The
+variants take turns in rounds whose order rotates (A B C, B C A, C A B, ...), so that a slow
+spell of the machine falls on every variant alike; comparing within a round, pair by pair,
+removes what separate jobs add to the noise (start-up, imports, MPI set-up, another job's page
+cache). A variant is a name with, for its runs only, extra ``File`` options (``plan``), extra
+environment variables (``env``) and, for ``"constant_hash": true``, the checksum function
+replaced by one returning a constant. Every run reports h5bench's observed completion time
+and raw time (max over ranks) and the largest CPU time of a rank (all its threads).
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+from h5subfile.mpi.launch import mpiexec
+
+FIELDS = ("observed", "raw", "cpu")
+
+#: Run by every rank: argv = folder, particles, steps, rounds, base plan, variants (JSON).
+JOB = """
+import json, os, shutil, sys, time
+from mpi4py import MPI
+import h5subfile.engine.integrity as integrity
+from h5subfile.kernels.vpic import run_vpic
+
+comm = MPI.COMM_WORLD
+folder, particles, steps, rounds = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
+base, variants = json.loads(sys.argv[5]), json.loads(sys.argv[6])
+real, constant = integrity.checksum, (lambda data: "0" * 16)
+
+
+def one(name, variant):
+    path = os.path.join(folder, name, "vpic.h5")
+    if comm.rank == 0:
+        os.makedirs(os.path.dirname(path))
+    plan = dict(base, **{k: v.replace("{run}", os.path.dirname(path)) if isinstance(v, str)
+                         else v for k, v in variant.get("plan", {}).items()})
+    env = variant.get("env", {})
+    os.environ.update(env)
+    integrity.checksum = constant if variant.get("constant_hash") else real
+    comm.Barrier()
+    cpu = time.process_time()
+    try:
+        m = run_vpic(path, particles, steps, comm, **plan)
+    finally:
+        for key in env:
+            del os.environ[key]
+    cpu = comm.allreduce(time.process_time() - cpu, op=MPI.MAX)
+    if comm.rank == 0:
+        shutil.rmtree(os.path.dirname(path))
+        os.sync()
+    comm.Barrier()
+    return m.observed_seconds, m.raw_seconds, cpu
+
+
+one("warm-up", variants[0])
+found = []
+for round_ in range(rounds):
+    count = len(variants)
+    for step in range(count):
+        index = (round_ + step) % count
+        found.append([round_, index, *one(f"run{round_}-{index}", variants[index])])
+if comm.rank == 0:
+    print(json.dumps(found))
+"""
+
+
+def run_job(
+    ranks: int,
+    folder: Path,
+    particles: int,
+    steps: int,
+    rounds: int,
+    base: dict[str, Any],
+    variants: list[dict[str, Any]],
+) -> list[list[float]]:
+    """One MPI job of ``rounds`` rounds over ``variants``: rows ``[round, variant index,
+    observed, raw, cpu]``. In a variant's ``plan``, ``{run}`` stands for its run's folder."""
+    command = [mpiexec(), "-n", str(ranks), sys.executable, "-c", JOB, str(folder)]
+    command += [str(particles), str(steps), str(rounds), json.dumps(base), json.dumps(variants)]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=3600)
+    if done.returncode != 0:
+        sys.exit(f"failed: {' '.join(command)}\n{done.stderr[-2000:]}")
+    return json.loads(done.stdout)
+
+
+def spread(values: list[float]) -> dict[str, float]:
+    return {"median": statistics.median(values), "min": min(values), "max": max(values)}
+
+
+def summarise(
+    samples: list[list[float]],
+    names: list[str],
+    rounds: int,
+    ratios: list[tuple[str, int, int]],
+) -> dict[str, Any]:
+    """Per variant, every field's median (min-max); per ``(label, numerator, denominator)``,
+    the ratio of two variants' fields round by round, as median (min-max)."""
+    by = {(int(s[0]), int(s[1])): s[2:] for s in samples}
+    out: dict[str, Any] = {"variants": {}, "ratios": {}}
+    for index, name in enumerate(names):
+        rows = [by[(r, index)] for r in range(rounds)]
+        out["variants"][name] = {f: spread([row[i] for row in rows]) for i, f in enumerate(FIELDS)}
+    for label, top, bottom in ratios:
+        out["ratios"][label] = {
+            f: spread([by[(r, top)][i] / by[(r, bottom)][i] for r in range(rounds)])
+            for i, f in enumerate(FIELDS)
+        }
+    return out
+
+
+def inverse(ratio: dict[str, float]) -> dict[str, float]:
+    """A ratio's spread turned upside down (B / A -> A / B)."""
+    return {"median": 1 / ratio["median"], "min": 1 / ratio["max"], "max": 1 / ratio["min"]}
+
+
+def cell(spread: dict[str, float], digits: int = 3) -> str:
+    return f"{spread['median']:.{digits}f} ({spread['min']:.{digits}f}-{spread['max']:.{digits}f})"
