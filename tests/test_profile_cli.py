@@ -122,6 +122,55 @@ def test_profiling_keeps_the_subfiles_sizes(twins: tuple[Path, Path]) -> None:
     ]
 
 
+def bench(tmp_path: Path, *flags: str) -> dict[str, dict[str, Any]]:
+    """``bench -a posix,mpiio`` profiled: its profiles by file name."""
+    folder = tmp_path / "prof"
+    result = run_cli(
+        2,
+        "bench",
+        "-a",
+        "posix,mpiio",
+        "-b",
+        "8k",
+        "-t",
+        "4k",
+        "-s",
+        "2",
+        "-o",
+        tmp_path / "ior",
+        "--profile",
+        folder,
+        *flags,
+    )
+    assert result.returncode == 0, result.stderr
+    assert f"Profile: 4 written to {folder}" in result.stdout
+    return {p.name: profile(p) for p in folder.glob("*.json")}
+
+
+def test_bench_profiles_posix_and_mpiio_side_by_side(tmp_path: Path) -> None:
+    for flags in ((), ("-c",)):  # mpiio independent, then collective
+        docs = bench(tmp_path, *flags)
+        assert sorted(docs) == [
+            f"ior.{api}.{phase}.json" for api in ("mpiio", "posix") for phase in ("read", "write")
+        ]
+        for name, doc in docs.items():
+            api, phase = name.split(".")[1:3]
+            counters = doc["records"][0]["counters"]
+            assert doc["records"][0]["rank"] == -1  # both ranks opened the one file
+            assert {r["module"] for r in doc["records"]} == {
+                "POSIX" if api == "posix" else "MPIIO-AS-POSIX"
+            }
+            assert [f["path"] for f in doc["files"]] == [str(tmp_path / f"ior.{api}")]
+            moved, ops = (
+                ("BYTES_WRITTEN", "WRITES") if phase == "write" else ("BYTES_READ", "READS")
+            )
+            assert counters[f"POSIX_{moved}"] == 8 * KIB * 2 * 2  # block x segments x ranks
+            assert counters[f"POSIX_{ops}"] == 2 * 2 * 2  # transfers per block x segments x ranks
+            assert counters["POSIX_OPENS"] == 2
+            text = (tmp_path / "prof" / name.replace(".json", ".txt")).read_text()
+            assert f"\n{doc['records'][0]['module']}\t-1\t" in text
+
+
 def test_profile_flags_that_cannot_be_right(tmp_path: Path) -> None:
     for args, said in (
         (["vpic", tmp_path / "x.h5", "--profile-trace", "10"], "--profile-trace needs --profile"),
