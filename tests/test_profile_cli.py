@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from conftest import run_cli, run_python
+from conftest import MPIEXEC, run_cli, run_python
 
 KIB = 1024
 PARTICLES, STEPS = 1024, 2
@@ -169,6 +169,55 @@ def test_bench_profiles_posix_and_mpiio_side_by_side(tmp_path: Path) -> None:
             assert counters["POSIX_OPENS"] == 2
             text = (tmp_path / "prof" / name.replace(".json", ".txt")).read_text()
             assert f"\n{doc['records'][0]['module']}\t-1\t" in text
+
+
+def app(tmp_path: Path, status: int) -> Path:
+    script = tmp_path / "app.py"
+    script.write_text(
+        "import sys\n"
+        "import numpy as np\n"
+        "import h5subfile\n"
+        "with h5subfile.File(sys.argv[1], 'w') as f:\n"
+        "    f.write_dataset('x', np.arange(1000, dtype='f8'))\n"
+        f"sys.exit({status})\n"
+    )
+    return script
+
+
+def wrapped(*args: Any, cwd: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "h5subfile", "profile", *map(str, args)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=cwd,
+    )
+
+
+def test_profile_wraps_a_command_and_keeps_its_status(tmp_path: Path) -> None:
+    out = tmp_path / "prof"
+    command = [MPIEXEC, "-n", 2, sys.executable, app(tmp_path, 3), tmp_path / "a.h5"]
+    result = wrapped("--out", out, "--trace", "--", *command, cwd=tmp_path)
+    assert result.returncode == 3, result.stderr  # the application's own status
+    doc = profile(out / "a.h5.write.json")
+    assert doc["nprocs"] == 2 and doc["totals"]["bytes_written"] >= 8000
+    assert all(row["trace"]["limit"] == 10000 for row in doc["ranks"])
+    assert (
+        f"1 profile(s) in {out}:" in result.stderr and "a.h5.write.json: 2 rank(s)" in result.stderr
+    )
+    # no File at all: status 0, and a note; no folder given: ./h5subfile-profile
+    result = wrapped("--", sys.executable, "-c", "print('hello')", cwd=tmp_path)
+    assert result.returncode == 0 and result.stdout == "hello\n"
+    assert "no profile was written to" in result.stderr
+    # an application that fails: its status; a command that cannot start: one line, status 1
+    failing = tmp_path / "fails.py"
+    failing.write_text("raise SystemExit(5)\n")
+    assert wrapped("--", sys.executable, failing, cwd=tmp_path).returncode == 5
+    result = wrapped("--", tmp_path / "no-such-program", cwd=tmp_path)
+    assert result.returncode == 1
+    assert result.stderr.strip().splitlines() == [
+        f"h5subfile profile: error: cannot start {tmp_path / 'no-such-program'}: no such command"
+    ]
 
 
 def test_profile_flags_that_cannot_be_right(tmp_path: Path) -> None:
