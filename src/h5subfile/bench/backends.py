@@ -23,7 +23,6 @@ import numpy as np
 from mpi4py import MPI
 
 from .._version import __version__
-from ..engine.profiling import finish_profile, new_profile, start_profile
 from ..errors import CorruptFileError
 from ..io.posix import IOStats, RawFile, as_bytes, block_size
 from ..io.profile import PosixRecord, Profile
@@ -119,6 +118,8 @@ class Backend(ABC):
         """Collective, before a phase's open: this rank's profile of the phase, when the
         backend counts its own calls and is profiled."""
         if self.profile_folder is not None and self.counted:
+            from ..engine.profiling import new_profile, start_profile  # h5py: only when asked
+
             self.profile = new_profile(self.rank)
             self.profile_started = start_profile(self.comm, self.profile)
 
@@ -128,6 +129,8 @@ class Backend(ABC):
         profile, self.profile = self.profile, None
         if profile is None or self.profile_folder is None:
             return
+        from ..engine.profiling import finish_profile
+
         mode = "w" if writing else "r"
         finish_profile(
             self.comm,

@@ -106,7 +106,7 @@ def run(args: argparse.Namespace) -> int:
 
     comm = MPI.COMM_WORLD
     check_input_file(comm, args.file)
-    profiled = profiling(args)
+    profiled = profiling(args, comm.rank)
     pattern = Pattern(
         args.pattern,
         args.count,

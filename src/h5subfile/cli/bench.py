@@ -276,7 +276,7 @@ def run(args: argparse.Namespace) -> int:
     except ValueError as exc:  # IOR options that cannot be right: the command line is wrong
         error = UsageError(str(exc))
     agree(comm, error)  # the same on every rank (all parse the same argv): printed once
-    profiled = profiling(args)
+    profiled = profiling(args, comm.rank)
     nodes = node_of_ranks(comm)
     available, unavailable = _available(runs)
     notes = sys.stderr if "-" in (args.json, args.csv) else sys.stdout

@@ -413,10 +413,11 @@ class Profiling:
         )
 
 
-def profiling(args: argparse.Namespace) -> Profiling:
+def profiling(args: argparse.Namespace, rank: int = 0) -> Profiling:
     """The verb's profiling from ``--profile`` and ``--profile-trace`` (the trace's bound is
     set in ``H5SUBFILE_PROFILE_TRACE``, which every profiled session of this process reads).
-    ``--profile-trace`` without ``--profile`` is a usage error."""
+    ``--profile-trace`` without ``--profile`` is a usage error. Only rank 0, which announces
+    the profiles, looks at what the folder holds."""
     from ..io.profile import TRACE_ENV
 
     folder = getattr(args, "profile", None)
@@ -428,7 +429,7 @@ def profiling(args: argparse.Namespace) -> Profiling:
     if trace:
         os.environ[TRACE_ENV] = trace
     folder = os.path.abspath(folder)
-    return Profiling(folder, _json_files(folder), time.time_ns())
+    return Profiling(folder, _json_files(folder) if rank == 0 else {}, time.time_ns())
 
 
 def profile_flags(args: argparse.Namespace) -> list[str]:

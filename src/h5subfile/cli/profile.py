@@ -70,6 +70,8 @@ def run(args: argparse.Namespace) -> int:
             "run h5subfile profile as a plain command; put mpiexec in COMMAND "
             "(h5subfile profile -- mpiexec -n 4 python app.py)"
         )
+    if not args.profile:
+        raise UsageError("--out needs a folder (the profiles go there)")
     profiled = profiling(args)
     assert profiled.folder is not None
     env = dict(os.environ, **{PROFILE_ENV: profiled.folder})

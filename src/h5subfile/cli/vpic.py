@@ -85,7 +85,7 @@ def run(args: argparse.Namespace) -> int:
         error = H5SubfileError(problem)
         error.collective = True  # decided from the h5py build: the same on every rank
         raise error
-    profiled = profiling(args)
+    profiled = profiling(args, comm.rank)
     with progress_line(args, comm.rank) as progress:
         progress.phase("vpic:", args.steps, lambda done, n: f"step {done}/{n} written", "step")
         if args.api == "phdf5":
