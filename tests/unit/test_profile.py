@@ -371,6 +371,20 @@ def test_text_dump_is_darshan_parser_like() -> None:
     assert "PHASE\t0\ttransfer\t0.000000\t1" in text
 
 
+def test_records_name_the_module_they_count() -> None:
+    """POSIX unless said otherwise; the label leads every text row and DXT row of the file."""
+    profiles = [rank_profile(0, 1.0, 10), rank_profile(1, 2.0, 20)]
+    assert {r["module"] for r in reduce_profiles(profiles)["records"]} == {"POSIX"}
+    doc = reduce_profiles(profiles, module="MPIIO-AS-POSIX")
+    assert {r["module"] for r in doc["records"]} == {"MPIIO-AS-POSIX"}
+    lines = format_text(from_json(to_json(doc))).splitlines()
+    assert sum(line.startswith("MPIIO-AS-POSIX\t") for line in lines) == 3 * (
+        len(COUNTERS) + len(FCOUNTERS)
+    )
+    assert not any(line.startswith(("POSIX\t", " X_POSIX ")) for line in lines)
+    assert sum(line.startswith(" X_MPIIO-AS-POSIX ") for line in lines) == 2
+
+
 def test_mounts() -> None:
     mounts = parse_mounts("a / ext4 rw 0 0\nb /scratch lustre rw 0 0\nc /my\\040disk xfs rw 0 0\n")
     assert mount_of("/scratch/run/x.h5", mounts) == ("/scratch", "lustre")

@@ -4,12 +4,18 @@ Logical layout (IOR's): rank r's transfer t of segment s covers bytes
 ``[r*B + t*T, r*B + (t+1)*T)`` of segment s (B = block, T = transfer). In a shared file a segment
 starts at ``s*B*P``; with file per process (-F) each rank has its own file and segment s starts
 at ``s*B``. HDF5 APIs store each segment as a 1-D uint64 dataset ``segment_<s>``.
+
+Profiled (``h5subfile bench --profile DIR``, docs/PROFILING.md): the h5subfile APIs through their
+``File(..., profile=DIR)``; ``posix`` through ``RawFile``'s own counting of its system calls;
+``mpiio`` by counting the MPI-IO calls it makes in the same counters, labelled
+``MPIIO-AS-POSIX``; ``phdf5`` is not profiled.
 """
 
 from __future__ import annotations
 
 import os
 import platform
+import time
 from abc import ABC, abstractmethod
 from typing import Any
 
@@ -18,7 +24,8 @@ from mpi4py import MPI
 
 from .._version import __version__
 from ..errors import CorruptFileError
-from ..io.posix import IOStats, RawFile, as_bytes
+from ..io.posix import IOStats, RawFile, as_bytes, block_size
+from ..io.profile import PosixRecord, Profile
 from .options import BenchOptions
 
 
@@ -30,13 +37,23 @@ class Backend(ABC):
     """The I/O of one API for one phase (write or read) of one iteration."""
 
     name = ""
+    #: The module name of the records this backend's own profile holds (what they count);
+    #: "" when it keeps none (the h5subfile APIs are profiled by their File, phdf5 not at all).
+    counted = ""
 
-    def __init__(self, options: BenchOptions, comm: MPI.Intracomm):
+    def __init__(
+        self, options: BenchOptions, comm: MPI.Intracomm, profile: str | None = None
+    ) -> None:
         self.options = options
         self.comm = comm
         self.rank = comm.rank
         self.size = comm.size
         self.file_comm = MPI.COMM_SELF if options.file_per_proc else comm
+        #: the folder this backend's phases are profiled into (None: not profiled)
+        self.profile_folder = profile
+        #: the running phase's profile on this rank (backends that count their own calls)
+        self.profile: Profile | None = None
+        self.profile_started = 0.0
 
     @classmethod
     def unavailable(cls) -> str | None:
@@ -91,11 +108,46 @@ class Backend(ABC):
         """API-specific facts for the report (plan, driver settings...)."""
         return {}
 
+    def profile_name(self) -> str:
+        """The name of this API's profiles, ``DIR/<name>.write.json``: the test file's name,
+        followed by the API unless it already ends with it (several APIs in one run)."""
+        name = os.path.basename(self.options.test_file)
+        return name if name.endswith(f".{self.options.api}") else f"{name}.{self.options.api}"
+
+    def start_profile(self) -> None:
+        """Collective, before a phase's open: this rank's profile of the phase, when the
+        backend counts its own calls and is profiled."""
+        if self.profile_folder is not None and self.counted:
+            from ..engine.profiling import new_profile, start_profile  # h5py: only when asked
+
+            self.profile = new_profile(self.rank)
+            self.profile_started = start_profile(self.comm, self.profile)
+
+    def finish_profile(self, writing: bool) -> None:
+        """Collective, after a phase's close: rank 0 writes the phase's profile,
+        ``DIR/<profile_name>.write.json`` (``.read.json``) and ``.txt``."""
+        profile, self.profile = self.profile, None
+        if profile is None or self.profile_folder is None:
+            return
+        from ..engine.profiling import finish_profile
+
+        mode = "w" if writing else "r"
+        finish_profile(
+            self.comm,
+            profile,
+            self.profile_folder,
+            self.profile_name(),
+            mode,
+            self.profile_started,
+            module=self.counted,
+        )
+
 
 class PosixBackend(Backend):
     """Raw positioned reads and writes (the ceiling any library is measured against)."""
 
     name = "posix"
+    counted = "POSIX"  # RawFile records each of its system calls
 
     @staticmethod
     def version() -> str:
@@ -103,7 +155,7 @@ class PosixBackend(Backend):
 
     def open(self, writing: bool, source_rank: int) -> None:
         self.source = source_rank
-        self.stats = IOStats()
+        self.stats = IOStats(profile=self.profile)
         target = self.rank if writing else source_rank
         self.file = RawFile(self.path(target), writable=writing, stats=self.stats, create=writing)
 
@@ -123,9 +175,17 @@ class PosixBackend(Backend):
 
 
 class MPIIOBackend(Backend):
-    """MPI-IO through mpi4py: independent (``Write_at``) or collective (``Write_at_all``, -c)."""
+    """MPI-IO through mpi4py: independent (``Write_at``) or collective (``Write_at_all``, -c).
+
+    Profiled, each MPI-IO call it makes is counted as the POSIX counters count a system call
+    (module ``MPIIO-AS-POSIX``, docs/PROFILING.md): ``File.Open`` an open, each
+    ``Write_at[_all]``/``Read_at[_all]`` one write or read of the bytes its status returns at
+    its byte offset, ``Sync`` an fsync, ``Close`` a close; not the system calls the MPI library
+    makes underneath."""
 
     name = "mpiio"
+    counted = "MPIIO-AS-POSIX"
+    record: PosixRecord | None = None
 
     @staticmethod
     def version() -> str:
@@ -142,25 +202,52 @@ class MPIIOBackend(Backend):
         target = self.rank if writing else source_rank
         mode = (MPI.MODE_CREATE | MPI.MODE_WRONLY) if writing else MPI.MODE_RDONLY
         info = self.info()
+        path = self.path(target)
+        started = time.monotonic()
         try:
-            self.fh = MPI.File.Open(self.file_comm, self.path(target), mode, info)
+            self.fh = MPI.File.Open(self.file_comm, path, mode, info)
         finally:
             info.Free()
+        self.record = None
+        if self.profile is not None:
+            self.record = self.profile.record(os.path.abspath(path))
+            self.record.record_open(started, time.monotonic(), block_size(path))
 
     def transfer(self, writing: bool, segment: int, within: int, words: np.ndarray) -> None:
         owner = self.rank if writing else self.source
         offset = self.offset(owner, segment, within)
         collective = self.options.collective
         if writing:
-            (self.fh.Write_at_all if collective else self.fh.Write_at)(offset, words)
+            call = self.fh.Write_at_all if collective else self.fh.Write_at
         else:
-            (self.fh.Read_at_all if collective else self.fh.Read_at)(offset, words)
+            call = self.fh.Read_at_all if collective else self.fh.Read_at
+        record = self.record
+        if record is None:
+            call(offset, words)
+            return
+        assert self.profile is not None
+        aligned = self.profile.aligned(as_bytes(words))
+        status = MPI.Status()
+        started = time.monotonic()
+        call(offset, words, status)
+        ended = time.monotonic()
+        moved = status.Get_count(MPI.BYTE)
+        (record.record_write if writing else record.record_read)(
+            offset, moved, started, ended, aligned
+        )
 
     def sync(self) -> None:
+        started = time.monotonic()
         self.fh.Sync()
+        if self.record is not None:
+            self.record.record_fsync(started, time.monotonic())
 
     def close(self) -> None:
+        started = time.monotonic()
         self.fh.Close()
+        if self.record is not None:
+            self.record.record_close(started, time.monotonic())
+            self.record = None
 
     def effective_hints(self) -> dict[str, str]:
         """The hints the MPI library reports for an open file (MPI_File_get_info)."""
@@ -238,6 +325,7 @@ class H5SubfileBackend(_HDF5Layout):
                 "w",
                 comm=self.file_comm,
                 fsync=self.options.fsync,
+                profile=self.profile_folder,
                 **self.plan(),
             )
             start = self.block_start(self.rank)
@@ -253,7 +341,13 @@ class H5SubfileBackend(_HDF5Layout):
             if self.whole_blocks:
                 self.block = np.empty(words, dtype=np.uint64)
         else:
-            self.file = File(self.path(source_rank), "r", comm=self.file_comm, **self.read_plan())
+            self.file = File(
+                self.path(source_rank),
+                "r",
+                comm=self.file_comm,
+                profile=self.profile_folder,
+                **self.read_plan(),
+            )
             self.datasets = []
             for name in self.names():
                 dataset = self.file[name]

@@ -5,6 +5,8 @@ finishes opening, finishes its transfers and finishes closing (after fsync with 
 reports, over ranks, open = last open end - first open start, wr/rd = last transfer end - first
 transfer start, close = last close end - first close start, total = last close end - first open
 start, and bandwidth = aggregate bytes / total. Data checks (-W, -R) are separate, untimed passes.
+With a profile folder, each timed phase is profiled (the checks are not): a backend that counts
+its own calls starts its profile before the phase's barrier and writes it after the phase.
 """
 
 from __future__ import annotations
@@ -69,6 +71,7 @@ def _phase(
 ) -> tuple[float, ...]:
     options = backend.options
     comm = backend.comm
+    backend.start_profile()
     comm.Barrier()
     error = None
     opened = MPI.Wtime()
@@ -98,6 +101,7 @@ def _phase(
         error = error or exc
     closed = MPI.Wtime()
     agree(comm, error)
+    backend.finish_profile(writing)
     return opened, open_end, start, end, closed
 
 
@@ -156,8 +160,11 @@ def _result(
 class Runner:
     """One API's iterations, run one at a time so that several APIs can take turns."""
 
-    def __init__(self, options: BenchOptions, comm: MPI.Intracomm) -> None:
+    def __init__(
+        self, options: BenchOptions, comm: MPI.Intracomm, profile: str | None = None
+    ) -> None:
         self.cls = BACKENDS[options.api]
+        self.profile = profile
         reason = self.cls.unavailable()
         if reason:
             raise Unavailable(reason)
@@ -175,7 +182,7 @@ class Runner:
     def iteration(self, iteration: int, progress: Progress, counter: list[int]) -> None:
         """Collective: iteration ``iteration`` (write and/or read phase, checks, clean-up)."""
         options, comm, cls = self.options, self.comm, self.cls
-        backend = cls(options, comm)
+        backend = cls(options, comm, self.profile)
         for writing in (True, False):
             if not (options.write if writing else options.read):
                 continue
@@ -207,13 +214,17 @@ def _on_rank_0(done: int, total: int) -> str:
 
 
 def run_interleaved(
-    runs: Sequence[BenchOptions], comm: MPI.Intracomm, progress: Progress | None = None
+    runs: Sequence[BenchOptions],
+    comm: MPI.Intracomm,
+    progress: Progress | None = None,
+    profile: str | None = None,
 ) -> list[list[PhaseResult]]:
     """Collective: every API's iterations in turns (A B C A B C ...), so that a slow spell of
     the machine falls on every API alike; every rank returns the same results, one list per
-    API. The APIs must have the same number of iterations."""
+    API. The APIs must have the same number of iterations. ``profile``: the folder every timed
+    phase is profiled into (each iteration's profile replaces the one before)."""
     progress = progress or Progress(False)
-    runners = [Runner(options, comm) for options in runs]
+    runners = [Runner(options, comm, profile) for options in runs]
     iterations = {options.iterations for options in runs}
     if len(iterations) != 1:
         raise ValueError(f"APIs run in turns need the same iteration count, not {iterations}")

@@ -1,8 +1,9 @@
 """h5subfile: parallel HDF5 output and input for MPI applications, through subfiling.
 
 Write (vpic), read (bdcats), benchmark (bench), describe (info), check (verify) and convert
-(repack) subfiled and plain HDF5 files, and print profiles (report); run the MPI verbs under
-mpiexec. `demo` runs the whole tour on this machine.
+(repack) subfiled and plain HDF5 files, print profiles (report) and profile any command's
+h5subfile I/O (profile); run the MPI verbs under mpiexec. `demo` runs the whole tour on this
+machine.
 
 Every verb reports an error the same way: one line, printed once (by rank 0), every rank ending
 with the same exit status: 0 success; 1 the command failed (or info/verify found the file
@@ -20,7 +21,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from .._version import __version__
-from . import bdcats, bench, demo, info, repack, report, verify, vpic
+from . import bdcats, bench, demo, info, profile, repack, report, verify, vpic
 from .common import (
     DEBUG_VARIABLE,
     EXIT_BROKEN_PIPE,
@@ -34,7 +35,7 @@ from .common import (
     silence_stdout,
 )
 
-VERBS = (vpic, bdcats, bench, info, verify, repack, report, demo)
+VERBS = (vpic, bdcats, bench, info, verify, repack, report, profile, demo)
 #: Seconds a rank whose error is its own (not agreed with the others) waits for the others to
 #: finish before it ends the job with MPI_Abort (they may be waiting for it inside a collective
 #: call). An agreed error is raised by every rank, so they all arrive.

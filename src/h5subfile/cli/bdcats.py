@@ -3,17 +3,20 @@
 from __future__ import annotations
 
 import argparse
+import sys
 from typing import Any
 
 from ..units import parse_count
 from .common import (
     add_plan_flags,
+    add_profile_flags,
     add_progress_flags,
     check_input_file,
     count_at_least,
     fraction,
     plan_arguments,
     print_json,
+    profiling,
     progress_line,
 )
 
@@ -70,6 +73,7 @@ def add_parser(verbs: Any) -> None:
     )
     parser.add_argument("--json", action="store_true", help="print the metrics as JSON")
     add_progress_flags(parser)
+    add_profile_flags(parser, "the file read")
     from ..plan import READ_FIELDS
 
     add_plan_flags(
@@ -102,6 +106,7 @@ def run(args: argparse.Namespace) -> int:
 
     comm = MPI.COMM_WORLD
     check_input_file(comm, args.file)
+    profiled = profiling(args, comm.rank)
     pattern = Pattern(
         args.pattern,
         args.count,
@@ -120,6 +125,7 @@ def run(args: argparse.Namespace) -> int:
             comm,
             verify=args.verify,
             progress=progress,
+            profile=profiled.folder,
             **plan_arguments(args),
         )
     if comm.rank == 0:
@@ -131,4 +137,5 @@ def run(args: argparse.Namespace) -> int:
             print(metrics.report())
             if args.verify:
                 print("Verification: every value read matches what VPIC-IO wrote")
+    profiled.announce(args, comm.rank, sys.stderr if args.json else None)
     return 0

@@ -9,7 +9,15 @@ import sys
 from typing import TYPE_CHECKING, Any
 
 from ..units import parse_size
-from .common import UsageError, add_plan_flags, add_progress_flags, plan_arguments, progress_line
+from .common import (
+    UsageError,
+    add_plan_flags,
+    add_profile_flags,
+    add_progress_flags,
+    plan_arguments,
+    profiling,
+    progress_line,
+)
 
 if TYPE_CHECKING:  # imported when a verb runs, not when the command line is parsed
     from mpi4py import MPI
@@ -128,6 +136,11 @@ def _add_output_flags(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--csv", metavar="PATH", help="write results as CSV to PATH ('-': print)")
     add_progress_flags(parser)
+    add_profile_flags(
+        parser,
+        "each timed phase (the last iteration's is kept): posix and mpiio as "
+        "DIR/FILE.API.write.json, hdf5 and subfile as their File does; phdf5 is not profiled",
+    )
     parser.add_argument(
         "--sweep",
         metavar="FILE.toml",
@@ -247,6 +260,8 @@ def access(options: BenchOptions, subfiles: int, ranks: int) -> str:
 
 def run(args: argparse.Namespace) -> int:
     if args.sweep:
+        if args.profile:
+            raise UsageError("--profile applies to one run, not to --sweep")
         return _sweep(args)
     from mpi4py import MPI
 
@@ -261,10 +276,14 @@ def run(args: argparse.Namespace) -> int:
     except ValueError as exc:  # IOR options that cannot be right: the command line is wrong
         error = UsageError(str(exc))
     agree(comm, error)  # the same on every rank (all parse the same argv): printed once
+    profiled = profiling(args, comm.rank)
     nodes = node_of_ranks(comm)
     available, unavailable = _available(runs)
+    notes = sys.stderr if "-" in (args.json, args.csv) else sys.stdout
     if comm.rank == 0:
         _say_unavailable(args, unavailable)
+        if profiled.folder and any(o.api == "phdf5" for o in available) and not args.quiet:
+            print("phdf5: not profiled (its I/O is inside parallel HDF5)", file=notes, flush=True)
     if not available:
         if comm.rank == 0:
             _write_unavailable(args, runs, unavailable, comm.size, nodes.count(nodes[0]))
@@ -274,7 +293,7 @@ def run(args: argparse.Namespace) -> int:
 
     # Benchmarks run for hours: without a terminal, a line every 10 s inside a long phase.
     with progress_line(args, comm.rank, interval=10.0) as progress:
-        results = run_interleaved(available, comm, progress)
+        results = run_interleaved(available, comm, progress, profiled.folder)
     if comm.rank == 0:
         several = len(runs) > 1  # as asked: the output's form does not depend on what ran
         _output(
@@ -287,6 +306,7 @@ def run(args: argparse.Namespace) -> int:
             comm.size,
             nodes.count(nodes[0]),
         )
+    profiled.announce(args, comm.rank, notes)
     bad = sum(r.bad_transfers or 0 for rows in results for r in rows)
     return 1 if bad else 0
 

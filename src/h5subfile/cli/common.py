@@ -16,6 +16,8 @@ import json
 import os
 import re
 import sys
+import time
+from dataclasses import dataclass
 from typing import Any, NoReturn
 
 from ..errors import H5SubfileError
@@ -334,3 +336,121 @@ def progress_line(args: argparse.Namespace, rank: int, interval: float = LINE_IN
     """This rank's progress line, shown as ``progress_wanted`` decides from ``--quiet`` and
     ``--progress`` (a context manager: use it in a ``with``)."""
     return Progress(progress_wanted(rank, quiet=args.quiet, asked=args.progress), interval=interval)
+
+
+# ---------------------------------------------------------------------------------------------
+# Profiling (docs/PROFILING.md, *Use*)
+
+
+def trace_bound(text: str) -> str:
+    """An argparse type: the trace's bound per rank, ``N``, ``N:first`` or ``N:last`` (what
+    ``H5SUBFILE_PROFILE_TRACE`` takes), returned as that variable's value."""
+    limit, _, keep = text.strip().partition(":")
+    if not limit.isdigit() or int(limit) < 1 or keep not in ("", "first", "last"):
+        raise ValueError(
+            f"expected N, N:first or N:last (operations kept per rank, N >= 1), got {text!r}"
+        )
+    return f"{int(limit)}:{keep or 'first'}"
+
+
+def add_profile_flags(parser: argparse.ArgumentParser, what: str = "every file it opens") -> None:
+    """``--profile DIR`` and ``--profile-trace N[:last]``: the verb profiles ``what`` as
+    ``File(..., profile=DIR)`` does (``profiling`` reads them)."""
+    group = parser.add_argument_group("profiling (docs/PROFILING.md)")
+    group.add_argument(
+        "--profile",
+        metavar="DIR",
+        default=None,
+        help=f"profile {what}: Darshan-style counters per file and rank, written by rank 0 to "
+        "DIR/NAME.write.json (.read.json) and .txt (read them again with 'h5subfile report')",
+    )
+    group.add_argument(
+        "--profile-trace",
+        metavar="N[:last]",
+        type=trace_bound,
+        default=None,
+        help="with --profile: also keep a trace of the first N operations per rank (N:last: "
+        "the last N); as H5SUBFILE_PROFILE_TRACE",
+    )
+
+
+@dataclass
+class Profiling:
+    """A verb's profiling: the folder (absolute; None: not profiled) and what it held before
+    the verb ran, so that :meth:`written` names the profiles this run wrote."""
+
+    folder: str | None
+    before: dict[str, tuple[int, int, int]]
+    since_ns: int
+
+    def written(self) -> list[str]:
+        """The profiles (``*.json``) written into the folder since the verb started, sorted."""
+        if self.folder is None:
+            return []
+        now = _json_files(self.folder)
+        return sorted(
+            path
+            for path, seen in now.items()
+            if self.before.get(path) != seen or seen[0] >= self.since_ns
+        )
+
+    def announce(self, args: argparse.Namespace, rank: int, stream: Any = None) -> None:
+        """Rank 0, unless ``--quiet``: where the profiles went (on ``stream``, default
+        stdout); a note when the folder received none."""
+        if self.folder is None or rank != 0 or getattr(args, "quiet", False):
+            return
+        out = sys.stdout if stream is None else stream
+        written = self.written()
+        if not written:
+            print(f"Profile: nothing written to {self.folder}", file=out, flush=True)
+            return
+        names = ", ".join(os.path.basename(path) for path in written)
+        print(
+            f"Profile: {len(written)} written to {self.folder}: {names} (with .txt beside each; "
+            f"redraw: h5subfile report {self.folder} --text)",
+            file=out,
+            flush=True,
+        )
+
+
+def profiling(args: argparse.Namespace, rank: int = 0) -> Profiling:
+    """The verb's profiling from ``--profile`` and ``--profile-trace`` (the trace's bound is
+    set in ``H5SUBFILE_PROFILE_TRACE``, which every profiled session of this process reads).
+    ``--profile-trace`` without ``--profile`` is a usage error. Only rank 0, which announces
+    the profiles, looks at what the folder holds."""
+    from ..io.profile import TRACE_ENV
+
+    folder = getattr(args, "profile", None)
+    trace = getattr(args, "profile_trace", None)
+    if trace and not folder:
+        raise UsageError("--profile-trace needs --profile DIR (the folder the profiles go to)")
+    if not folder:
+        return Profiling(None, {}, 0)
+    if trace:
+        os.environ[TRACE_ENV] = trace
+    folder = os.path.abspath(folder)
+    return Profiling(folder, _json_files(folder) if rank == 0 else {}, time.time_ns())
+
+
+def profile_flags(args: argparse.Namespace) -> list[str]:
+    """The profiling flags again, for a verb that runs others (``demo``)."""
+    flags = ["--profile", os.path.abspath(args.profile)] if args.profile else []
+    return flags + (["--profile-trace", args.profile_trace] if args.profile_trace else [])
+
+
+def _json_files(folder: str) -> dict[str, tuple[int, int, int]]:
+    """The ``*.json`` files of ``folder`` with (modification time ns, size, inode)."""
+    found = {}
+    try:
+        names = os.listdir(folder)
+    except OSError:
+        return {}
+    for name in names:
+        if name.endswith(".json"):
+            path = os.path.join(folder, name)
+            try:
+                st = os.stat(path)
+            except OSError:
+                continue
+            found[path] = (st.st_mtime_ns, st.st_size, st.st_ino)
+    return found

@@ -18,7 +18,16 @@ from typing import Any
 from ..errors import H5SubfileError
 from ..mpi.launch import mpiexec
 from ..units import format_bytes, parse_count
-from .common import UsageError, count_at_least, int_at_least, launched_size
+from .common import (
+    Profiling,
+    UsageError,
+    add_profile_flags,
+    count_at_least,
+    int_at_least,
+    launched_size,
+    profile_flags,
+    profiling,
+)
 
 WAYS = (
     ("subfiling, 2 subfiles", ["--subfiles", "2"], "subfiled.h5"),
@@ -57,6 +66,7 @@ def add_parser(verbs: Any) -> None:
     parser.add_argument(
         "--readers", type=int_at_least(1), default=3, help="ranks reading back with BD-CATS-IO"
     )
+    add_profile_flags(parser, "every write and read of the tour (DIR/NAME.h5.write.json...)")
     parser.set_defaults(run=run)
 
 
@@ -109,22 +119,26 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError(
             "run the demo as a plain command (h5subfile demo): it launches mpiexec itself"
         )
+    profiled = profiling(args)
     try:
         launcher = mpiexec()
     except RuntimeError as exc:
         raise H5SubfileError(str(exc)) from None
     if args.keep is None:
         with tempfile.TemporaryDirectory(prefix="h5subfile-demo-") as folder:
-            return tour(args, launcher, folder, kept=False)
+            return tour(args, launcher, folder, kept=False, profiled=profiled)
     try:
         os.makedirs(args.keep, exist_ok=True)
     except OSError as exc:
         raise H5SubfileError(f"cannot make {args.keep}: {exc.strerror or exc}") from None
-    return tour(args, launcher, args.keep, kept=True)
+    return tour(args, launcher, args.keep, kept=True, profiled=profiled)
 
 
-def tour(args: argparse.Namespace, launcher: str, folder: str, kept: bool) -> int:
-    """The three writes, the reads and the table, in ``folder``."""
+def tour(
+    args: argparse.Namespace, launcher: str, folder: str, kept: bool, profiled: Profiling
+) -> int:
+    """The three writes, the reads and the table, in ``folder`` (each profiled into
+    ``profiled.folder`` when it is set)."""
     where = folder if kept else "a temporary folder (removed at the end; keep them: --keep DIR)"
     print(
         f"h5subfile demo: VPIC-IO with {args.writers} ranks, {args.particles} particles per rank,"
@@ -146,10 +160,15 @@ def tour(args: argparse.Namespace, launcher: str, folder: str, kept: bool) -> in
                 "--steps",
                 str(args.steps),
                 *flags,
+                *profile_flags(args),
             ],
         )
         print(" reading and verifying...", end="", flush=True)
-        read = run_mpi(launcher, args.readers, ["bdcats", master, "--pattern", "full", "--verify"])
+        read = run_mpi(
+            launcher,
+            args.readers,
+            ["bdcats", master, "--pattern", "full", "--verify", *profile_flags(args)],
+        )
         nfiles, nbytes = files_of(master)
         storage = check_with_h5py(master, args.particles * args.writers)
         print(f" done (plain h5py sees a {storage} dataset)", flush=True)
@@ -176,4 +195,5 @@ def tour(args: argparse.Namespace, launcher: str, folder: str, kept: bool) -> in
         print(f"Files: {format_bytes(total)} in {folder}  (inspect with: h5subfile info {master})")
     else:
         print(f"Files: {format_bytes(total)} written, now removed (keep them with --keep DIR)")
+    profiled.announce(args, 0)
     return 0

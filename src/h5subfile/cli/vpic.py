@@ -4,17 +4,20 @@ write kernel, through h5subfile or, as the baseline, through parallel HDF5."""
 from __future__ import annotations
 
 import argparse
+import sys
 from typing import Any
 
 from ..units import parse_count
 from .common import (
     UsageError,
     add_plan_flags,
+    add_profile_flags,
     add_progress_flags,
     count_at_least,
     int_at_least,
     plan_arguments,
     print_json,
+    profiling,
     progress_line,
 )
 
@@ -49,6 +52,7 @@ def add_parser(verbs: Any) -> None:
     add_plan_flags(parser)
     parser.add_argument("--json", action="store_true", help="print the metrics as JSON")
     add_progress_flags(parser)
+    add_profile_flags(parser, "the file written (--api h5subfile)")
     parser.set_defaults(run=run)
 
 
@@ -62,6 +66,8 @@ def _phdf5_problem(args: argparse.Namespace) -> str | None:
     flags = [f"--{name.replace('_', '-')}" for name, v in plan_arguments(args).items() if v]
     if flags:
         raise UsageError(f"{', '.join(flags)}: plan flags apply to --api h5subfile only")
+    if args.profile:
+        raise UsageError("--profile applies to --api h5subfile only (phdf5 is not profiled)")
     from ..bench.backends import PHDF5Backend
 
     return PHDF5Backend.unavailable()
@@ -79,6 +85,7 @@ def run(args: argparse.Namespace) -> int:
         error = H5SubfileError(problem)
         error.collective = True  # decided from the h5py build: the same on every rank
         raise error
+    profiled = profiling(args, comm.rank)
     with progress_line(args, comm.rank) as progress:
         progress.phase("vpic:", args.steps, lambda done, n: f"step {done}/{n} written", "step")
         if args.api == "phdf5":
@@ -87,7 +94,13 @@ def run(args: argparse.Namespace) -> int:
             )
         else:
             metrics = run_vpic(
-                args.file, args.particles, args.steps, comm, progress, **plan_arguments(args)
+                args.file,
+                args.particles,
+                args.steps,
+                comm,
+                progress,
+                profile=profiled.folder,
+                **plan_arguments(args),
             )
     if comm.rank == 0:
         if args.json:
@@ -103,4 +116,5 @@ def run(args: argparse.Namespace) -> int:
             print_json(data)
         else:
             print(metrics.report())
+    profiled.announce(args, comm.rank, sys.stderr if args.json else None)
     return 0

@@ -17,15 +17,9 @@ from mpi4py import MPI
 
 from ..errors import PlanError
 from ..io.h5 import collect_hdf5_logs
-from ..io.profile import Profile
+from ..io.profile import PROFILE_ENV, TRACE_ENV, Profile
 from ..io.profile_report import format_text, parse_mounts, reduce_profiles, to_json
 from ..mpi.collective import bcast, gather, root_only, waited
-
-#: The environment variable that profiles any application unchanged.
-PROFILE_ENV = "H5SUBFILE_PROFILE"
-#: The trace's bound per rank: ``N`` (the first N operations kept) or ``N:last`` (the last N).
-TRACE_ENV = "H5SUBFILE_PROFILE_TRACE"
-
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -101,10 +95,18 @@ def start_profile(comm: MPI.Comm, profile: Profile | None) -> float:
 
 
 def finish_profile(
-    comm: MPI.Comm, profile: Profile, folder: str, path: str, mode: str, started: float
+    comm: MPI.Comm,
+    profile: Profile,
+    folder: str,
+    path: str,
+    mode: str,
+    started: float,
+    module: str = "POSIX",
 ) -> str:
     """Collective: gather every rank's profile on rank 0, which reduces them and writes the
-    JSON and the text; every rank returns the JSON's path or raises rank 0's error."""
+    JSON and the text, ``DIR/<name of path>.read|write.json`` (``mode`` "r": read); every rank
+    returns the JSON's path or raises rank 0's error. ``module``: what the records count
+    (docs/PROFILING.md; POSIX system calls unless said otherwise)."""
     collect_hdf5_logs(profile)  # every HDF5 file of the session is closed by now
     run_time = profile.clock() - profile.origin
     gathered = gather(comm, profile.as_dict())
@@ -113,7 +115,12 @@ def finish_profile(
     def write() -> str:
         assert gathered is not None
         doc = reduce_profiles(
-            gathered, nprocs=int(comm.size), start=started, run_time=run_time, mounts=_mounts()
+            gathered,
+            nprocs=int(comm.size),
+            start=started,
+            run_time=run_time,
+            mounts=_mounts(),
+            module=module,
         )
         os.makedirs(folder, exist_ok=True)
         with open(stem + ".json", "w") as out:

@@ -19,6 +19,11 @@ from typing import Any
 
 import numpy as np
 
+#: The environment variable that profiles any application unchanged: the profiles' folder.
+PROFILE_ENV = "H5SUBFILE_PROFILE"
+#: The trace's bound per rank: ``N`` (the first N operations kept) or ``N:last`` (the last N).
+TRACE_ENV = "H5SUBFILE_PROFILE_TRACE"
+
 #: Darshan's size buckets (POSIX_SIZE_{READ,WRITE}_<bucket>), smallest first.
 SIZE_BUCKETS = (
     "0_100",

@@ -160,11 +160,13 @@ def reduce_profiles(
     start: float = 0.0,
     run_time: float = 0.0,
     mounts: list[tuple[str, str]] | None = None,
+    module: str = "POSIX",
 ) -> dict[str, Any]:
     """The job's profile document (docs/PROFILING.md, *JSON*) from every rank's
     ``Profile.as_dict()``. A file every one of the ``nprocs`` ranks opened gets a shared record
     (rank -1) before its per-rank records; ``mounts``: (mount point, file system type) pairs,
-    as :func:`parse_mounts` returns them."""
+    as :func:`parse_mounts` returns them; ``module``: what the records count, in each record
+    (``POSIX``: system calls; ``MPIIO-AS-POSIX``: MPI-IO calls in POSIX counters)."""
     nprocs = len(profiles) if nprocs is None else nprocs
     by_path: dict[str, dict[int, dict[str, Any]]] = {}
     for profile in profiles:
@@ -177,12 +179,15 @@ def reduce_profiles(
         files.append({"id": ids[path], "path": path, "mount": mount, "fs": fs})
         per_rank = by_path[path]
         if nprocs > 0 and len(per_rank) == nprocs:
-            records.append({"id": ids[path], "rank": -1, **shared_record(per_rank)})
+            records.append(
+                {"id": ids[path], "module": module, "rank": -1, **shared_record(per_rank)}
+            )
         for rank in sorted(per_rank):
             rec = per_rank[rank]
             records.append(
                 {
                     "id": ids[path],
+                    "module": module,
                     "rank": rank,
                     "counters": rec["counters"],
                     "fcounters": rec["fcounters"],
@@ -271,12 +276,13 @@ def format_text(doc: dict[str, Any]) -> str:
     for rec in doc["records"]:
         f = files[rec["id"]]
         tail = f"{f['path']}\t{f['mount']}\t{f['fs']}"
-        head = f"POSIX\t{rec['rank']}\t{rec['id']}"
+        head = f"{rec.get('module', 'POSIX')}\t{rec['rank']}\t{rec['id']}"
         lines.extend(f"{head}\t{name}\t{value}\t{tail}" for name, value in rec["counters"].items())
         lines.extend(
             f"{head}\t{name}\t{value:.6f}\t{tail}" for name, value in rec["fcounters"].items()
         )
-    lines.extend(_dxt_lines(doc, files))
+    modules = {rec["id"]: rec.get("module", "POSIX") for rec in doc["records"]}
+    lines.extend(_dxt_lines(doc, files, modules))
     lines.append("")
     lines.append("#<phase>\t<rank>\t<name>\t<seconds>\t<count>")
     for row in doc["ranks"]:
@@ -285,8 +291,11 @@ def format_text(doc: dict[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _dxt_lines(doc: dict[str, Any], files: dict[str, dict[str, Any]]) -> list[str]:
-    """darshan-dxt-parser's layout: per file and rank a header, then one row per operation."""
+def _dxt_lines(
+    doc: dict[str, Any], files: dict[str, dict[str, Any]], modules: dict[str, str]
+) -> list[str]:
+    """darshan-dxt-parser's layout: per file and rank a header, then one row per operation
+    (``X_<module>``, as ``X_POSIX``)."""
     lines: list[str] = []
     for row in doc["ranks"]:
         trace = row["trace"]
@@ -311,9 +320,10 @@ def _dxt_lines(doc: dict[str, Any], files: dict[str, dict[str, Any]]) -> list[st
                 "# Module    Rank  Wt/Rd  Segment          Offset       Length    Start(s)      End(s)"
             )
             segment = {"read": 0, "write": 0}
+            module = f"X_{modules.get(file_id, 'POSIX')}"
             for _, kind, offset, length, start, end in entries:
                 lines.append(
-                    f" X_POSIX {row['rank']:>7} {kind:>6} {segment[kind]:>8} {offset:>15} "
+                    f" {module} {row['rank']:>7} {kind:>6} {segment[kind]:>8} {offset:>15} "
                     f"{length:>12} {start:>11.4f} {end:>11.4f}"
                 )
                 segment[kind] += 1

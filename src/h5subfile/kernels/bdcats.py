@@ -142,13 +142,15 @@ def run_bdcats(
     comm: MPI.Comm | None = None,
     verify: bool = False,
     progress: Callable[[int, int], None] | None = None,
+    profile: str | None = None,
     **plan: Any,
 ) -> Metrics:
     """Collective: read ``path`` with the BD-CATS-IO pattern; optionally verify VPIC-IO values.
 
     ``plan``: the read-side plan fields (``aggregators``, ``buffer_size``, ``transfer_size``);
     with aggregators, each rank's share is read collectively through them (two-phase I/O).
-    ``progress(done, total)``, if given, is called with the datasets read so far.
+    ``progress(done, total)``, if given, is called with the datasets read so far. ``profile``:
+    the folder the read session's profile goes to (None: not profiled).
     """
     comm = MPI.COMM_WORLD if comm is None else comm
     excluded = 0.0
@@ -160,7 +162,7 @@ def run_bdcats(
         # The file's problems: a dataset read below raises its own, once agreed; others do
         # not concern this kernel.
         warnings.simplefilter("ignore", RuntimeWarning)
-        f = File(path, "r", comm=comm, **plan)
+        f = File(path, "r", comm=comm, profile=profile, **plan)
     with f:
         reads, error = _plan_reads(f, path, pattern, verify, comm.size)
         agree(comm, error)

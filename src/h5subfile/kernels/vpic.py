@@ -101,8 +101,10 @@ def write_vpic(
 class _H5SubfileSink:
     """The kernel's steps through h5subfile (``write_datasets``: one coordination per step)."""
 
-    def __init__(self, path: str, comm: MPI.Intracomm, plan: dict[str, Any]) -> None:
-        self.file = File(path, "w", comm=comm, **plan)
+    def __init__(
+        self, path: str, comm: MPI.Intracomm, plan: dict[str, Any], profile: str | None = None
+    ) -> None:
+        self.file = File(path, "w", comm=comm, profile=profile, **plan)
 
     def __enter__(self) -> _H5SubfileSink:
         return self
@@ -127,16 +129,18 @@ def run_vpic(
     steps: int,
     comm: MPI.Intracomm | None = None,
     progress: Callable[[int, int], None] | None = None,
+    profile: str | None = None,
     **plan: Any,
 ) -> Metrics:
     """Collective: write ``steps`` VPIC-IO steps of ``particles`` particles per rank to ``path``.
 
-    ``plan`` goes to :class:`~h5subfile.File` (``subfiles``, ``ranks_per_subfile``, ``fsync``).
+    ``plan`` goes to :class:`~h5subfile.File` (``subfiles``, ``ranks_per_subfile``, ``fsync``),
+    and so does ``profile`` (the folder the session's profile goes to; None: not profiled).
     """
     comm = MPI.COMM_WORLD if comm is None else comm
 
     def open_sink(first: int, total: int) -> Sink:
-        return _H5SubfileSink(path, comm, plan)
+        return _H5SubfileSink(path, comm, plan, profile)
 
     return write_vpic(open_sink, particles, steps, comm, progress)
 
