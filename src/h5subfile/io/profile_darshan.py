@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import os
 import struct
+import sys
 import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -77,7 +78,8 @@ def read_log(path: str) -> dict[str, Any]:
         import darshan  # the optional extra: h5subfile works without it
     except ImportError:
         raise H5SubfileError(
-            f"reading the Darshan log {path} needs PyDarshan, not installed: {INSTALL}"
+            f"reading the Darshan log {path} needs PyDarshan, not installed: {INSTALL} "
+            "(or pip install darshan)"
         ) from None
     with _c_stderr() as said:
         try:
@@ -121,6 +123,7 @@ def _cut_short(path: str, modules: dict[str, dict[str, Any]]) -> str | None:
 def _c_stderr() -> Iterator[Any]:
     """Collect what libdarshan-util prints on the process's standard error (file descriptor 2)
     while the log is read, so that a failure is one line; yields a function returning it."""
+    sys.stderr.flush()  # what Python wrote before stays where it was going
     saved = os.dup(2)
     with tempfile.TemporaryFile() as sink:
 
@@ -132,6 +135,7 @@ def _c_stderr() -> Iterator[Any]:
         try:
             yield said
         finally:
+            sys.stderr.flush()
             os.dup2(saved, 2)
             os.close(saved)
 
