@@ -240,6 +240,13 @@ def test_a_log_is_recognised_by_its_header_or_its_name(tmp_path: Path) -> None:
     assert is_darshan_path(str(little)) and not is_darshan_path(str(text))
     assert is_darshan_path(str(tmp_path / "missing.darshan"))
     assert is_darshan_path(str(tmp_path / "job.darshan_partial"))
+    from h5subfile.cli.report import profile_files
+
+    (tmp_path / "job.darshan").write_bytes(header() + bytes(32))
+    (tmp_path / "run.h5.write.json").write_text("{}")
+    assert profile_files(str(tmp_path)) == [
+        str(tmp_path / name) for name in ("job.darshan", "run.h5.write.json")
+    ]
 
 
 def test_a_file_that_is_not_a_log_or_is_missing_is_named(tmp_path: Path) -> None:

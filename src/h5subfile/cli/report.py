@@ -32,7 +32,8 @@ def add_parser(verbs: Any) -> None:
 
 
 def profile_files(path: str) -> list[str]:
-    """The profile files ``path`` names: itself, or the ``*.json`` of a folder (sorted)."""
+    """The profile files ``path`` names: itself, or the ``*.json`` and ``*.darshan`` of a folder
+    (sorted)."""
     if os.path.isdir(path):
         found = sorted(
             os.path.join(path, name)
