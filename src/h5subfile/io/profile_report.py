@@ -271,6 +271,7 @@ def format_text(doc: dict[str, Any]) -> str:
         f"# nprocs: {doc['nprocs']}",
         f"# start_time: {doc['start']:.6f}",
         f"# run time: {doc['run_time']:.6f}",
+        *_source_lines(doc),
         _HEADER,
     ]
     for rec in doc["records"]:
@@ -285,10 +286,28 @@ def format_text(doc: dict[str, Any]) -> str:
     lines.extend(_dxt_lines(doc, files, modules))
     lines.append("")
     lines.append("#<phase>\t<rank>\t<name>\t<seconds>\t<count>")
+    if "phases" in doc.get("unavailable", {}):
+        lines.append(f"# no phases: {doc['unavailable']['phases']}")
     for row in doc["ranks"]:
         for name, phase in row["phases"].items():
             lines.append(f"PHASE\t{row['rank']}\t{name}\t{phase['seconds']:.6f}\t{phase['count']}")
     return "\n".join(lines) + "\n"
+
+
+def _source_lines(doc: dict[str, Any]) -> list[str]:
+    """For a document read from another tool's log (a Darshan log): where it came from, and
+    each thing the log cannot fill with why."""
+    source = doc.get("source")
+    if not source:
+        return []
+    lines = [
+        f"# source: {source['format']} log {source['log']} (format {source['log_version']}, "
+        f"library {source['library_version'] or '-'})",
+        f"# exe: {source['exe'] or '-'}",
+        f"# modules: {', '.join(source['modules']) or '-'} (read: {', '.join(source['mapped']) or 'none'})",
+    ]
+    lines.extend(f"# unavailable: {what}: {why}" for what, why in doc["unavailable"].items())
+    return lines
 
 
 def _dxt_lines(
