@@ -72,10 +72,10 @@ def test_a_balanced_job_of_large_aligned_writes_has_no_finding() -> None:
 @pytest.mark.parametrize(
     ("small", "large", "found"),
     [
-        (500, 0, True),  # 1000 writes in all, every one small
-        (499, 0, False),  # 998 writes: too few to matter
-        (50, 450, True),  # exactly 10 % small
-        (49, 451, False),  # 9.8 %
+        (500, 0, True),  # 1000 small writes in all, every write small
+        (499, 0, False),  # 998 small writes: too few to matter
+        (500, 4500, True),  # 1000 small writes, exactly 10 %
+        (500, 4501, False),  # 1000, just under 10 %
     ],
 )
 def test_small_writes_at_their_thresholds(small: int, large: int, found: bool) -> None:

@@ -22,9 +22,10 @@ MiB = 1 << 20
 #: Small operations: at most 1 MiB (Darshan's buckets 0_100 to 100K_1M), below which a
 #: parallel file system's per-request cost dominates the transfer (Drishti's "small requests").
 SMALL_BUCKETS = SIZE_BUCKETS[: BUCKET_LIMITS.index(MiB) + 1]
-#: A kind of access (reads, writes) is reported for small operations when at least this share
-#: of its operations are small and there are at least SMALL_MIN_OPS of them: Drishti's default
-#: thresholds (10 %, 1000 requests). Fewer small operations cost too little to be worth tuning.
+#: A kind of access (reads, writes) is reported for small operations when at least
+#: SMALL_MIN_OPS of its operations are small and they are at least this share of them:
+#: Drishti's default thresholds (1000 requests, 10 %). Fewer small operations cost too little
+#: to be worth tuning.
 SMALL_SHARE = 0.1
 SMALL_MIN_OPS = 1000
 #: Unaligned file accesses are reported when at least this share of the job's operations start
@@ -241,7 +242,7 @@ def small_accesses(doc: dict[str, Any], kind: str) -> Finding | None:
     counts = dict(zip(SIZE_BUCKETS, size_histogram(doc)[kind]))
     total = sum(counts.values())
     small = sum(counts[b] for b in SMALL_BUCKETS)
-    if total < SMALL_MIN_OPS or small < SMALL_SHARE * total:
+    if small < SMALL_MIN_OPS or small < SMALL_SHARE * total:
         return None
     top = max(SMALL_BUCKETS, key=lambda b: counts[b])
     plural = f"{kind}s"
