@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import pytest
 
 from h5subfile.io.profile import PosixRecord, Trace
 from h5subfile.io.profile_findings import findings
@@ -110,3 +111,17 @@ def test_dropped_trace_records_are_reported() -> None:
     doc = profile(traced=True)
     doc["ranks"][1]["trace"]["dropped"] = 7
     assert "The ranks' traces dropped 7 operations" in format_page(doc, [], [])
+
+
+def test_missing_matplotlib_is_one_line_naming_the_extra(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from h5subfile.cli.report import write_page
+    from h5subfile.errors import H5SubfileError
+
+    monkeypatch.setitem(__import__("sys").modules, "matplotlib", None)
+    with pytest.raises(
+        H5SubfileError, match=r"'plots' extra installs: pip install 'h5subfile\[plots\]'"
+    ):
+        write_page(str(tmp_path / "p.json"), str(tmp_path / "out"))
+    assert not (tmp_path / "out").exists()

@@ -1,7 +1,7 @@
 """h5subfile: parallel HDF5 output and input for MPI applications, through subfiling.
 
 Write (vpic), read (bdcats), benchmark (bench), describe (info), check (verify) and convert
-(repack) subfiled and plain HDF5 files, and print profiles (report); run the MPI verbs under
+(repack) subfiled and plain HDF5 files, and report on profiles (report); run the MPI verbs under
 mpiexec. `demo` runs the whole tour on this machine.
 
 Every verb reports an error the same way: one line, printed once (by rank 0), every rank ending
