@@ -307,15 +307,16 @@ def metadata_on_one_rank(doc: dict[str, Any]) -> Finding | None:
         evidence=f"rank {top['rank']} made {top['metadata_ops']} of the job's {total} "
         f"metadata operations ({_pct(top['metadata_ops'], total)}: opens, stats and accesses "
         f"of at most 1 KiB) against a median of {others:g} on the other ranks, and spent "
-        f"{top['meta_time']:.3f} s in opens, stats and closes",
+        f"{top['meta_time']:.4f} s in opens, stats and closes",
         why="metadata accesses are small and latency-bound, and the other ranks wait for this "
-        "one at the next collective call; rank 0 writes the master (its groups, attributes and "
-        "one virtual-dataset mapping per subfile and dataset), each subfile's leader its "
-        "subfile's HDF5 metadata",
-        advice="`subfiles` / `ranks_per_subfile`: fewer subfiles mean fewer mappings in the "
-        "master rank 0 writes (and more, smaller subfiles spread the subfiles' own metadata "
-        "over more leaders); creating a step's datasets in one call rather than one by one "
-        "saves rounds",
+        "one at the next collective call; rank 0 writes the master at a write session's close "
+        "and scans it at a read session's open (its groups, attributes and one virtual-dataset "
+        "mapping per subfile and dataset), each subfile's leader writes its subfile's HDF5 "
+        "metadata",
+        advice="`subfiles` / `ranks_per_subfile` (chosen when the file is written): fewer "
+        "subfiles mean fewer mappings in the master that rank 0 writes and reads (and more, "
+        "smaller subfiles spread the subfiles' own metadata over more leaders); creating a "
+        "step's datasets in one call rather than one by one saves rounds",
         fields=("subfiles", "ranks_per_subfile"),
     )
 

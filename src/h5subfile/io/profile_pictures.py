@@ -154,7 +154,10 @@ def _sizes(plt: Any, doc: dict[str, Any]) -> Any:
     fig, ax = plt.subplots(figsize=(10, 3.8))
     x = list(range(len(SIZE_BUCKETS)))
     for kind, shift in (("write", -0.2), ("read", 0.2)):
-        ax.bar([i + shift for i in x], counts[kind], width=0.4, color=COLORS[kind], label=kind)
+        bars = ax.bar(
+            [i + shift for i in x], counts[kind], width=0.4, color=COLORS[kind], label=kind
+        )
+        ax.bar_label(bars, labels=[str(c) if c else "" for c in counts[kind]], fontsize=7)
     ax.set_xticks(x, [b.replace("_", "-") for b in SIZE_BUCKETS], fontsize=8)
     ax.set_xlabel("operation size (bytes; K = 1024)")
     ax.set_ylabel("operations (all ranks)")
