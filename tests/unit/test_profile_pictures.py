@@ -125,3 +125,35 @@ def test_missing_matplotlib_is_one_line_naming_the_extra(
     ):
         write_page(str(tmp_path / "p.json"), str(tmp_path / "out"))
     assert not (tmp_path / "out").exists()
+
+
+def test_many_ranks_keep_the_pictures_bounded(tmp_path: Path) -> None:
+    """200 ranks, file per process: no picture grows past MAX_INCHES."""
+    from h5subfile.io.profile_pictures import MAX_INCHES
+
+    ranks = []
+    for r in range(200):
+        rec = PosixRecord(f"/job/run.subfiles/s0-0000-{r:05d}.h5")
+        rec.record_open(0.0, 0.001, 4096)
+        rec.record_write(0, MiB, 0.01 + r * 1e-4, 0.02 + r * 1e-4)
+        ranks.append({"rank": r, "records": [{"path": rec.path, **rec.as_dict()}], "phases": {}})
+    written = write_report(reduce_profiles(ranks, run_time=0.1), str(tmp_path))
+    assert written == ["timeline.png", "sizes.png", "ranks.png", "files.png", PAGE]
+    import matplotlib.image
+
+    for name in written[:-1]:
+        height, width = matplotlib.image.imread(str(tmp_path / name)).shape[:2]
+        assert max(height, width) <= MAX_INCHES * 100, (name, height, width)
+    page = (tmp_path / PAGE).read_text()
+    assert (
+        "## Per file (30 that moved the most)" in page and page.count("| 1.00 | 0.00 | 1 |") == 230
+    )
+
+
+def test_where_reports_go(tmp_path: Path) -> None:
+    from h5subfile.cli.report import report_folder
+
+    assert report_folder("/p/run.h5.write.json", None, False) == "/p/run.h5.write.report"
+    assert report_folder("/p/odd", None, False) == "/p/odd.report"
+    assert report_folder("/p/run.h5.write.json", "/out", False) == "/out"
+    assert report_folder("/p/run.h5.read.json", "/out", True) == "/out/run.h5.read.report"

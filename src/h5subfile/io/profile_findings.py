@@ -86,6 +86,14 @@ def rank_records(doc: dict[str, Any]) -> list[dict[str, Any]]:
     return [rec for rec in doc["records"] if rec["rank"] >= 0]
 
 
+def _grouped(doc: dict[str, Any], key: str) -> dict[Any, list[dict[str, Any]]]:
+    """The per-rank records by ``key`` (``rank`` or ``id``), in one pass."""
+    groups: dict[Any, list[dict[str, Any]]] = {}
+    for rec in rank_records(doc):
+        groups.setdefault(rec[key], []).append(rec)
+    return groups
+
+
 def _sum(records: list[dict[str, Any]], *names: str) -> int:
     return int(sum(rec["counters"][name] for rec in records for name in names))
 
@@ -126,10 +134,10 @@ def per_rank(doc: dict[str, Any]) -> list[dict[str, Any]]:
     """Per rank (every rank of the profile, one without I/O too): bytes read and written,
     operations, read, write and meta seconds, metadata operations, phases and ``io_time``
     (read + write + meta)."""
-    records = rank_records(doc)
+    by_rank = _grouped(doc, "rank")
     rows = []
     for row in doc["ranks"]:
-        mine = _totals([rec for rec in records if rec["rank"] == row["rank"]])
+        mine = _totals(by_rank.get(row["rank"], []))
         mine["io_time"] = mine["read_time"] + mine["write_time"] + mine["meta_time"]
         rows.append({"rank": row["rank"], **mine, "phases": row.get("phases", {})})
     return rows
@@ -143,10 +151,10 @@ def is_subfile(path: str) -> bool:
 def per_file(doc: dict[str, Any]) -> list[dict[str, Any]]:
     """Per file, in the profile's order: its path, the ranks that opened it, and the totals of
     :func:`per_rank` over them."""
-    records = rank_records(doc)
+    by_id = _grouped(doc, "id")
     rows = []
     for f in doc["files"]:
-        mine = [rec for rec in records if rec["id"] == f["id"]]
+        mine = by_id.get(f["id"], [])
         totals = _totals(mine)
         totals["io_time"] = totals["read_time"] + totals["write_time"] + totals["meta_time"]
         rows.append({"id": f["id"], "path": f["path"], "ranks": len(mine), **totals})
@@ -157,10 +165,10 @@ def rank_windows(doc: dict[str, Any]) -> list[dict[str, Any]]:
     """What the counters say of each rank's timeline (no trace needed): the first open's start
     and last close's end (``open``, ``close``), the first and last write (``write``: start,
     end, or None) and read, over its files; seconds since the profile's start."""
-    records = rank_records(doc)
+    by_rank = _grouped(doc, "rank")
     rows = []
     for row in doc["ranks"]:
-        mine = [rec["fcounters"] for rec in records if rec["rank"] == row["rank"]]
+        mine = [rec["fcounters"] for rec in by_rank.get(row["rank"], [])]
         out: dict[str, Any] = {"rank": row["rank"]}
         for key, first, last in (
             ("open", "OPEN_START", "OPEN_END"),

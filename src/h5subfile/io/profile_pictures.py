@@ -36,6 +36,10 @@ PICTURES = {
 }
 #: The per-file picture and table show at most this many files (those that moved the most).
 MAX_FILES = 30
+#: A picture's largest side (inches, at 100 dpi): with thousands of ranks the bars get thin
+#: rather than the picture huge; ranks are labelled one by one up to MAX_RANK_LABELS.
+MAX_INCHES = 30.0
+MAX_RANK_LABELS = 64
 COLORS = {"write": "tab:red", "read": "tab:blue", "meta": "tab:gray"}
 MISSING_MATPLOTLIB = (
     "the report's pictures need matplotlib, which h5subfile's 'plots' extra installs: "
@@ -98,7 +102,7 @@ def _timeline(plt: Any, doc: dict[str, Any]) -> Any:
 
     ranks = [row["rank"] for row in doc["ranks"]]
     labels: dict[str, str] = {}
-    fig, ax = plt.subplots(figsize=(11, 1.6 + 0.4 * max(len(ranks), 2)))
+    fig, ax = plt.subplots(figsize=(11, min(1.6 + 0.4 * max(len(ranks), 2), MAX_INCHES)))
     if traced(doc):
         bars: dict[tuple[int, str], list[tuple[float, float]]] = {}
         for rank, kind, _, start, end in trace_operations(doc):
@@ -124,7 +128,8 @@ def _timeline(plt: Any, doc: dict[str, Any]) -> Any:
         ax.set_title("Per rank, from the counters (no trace kept)")
     ax.set_xlim(left=0)
     ax.set_ylim(min(ranks, default=0) - 0.6, max(ranks, default=0) + 0.6)
-    ax.set_yticks(ranks, [str(r) for r in ranks])
+    if len(ranks) <= MAX_RANK_LABELS:
+        ax.set_yticks(ranks, [str(r) for r in ranks])
     ax.set_ylabel("rank")
     ax.set_xlabel("seconds since the session's open")
     handles = [Patch(color=color, label=label) for label, color in labels.items()]
@@ -189,7 +194,8 @@ def _bytes_and_time(
     horizontal: bool = False,
 ) -> Any:
     """Two panels: bytes read and written, and read, write and meta seconds, stacked."""
-    size = (12, 1.5 + 0.3 * len(rows)) if horizontal else (max(8, 0.4 * len(rows) + 4), 4.2)
+    wide = min(max(8.0, 0.4 * len(rows) + 4), MAX_INCHES)
+    size = (12, 1.5 + 0.3 * len(rows)) if horizontal else (wide, 4.2)
     fig, (left, right) = plt.subplots(1, 2, figsize=size)
     x = list(range(len(rows)))
     for ax, parts, unit in (
@@ -209,7 +215,8 @@ def _bytes_and_time(
             ax.invert_yaxis()
             ax.set_xlabel(label)
         else:
-            ax.set_xticks(x, labels, fontsize=8)
+            if len(rows) <= MAX_RANK_LABELS:
+                ax.set_xticks(x, labels, fontsize=8)
             ax.set_xlabel(axis)
             ax.set_ylabel(label)
         ax.set_title(f"{'Bytes' if unit == 'MiB' else 'I/O time'} {what}")
@@ -222,13 +229,15 @@ def _phases(plt: Any, doc: dict[str, Any]) -> Any:
     names = sorted({name for row in rows for name in row["phases"]})
     if not names:
         return None
-    fig, ax = plt.subplots(figsize=(max(8, 0.6 * len(rows) * len(names) / 2 + 4), 4.2))
+    wide = min(max(8.0, 0.3 * len(rows) * len(names) + 4), MAX_INCHES)
+    fig, ax = plt.subplots(figsize=(wide, 4.2))
     width = 0.8 / len(names)
     for i, name in enumerate(names):
         values = [row["phases"].get(name, {}).get("seconds", 0.0) for row in rows]
         shift = (i - (len(names) - 1) / 2) * width
         ax.bar([j + shift for j in range(len(rows))], values, width=width, label=name)
-    ax.set_xticks(range(len(rows)), [str(row["rank"]) for row in rows])
+    if len(rows) <= MAX_RANK_LABELS:
+        ax.set_xticks(range(len(rows)), [str(row["rank"]) for row in rows])
     ax.set_xlabel("rank")
     ax.set_ylabel("seconds (phases overlap: not a partition)")
     ax.set_title("h5subfile's phases per rank")
