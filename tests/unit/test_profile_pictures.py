@@ -145,9 +145,8 @@ def test_many_ranks_keep_the_pictures_bounded(tmp_path: Path) -> None:
         height, width = matplotlib.image.imread(str(tmp_path / name)).shape[:2]
         assert max(height, width) <= MAX_INCHES * 100, (name, height, width)
     page = (tmp_path / PAGE).read_text()
-    assert (
-        "## Per file (30 that moved the most)" in page and page.count("| 1.00 | 0.00 | 1 |") == 230
-    )
+    assert "## Per file (30 that moved the most)" in page
+    assert page.count("| 1.00 | 0.00 | 1 |") == 200 + 30  # every rank's row, 30 files' rows
 
 
 def test_where_reports_go(tmp_path: Path) -> None:
