@@ -385,6 +385,18 @@ def test_report_prints_a_real_logs_counters_and_segments() -> None:
     assert result.stdout.splitlines()[1] == f"# nprocs: {job['nprocs']}"
 
 
+def test_report_draws_the_page_of_a_real_log(tmp_path: Path) -> None:
+    """The page and pictures come from a Darshan log as from a profile: the same document."""
+    pytest.importorskip("matplotlib", reason="the pictures need matplotlib (the plots extra)")
+    path = example_log("sample-dxt-simple.darshan")
+    result = report(str(path), "--out", str(tmp_path / "page"))
+    assert result.returncode == 0, result.stderr
+    page = (tmp_path / "page" / "report.md").read_text()
+    for picture in ("timeline.png", "sizes.png", "ranks.png", "files.png"):
+        assert f"({picture})" in page and (tmp_path / "page" / picture).stat().st_size > 5000
+    assert "Read from a darshan log" in page and "has no h5subfile phases" in page, page[:3000]
+
+
 def test_a_log_cut_short_is_refused_in_one_line(tmp_path: Path) -> None:
     whole = example_log("dxt.darshan").read_bytes()
     for size in (3000, len(whole) - 1000):  # names cut; the last module's region cut

@@ -266,14 +266,17 @@ def format_page(
     """The Markdown page: a summary, the findings, every picture in ``drawn`` (with what it
     shows, and what is missing without a trace), and the per-rank and per-file tables."""
     totals = doc["totals"]
+    log = doc.get("source")
+    span = "the job's run time (Darshan's)" if log else "from the session's open to its close"
     lines = [
         f"# I/O profile{': ' + source if source else ''}",
         "",
-        f"{doc['nprocs']} ranks, {doc['run_time']:.3f} s from the session's open to its close; "
+        f"{doc['nprocs']} ranks, {doc['run_time']:.3f} s {span}; "
         f"{totals['bytes_written'] / MiB:.1f} MiB written in {totals['writes']} writes, "
         f"{totals['bytes_read'] / MiB:.1f} MiB read in {totals['reads']} reads, over "
         f"{len(doc['files'])} files (counters: Darshan's POSIX module, docs/PROFILING.md).",
         "",
+        *_source_lines(doc),
         "## Findings",
         "",
         *_finding_lines(found),
@@ -284,6 +287,20 @@ def format_page(
         *_file_table(doc),
     ]
     return "\n".join(lines) + "\n"
+
+
+def _source_lines(doc: dict[str, Any]) -> list[str]:
+    """For a Darshan log: which log, and what it cannot show, each with why."""
+    log = doc.get("source")
+    if not log:
+        return []
+    lines = [
+        f"Read from a {log['format']} log (`{log['log']}`, format {log['log_version']}, "
+        f"program `{log['exe'] or '-'}`). What the log cannot show:",
+        "",
+    ]
+    lines += [f"- {what}: {why}" for what, why in doc.get("unavailable", {}).items()]
+    return lines + [""]
 
 
 def _finding_lines(found: list[Finding]) -> list[str]:
@@ -314,8 +331,13 @@ def _finding_lines(found: list[Finding]) -> list[str]:
 def _picture_lines(doc: dict[str, Any], drawn: list[str]) -> list[str]:
     lines = []
     if not traced(doc):
+        keep = (
+            "Darshan's DXT module keeps one"
+            if doc.get("source")
+            else ("`H5SUBFILE_PROFILE_TRACE=N` keeps one")
+        )
         lines += [
-            "No trace was kept (`H5SUBFILE_PROFILE_TRACE=N` keeps one): the timeline shows what "
+            f"No trace was kept ({keep}): the timeline shows what "
             "the counters allow (each rank's first open to last close, and its first to last "
             "write and read, with the seconds spent in them), and the rate over time, which "
             "needs every operation's time, is not drawn.",
