@@ -118,7 +118,7 @@ def test_hdf5_io_counted_through_the_log_driver_leaves_the_file_unchanged(tmp_pa
     assert not os.path.exists(log) and profile.hdf5_logs == []
     c = dict(zip(COUNTERS, profile.records[str(tmp_path / "logged.h5")].counters))
     assert profile.unparsed == 0
-    assert (c["POSIX_OPENS"], c["POSIX_STATS"]) == (1, 1)
+    assert (c["POSIX_OPENS"], c["POSIX_STATS"]) == (1, 2)  # the driver's fstat, HDF5's lstat
     assert c["POSIX_WRITES"] >= 3  # superblock, raw data, metadata at close
     assert c["POSIX_MAX_BYTE_WRITTEN"] == len(logged) - 1
     assert c["POSIX_BYTES_WRITTEN"] >= len(logged) - 2048  # the metadata block's free space
@@ -191,3 +191,30 @@ def test_claim_file_and_probes_are_recorded(tmp_path: Path) -> None:
     p = dict(zip(COUNTERS, probes.records[str(tmp_path / "sub.h5")].counters))
     assert (p["POSIX_OPENS"], p["POSIX_STATS"], p["POSIX_READS"]) == (1, 1, 0)
     assert list(probes.records) == [str(tmp_path / "sub.h5")]
+
+
+def test_what_darshan_also_counts_for_hdf5_files_and_the_commit(tmp_path: Path) -> None:
+    """As Darshan counted them on the same run: HDF5's open adds a stat of its own (an lstat of
+    the path outside its driver), a file HDF5 creates has mode 0o666, one made by FileCalls
+    with O_CREAT its own mode, and the master's rename is a rename source and target."""
+    from h5subfile.io.h5 import HDF5_CREATE_MODE, collect_hdf5_logs, create_file
+    from h5subfile.io.posix import FileCalls
+    from h5subfile.io.profile_report import record_id
+
+    profile = Profile()
+    path = str(tmp_path / "made.h5")
+    create_file(path, 0, 0, profile).close()
+    collect_hdf5_logs(profile)
+    c = dict(zip(COUNTERS, profile.records[path].counters))
+    assert c["POSIX_MODE"] == HDF5_CREATE_MODE and c["POSIX_STATS"] == 2  # fstat and lstat
+    calls = FileCalls(profile)
+    fd = calls.open(str(tmp_path / "own"), os.O_CREAT | os.O_WRONLY, 0o640)
+    calls.close(fd)
+    assert (
+        dict(zip(COUNTERS, profile.records[str(tmp_path / "own")].counters))["POSIX_MODE"] == 0o640
+    )
+    source, target = profile.record(path), profile.record(str(tmp_path / "final.h5"))
+    source.record_rename_to(target, int(record_id(path), 16))
+    s, t = (dict(zip(COUNTERS, r.counters)) for r in (source, target))
+    assert s["POSIX_RENAME_SOURCES"] == 1 and t["POSIX_RENAME_TARGETS"] == 1
+    assert t["POSIX_RENAMED_FROM"] == int(record_id(path), 16)

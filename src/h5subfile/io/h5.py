@@ -37,15 +37,19 @@ if LOG_DRIVER not in h5py.registered_drivers():
     h5py.register_driver(LOG_DRIVER, _set_fapl_log)
 
 
-def log_for(profile: Profile | None, path: str) -> str | None:
+#: The permission bits HDF5's POSIX drivers create files with (``H5_POSIX_CREATE_MODE_RW``).
+HDF5_CREATE_MODE = 0o666
+
+
+def log_for(profile: Profile | None, path: str, created: bool = False) -> str | None:
     """In a profiled session, the log file HDF5 is to write for this open of ``path`` (noted
-    in the profile with the open's start, read by :func:`collect_hdf5_logs` after the file is
-    closed); None otherwise."""
+    in the profile with the open's start and whether it creates the file, read by
+    :func:`collect_hdf5_logs` after the file is closed); None otherwise."""
     if profile is None:
         return None
     name = f"h5subfile-{os.getpid()}-{next(_log_numbers)}.log"
     log = os.path.join(tempfile.gettempdir(), name)
-    profile.hdf5_logs.append((os.path.abspath(path), log, profile.clock()))
+    profile.hdf5_logs.append((os.path.abspath(path), log, profile.clock(), created))
     return log
 
 
@@ -61,7 +65,7 @@ def collect_hdf5_logs(profile: Profile) -> None:
     operations, the stat, the close (from the end of the last operation), counted in a record
     of their own, then added to the file's (so each stream's timers see it in order)."""
     pending, profile.hdf5_logs = profile.hdf5_logs, []
-    for path, log, opened in pending:
+    for path, log, opened, created in pending:
         try:
             with open(log) as lines:
                 text = lines.read()
@@ -71,6 +75,11 @@ def collect_hdf5_logs(profile: Profile) -> None:
             continue
         record = PosixRecord(path, profile.origin, profile.trace, profile.mem_alignment)
         record.record_open(opened, opened + _took(text, "Open"), block_size(path))
+        # HDF5 also lstat()s the path outside its driver at every open (resolving symbolic
+        # links, H5F__build_actual_name): not in the log, but a stat Darshan counts.
+        record.record_stat(opened, opened)
+        if created:
+            record.record_mode(HDF5_CREATE_MODE)
         profile.unparsed += replay_hdf5_log(record, text)
         if "Close took" in text:
             last = max(profile.origin + t for t in record.last_end.values())
@@ -116,7 +125,7 @@ def create_file(
         fapl.set_alignment(1, alignment)
     if meta_block_size:
         fapl.set_meta_block_size(meta_block_size)
-    log = log_for(profile, path)
+    log = log_for(profile, path, created=True)
     if log is not None:
         _set_fapl_log(fapl, log)
     return h5py.File(h5py.h5f.create(path.encode(), h5py.h5f.ACC_TRUNC, fapl=fapl))

@@ -53,6 +53,7 @@ from .h5 import (
 )
 from .posix import fsync_path, probe_file
 from .profile import Profile
+from .profile_report import record_id
 
 COPY_LIMIT_ENV = "H5SUBFILE_MASTER_COPY_LIMIT"
 #: A master up to this size is copied and replaced atomically when appended to; a larger one
@@ -471,6 +472,10 @@ class MasterWriter(SourceFile):
             fsync_path(self.data_path, self.profile)
         if self.commit_mode == "replace":
             os.replace(self.partial, self.path)
+            if self.profile is not None:
+                source = self.profile.record(os.path.abspath(self.partial))
+                target = self.profile.record(os.path.abspath(self.path))
+                source.record_rename_to(target, int(record_id(os.path.abspath(self.partial)), 16))
             if fsync:
                 fsync_path(os.path.dirname(self.path), self.profile)
         self.claim.release()

@@ -101,6 +101,8 @@ class FileCalls:
         fd = os.open(path, flags, mode)
         record = self.profile.record(os.path.abspath(path))
         record.record_open(started, self.profile.clock(), block_size(path))
+        if flags & os.O_CREAT:
+            record.record_mode(mode)
         self._files[fd] = (record, 0)
         return fd
 

@@ -195,6 +195,18 @@ class PosixRecord:
         self._stamp("POSIX_F_OPEN_START_TIMESTAMP", "POSIX_F_OPEN_END_TIMESTAMP", start, end)
         self._timer(F["POSIX_F_META_TIME"], "meta", start, end)
 
+    def record_mode(self, mode: int) -> None:
+        """The permission bits of an open that created the file (``O_CREAT``), as Darshan
+        keeps them in POSIX_MODE."""
+        self.counters[C["POSIX_MODE"]] = mode
+
+    def record_rename_to(self, target: PosixRecord, source_id: int) -> None:
+        """This file renamed to ``target``'s path: POSIX_RENAME_SOURCES here, and on the target
+        POSIX_RENAME_TARGETS and POSIX_RENAMED_FROM (the source's record id, ``source_id``)."""
+        self.counters[C["POSIX_RENAME_SOURCES"]] += 1
+        target.counters[C["POSIX_RENAME_TARGETS"]] += 1
+        target.counters[C["POSIX_RENAMED_FROM"]] = source_id
+
     def record_stat(self, start: float, end: float) -> None:
         self.counters[C["POSIX_STATS"]] += 1
         self._timer(F["POSIX_F_META_TIME"], "meta", start - self.origin, end - self.origin)
@@ -266,7 +278,13 @@ class PosixRecord:
         for name, i in C.items():
             if name in ("POSIX_MAX_BYTE_READ", "POSIX_MAX_BYTE_WRITTEN"):
                 c[i] = max(c[i], o[i])
-            elif name in ("POSIX_FILE_ALIGNMENT", "POSIX_MEM_ALIGNMENT", "POSIX_MMAPS"):
+            elif name in (
+                "POSIX_FILE_ALIGNMENT",
+                "POSIX_MEM_ALIGNMENT",
+                "POSIX_MMAPS",
+                "POSIX_MODE",
+                "POSIX_RENAMED_FROM",
+            ):
                 c[i] = c[i] or o[i]
             elif not name.startswith("POSIX_MAX_") or not name.endswith("_TIME_SIZE"):
                 c[i] += o[i]
@@ -351,8 +369,8 @@ class Profile:
         self.mem_alignment = mem_alignment
         self.records: dict[str, PosixRecord] = {}
         self.unparsed = 0  # HDF5 log lines that could not be read (docs/PROFILING.md)
-        #: HDF5 files opened with the log driver: (path, log file, the open's start)
-        self.hdf5_logs: list[tuple[str, str, float]] = []
+        #: HDF5 files opened with the log driver: (path, log file, the open's start, created)
+        self.hdf5_logs: list[tuple[str, str, float, bool]] = []
 
     def record(self, path: str) -> PosixRecord:
         """The record of ``path`` (absolute), made on first use."""
