@@ -17,8 +17,10 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import platform
+import statistics
 import subprocess
 import sys
 import time
@@ -88,6 +90,18 @@ def main() -> None:
 TITLE = "Cost of profiling"
 
 
+def null_uncertainty(record: dict) -> float:
+    """How well a median of the rounds' ratios is known, from the null comparison's rounds:
+    the standard error of a median, 1.2533 sigma / sqrt(rounds), sigma estimated robustly as
+    1.4826 x the median absolute deviation of the null's per-round ratios (observed time)."""
+    by = {(int(s[0]), int(s[1])): s[2] for s in record["samples"]}
+    rounds = record["rounds"]
+    ratios = [by[(r, 3)] / by[(r, 0)] for r in range(rounds)]
+    centre = statistics.median(ratios)
+    sigma = 1.4826 * statistics.median(abs(x - centre) for x in ratios)
+    return 1.2533 * sigma / math.sqrt(rounds)
+
+
 def verdict(record: dict, label: str) -> str:
     """Whether a cost meets its bound, told against the null comparison's spread."""
     ratio = record["ratios"][label]["observed"]
@@ -144,10 +158,32 @@ def render(record: dict) -> str:
         "",
         f"- **Counters (target at most 2 %):** {verdict(record, 'counters / off')}.",
         f"- **Trace (target at most 5 %):** {verdict(record, 'trace / off')}.",
+        f"- **Resolution:** one round's ratio varies like the null comparison's; the median of "
+        f"{record['rounds']} rounds is known to about +-{100 * null_uncertainty(record):.1f} % "
+        "(the standard error of a median, from the null's per-round spread), but whole runs "
+        "differ by more than that, as the earlier runs below show: the machine's load "
+        "changes between and during runs.",
         "- **Off (the default):** an unprofiled session pays one attribute test per engine "
         "call and per system call (`profile is None`); the null comparison above is the "
         "resolution of this measurement, not a comparison with a build without those tests.",
     ]
+    earlier = record.get("earlier", [])
+    if earlier:
+        lines += [
+            "",
+            "Earlier runs of the same command (kept in the JSON file, `earlier`), observed time:",
+            "",
+            "| run | rounds | load before / after | counters / off | trace / off | null |",
+            "|---|---|---|---|---|---|",
+        ]
+        for run in earlier:
+            r = run["ratios"]
+            noise = r["null: off' / off"]["observed"]
+            lines.append(
+                f"| commit {run['commit']} | {run['rounds']} | {run['load_before'][0]:.1f} / "
+                f"{run['load_after'][0]:.1f} | {cell(r['counters / off']['observed'])} | "
+                f"{cell(r['trace / off']['observed'])} | {cell(noise)} |"
+            )
     return "\n".join(lines)
 
 

@@ -30,6 +30,7 @@ import checksum_cost  # noqa: E402
 import metadata_scaling  # noqa: E402
 import open_scaling  # noqa: E402
 import paper_experiment  # noqa: E402
+import profile_cost  # noqa: E402
 import repack_experiment  # noqa: E402
 import storage_experiment  # noqa: E402
 from docplot import MAKE_HDF5, MAKE_MPI, bars, caption, environment_warning  # noqa: E402
@@ -47,6 +48,7 @@ DATA = {
     "open": "open-scaling.json",
     "repack": "repack-results.json",
     "checksums": "checksum-cost.json",
+    "profile": "profile-cost.json",
 }
 PAPER_TITLE = paper_experiment.TITLE
 SHORT = {PAPER_TITLE: "VPIC-IO / IOR"}
@@ -558,6 +560,21 @@ def checksum_summary(data: dict) -> list[tuple[str, str, str]]:
     ]
 
 
+def profile_summary(data: dict) -> list[tuple[str, str, str]]:
+    ratios = data["ratios"]
+    return [
+        (
+            f"Profiling the VPIC write at {data['ranks']} ranks: time profiled / off (targets: "
+            "counters at most 1.02, trace at most 1.05)",
+            "; ".join(
+                f"{label} **{checksum_cost.cell(ratios[label]['observed'], 3)}**"
+                for label in ("counters / off", "trace / off", "null: off' / off")
+            ),
+            profile_cost.TITLE,
+        )
+    ]
+
+
 def summary(data: dict[str, dict]) -> str:
     paper = data["paper"]
     m = paper["machine"]
@@ -569,6 +586,7 @@ def summary(data: dict[str, dict]) -> str:
         + master_summary(data["master"])
         + open_summary(data["open"])
         + checksum_summary(data["checksums"])
+        + profile_summary(data["profile"])
     )
     other = sorted(
         {
@@ -627,6 +645,7 @@ others run `report.py`):
 | [Cost of a collective call]({collective}) | `docs/recorded-results.json` | `benchmarks/collective_experiment.py`, `benchmarks/collective_cost.py` (in the section) |
 | [Integrity]({integrity}) | `docs/recorded-results.json` | by hand: `h5subfile vpic` runs of two checkouts alternated (in the section) |
 | [Cost of the checksums]({checksums}) | `docs/checksum-cost.json` | `.venv/bin/python benchmarks/checksum_cost.py --ranks 2 --rounds 15 --json docs/checksum-cost.json` |
+| [Cost of profiling]({profile}) | `docs/profile-cost.json` | `.venv/bin/python benchmarks/profile_cost.py --ranks 2 --rounds 40 --json docs/profile-cost.json` |
 | [Metadata at scale]({metadata}) | `docs/metadata-scaling.json` | `make phdf5 && .venv-phdf5/bin/python benchmarks/metadata_scaling.py --label LABEL` |
 | [Opening for reading at scale]({open}) | `docs/open-scaling.json` | `.venv/bin/python benchmarks/open_scaling.py --ranks 1 8 64 --writers 64 --json docs/open-scaling.json` |
 | [Master size]({master}) | `docs/master-size.json` | `.venv/bin/python benchmarks/master_size.py --repeats 5 --json docs/master-size.json` |
@@ -646,6 +665,7 @@ def build(data: dict[str, dict]) -> str:
         "collective": anchor(rec["collective"]["title"]),
         "integrity": anchor(rec["integrity"]["title"]),
         "checksums": anchor(checksum_cost.TITLE),
+        "profile": anchor(profile_cost.TITLE),
         "metadata": anchor("Metadata at scale"),
         "master": anchor(MASTER_TITLE),
         "open": anchor(open_scaling.TITLE),
@@ -660,6 +680,7 @@ def build(data: dict[str, dict]) -> str:
         recorded(rec["collective"]),
         recorded(rec["integrity"]),
         checksum_cost.render(data["checksums"]),
+        profile_cost.render(data["profile"]),
         metadata_scaling.render(data["metadata"]),
         open_scaling.render(data["open"]),
         master(data["master"]),

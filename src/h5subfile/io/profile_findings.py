@@ -405,16 +405,15 @@ def subfile_imbalance(doc: dict[str, Any]) -> Finding | None:
 
 def waiting(doc: dict[str, Any]) -> Finding | None:
     """A large share of the ranks' time lost waiting for each other: measured by the ``wait``
-    and ``agree`` phases when any rank has them, else estimated as what every rank waits for
-    the slowest one's I/O (sum over ranks of slowest I/O time - own I/O time)."""
+    phase when the ranks' phases were timed (``agree`` present: every collective call has one;
+    ``wait`` lies inside it and is absent when no rank ever waited), else estimated as what
+    every rank waits for the slowest one's I/O (sum over ranks of slowest I/O time - own I/O
+    time)."""
     rows = per_rank(doc)
     run_time = float(doc.get("run_time", 0.0))
     if len(rows) < 2 or run_time <= 0:
         return None
-    phased = [
-        sum(row["phases"].get(name, {}).get("seconds", 0.0) for name in ("wait", "agree"))
-        for row in rows
-    ]
+    phased = [row["phases"].get("wait", {}).get("seconds", 0.0) for row in rows]
     measured = any(name in row["phases"] for row in rows for name in ("wait", "agree"))
     slowest = max(row["io_time"] for row in rows)
     lost = sum(phased) if measured else sum(slowest - row["io_time"] for row in rows)
@@ -422,7 +421,7 @@ def waiting(doc: dict[str, Any]) -> Finding | None:
     if lost < WAIT_SHARE * whole:
         return None
     how = (
-        "measured in the wait and agree phases"
+        "measured in the wait phase (polling collective rounds other ranks had not reached)"
         if measured
         else "estimated as the time each rank waits for the slowest rank's I/O "
         f"({slowest:.3f} s); the wait and agree phases were not measured"
