@@ -432,3 +432,34 @@ def test_absorbing_another_record_of_the_same_file() -> None:
     assert (f["POSIX_F_WRITE_START_TIMESTAMP"], f["POSIX_F_WRITE_END_TIMESTAMP"]) == (1.0, 5.6)
     assert f["POSIX_F_READ_START_TIMESTAMP"] == 0.5
     assert (f["POSIX_F_MAX_WRITE_TIME"], c["POSIX_MAX_WRITE_TIME_SIZE"]) == (2.0, MiB)
+
+
+def test_two_streams_of_one_file_are_sequenced_in_time_order() -> None:
+    """RawFile's and HDF5's operations on one file, merged by time as Darshan sees them: a
+    small write at the start after a large one further on is neither consecutive nor
+    sequential, whichever stream made it; an open resets the last bytes."""
+    raw = PosixRecord("/f", origin=0.0)
+    raw.keep_events()
+    raw.record_open(1.0, 1.0)
+    raw.record_write(2048, 8000, 2.0, 2.1)  # the data
+    hdf5 = PosixRecord("/f", origin=0.0)
+    hdf5.keep_events()
+    hdf5.record_open(0.5, 0.5)
+    hdf5.record_write(0, 48, 0.6, 0.6)  # superblock, before the data
+    hdf5.record_write(48, 100, 3.0, 3.1)  # metadata at close, after the data
+    hdf5.record_read(0, 8, 3.2, 3.3)
+    apart = [raw.counters[:], hdf5.counters[:]]
+    raw.absorb(hdf5)
+    c = dict(zip(COUNTERS, raw.counters))
+    # in time order: open 0.5, write 0-47, open 1.0 (reset), write 2048.., write 48.., read 0
+    assert (c["POSIX_SEQ_WRITES"], c["POSIX_CONSEC_WRITES"]) == (1, 0)
+    assert c["POSIX_RW_SWITCHES"] == 1 and c["POSIX_WRITES"] == 3 and c["POSIX_READS"] == 1
+    # counted apart (a stream not kept), the metadata write at 48 follows 0-47: consecutive
+    raw2 = PosixRecord("/f", origin=0.0)
+    raw2.counters = apart[0]
+    hdf5_again = PosixRecord("/f", origin=0.0)
+    hdf5_again.record_open(0.5, 0.5)
+    hdf5_again.record_write(0, 48, 0.6, 0.6)
+    hdf5_again.record_write(48, 100, 3.0, 3.1)
+    raw2.absorb(hdf5_again)
+    assert dict(zip(COUNTERS, raw2.counters))["POSIX_CONSEC_WRITES"] == 1

@@ -50,6 +50,7 @@ def log_for(profile: Profile | None, path: str, created: bool = False) -> str | 
     name = f"h5subfile-{os.getpid()}-{next(_log_numbers)}.log"
     log = os.path.join(tempfile.gettempdir(), name)
     profile.hdf5_logs.append((os.path.abspath(path), log, profile.clock(), created))
+    profile.record(os.path.abspath(path)).keep_events()  # to merge HDF5's stream in by time
     return log
 
 
@@ -63,7 +64,8 @@ def collect_hdf5_logs(profile: Profile) -> None:
     """Replay into the profile the logs of the HDF5 files opened while profiling (all closed
     by now) and delete them: an open (with HDF5's open time, from the open's start), the
     operations, the stat, the close (from the end of the last operation), counted in a record
-    of their own, then added to the file's (so each stream's timers see it in order)."""
+    of their own, then added to the file's (so each stream's timers see it in order; the
+    sequence counters are counted again over both streams merged by time)."""
     pending, profile.hdf5_logs = profile.hdf5_logs, []
     for path, log, opened, created in pending:
         try:
@@ -74,6 +76,7 @@ def collect_hdf5_logs(profile: Profile) -> None:
             profile.unparsed += 1
             continue
         record = PosixRecord(path, profile.origin, profile.trace, profile.mem_alignment)
+        record.keep_events()
         record.record_open(opened, opened + _took(text, "Open"), block_size(path))
         # HDF5 also lstat()s the path outside its driver at every open (resolving symbolic
         # links, H5F__build_actual_name): not in the log, but a stat Darshan counts.

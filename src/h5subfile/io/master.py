@@ -51,7 +51,7 @@ from .h5 import (
     virtual_sources,
     write_text_attr,
 )
-from .posix import fsync_path, probe_file
+from .posix import block_size, fsync_path, probe_file
 from .profile import Profile
 from .profile_report import record_id
 
@@ -475,7 +475,9 @@ class MasterWriter(SourceFile):
             if self.profile is not None:
                 source = self.profile.record(os.path.abspath(self.partial))
                 target = self.profile.record(os.path.abspath(self.path))
-                source.record_rename_to(target, int(record_id(os.path.abspath(self.partial)), 16))
+                source.record_rename_to(
+                    target, int(record_id(os.path.abspath(self.partial)), 16), block_size(self.path)
+                )
             if fsync:
                 fsync_path(os.path.dirname(self.path), self.profile)
         self.claim.release()

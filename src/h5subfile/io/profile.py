@@ -74,6 +74,9 @@ F = {name: i for i, name in enumerate(FCOUNTERS)}
 
 #: Darshan's default memory alignment (bytes) for POSIX_MEM_NOT_ALIGNED.
 MEM_ALIGNMENT = 8
+#: The most opens and accesses a record keeps to merge two streams in time order (beyond it
+#: the streams' sequence counters are counted apart; docs/PROFILING.md).
+MAX_EVENTS = 100_000
 #: The phases of h5subfile's own work that a profile times (docs/PROFILING.md, *Phases*).
 PHASES = ("agree", "create", "transfer", "exchange", "compress", "commit", "fsync", "wait")
 
@@ -153,6 +156,7 @@ class PosixRecord:
         "last_byte",
         "last_kind",
         "last_end",
+        "events",
     )
 
     def __init__(
@@ -168,6 +172,15 @@ class PosixRecord:
         self.last_byte = {READ: 0, WRITE: 0}
         self.last_kind = ""
         self.last_end = {READ: 0.0, WRITE: 0.0, "meta": 0.0}
+        #: (start, kind, offset, length) of every open ("open", 0, 0) and access, kept when
+        #: another stream's operations on the file are to be merged in (``keep_events``)
+        self.events: list[tuple[float, str, int, int]] | None = None
+
+    def keep_events(self) -> None:
+        """Keep this record's opens and accesses from now on, so that :meth:`absorb` can
+        count the sequence counters over both streams in time order (as Darshan sees one)."""
+        if self.events is None and not self.counters[C["POSIX_OPENS"]]:
+            self.events = []
 
     def _timer(self, index: int, timer: str, start: float, end: float) -> None:
         """Darshan's timer without overlap: add ``end - max(start, last end)`` (never less
@@ -190,6 +203,8 @@ class PosixRecord:
         start, end = start - self.origin, end - self.origin
         self.last_byte = {READ: 0, WRITE: 0}
         self.counters[C["POSIX_OPENS"]] += 1
+        if self.events is not None:
+            self._event(start, "open", 0, 0)
         if file_alignment:
             self.counters[C["POSIX_FILE_ALIGNMENT"]] = file_alignment
         self._stamp("POSIX_F_OPEN_START_TIMESTAMP", "POSIX_F_OPEN_END_TIMESTAMP", start, end)
@@ -200,19 +215,29 @@ class PosixRecord:
         keeps them in POSIX_MODE."""
         self.counters[C["POSIX_MODE"]] = mode
 
-    def record_rename_to(self, target: PosixRecord, source_id: int) -> None:
+    def record_rename_to(
+        self, target: PosixRecord, source_id: int, file_alignment: int = 0
+    ) -> None:
         """This file renamed to ``target``'s path: POSIX_RENAME_SOURCES here, and on the target
-        POSIX_RENAME_TARGETS and POSIX_RENAMED_FROM (the source's record id, ``source_id``)."""
+        POSIX_RENAME_TARGETS, POSIX_RENAMED_FROM (the source's record id, ``source_id``) and,
+        when not known yet, POSIX_FILE_ALIGNMENT (``file_alignment``, the block size)."""
         self.counters[C["POSIX_RENAME_SOURCES"]] += 1
         target.counters[C["POSIX_RENAME_TARGETS"]] += 1
         target.counters[C["POSIX_RENAMED_FROM"]] = source_id
+        alignment = C["POSIX_FILE_ALIGNMENT"]
+        target.counters[alignment] = target.counters[alignment] or file_alignment
 
     def record_stat(self, start: float, end: float) -> None:
         self.counters[C["POSIX_STATS"]] += 1
         self._timer(F["POSIX_F_META_TIME"], "meta", start - self.origin, end - self.origin)
 
     def record_close(self, start: float, end: float) -> None:
+        """A close: like an open, it resets the offsets CONSEC/SEQ compare against (Darshan's
+        close wrapper does)."""
         start, end = start - self.origin, end - self.origin
+        self.last_byte = {READ: 0, WRITE: 0}
+        if self.events is not None:
+            self._event(start, "close", 0, 0)
         self._stamp("POSIX_F_CLOSE_START_TIMESTAMP", "POSIX_F_CLOSE_END_TIMESTAMP", start, end)
         self._timer(F["POSIX_F_META_TIME"], "meta", start, end)
 
@@ -238,6 +263,8 @@ class PosixRecord:
         self, kind: str, offset: int, length: int, start: float, end: float, aligned: bool
     ) -> None:
         start, end = start - self.origin, end - self.origin
+        if self.events is not None:
+            self._event(start, kind, offset, length)
         k = _KIND[kind]
         c, f = self.counters, self.fcounters
         last = self.last_byte[kind]
@@ -269,6 +296,36 @@ class PosixRecord:
         if self.trace is not None:
             self.trace.add((self.path, kind, offset, length, start, end))
 
+    def _event(self, start: float, kind: str, offset: int, length: int) -> None:
+        assert self.events is not None
+        if len(self.events) >= MAX_EVENTS:
+            self.events = None  # too many to keep: the streams are counted apart
+            return
+        self.events.append((start, kind, offset, length))
+
+    def _merge_sequences(self, other: PosixRecord) -> None:
+        """CONSEC, SEQ and RW_SWITCHES counted again over both records' operations in time
+        order (opens and closes resetting the last bytes), as Darshan counts one file's operations
+        whoever makes them; both records must have kept their events."""
+        assert self.events is not None and other.events is not None
+        self.events = sorted(self.events + other.events, key=lambda e: e[0])
+        c = self.counters
+        for kind in (READ, WRITE):
+            c[_KIND[kind]["consec"]] = c[_KIND[kind]["seq"]] = 0
+        c[C["POSIX_RW_SWITCHES"]] = 0
+        last_byte, last_kind = {READ: 0, WRITE: 0}, ""
+        for _, kind, offset, length in self.events:
+            if kind in ("open", "close"):
+                last_byte = {READ: 0, WRITE: 0}
+                continue
+            k = _KIND[kind]
+            c[k["seq"]] += offset > last_byte[kind]
+            c[k["consec"]] += offset == last_byte[kind] + 1
+            last_byte[kind] = offset + length - 1
+            c[C["POSIX_RW_SWITCHES"]] += bool(last_kind) and last_kind != kind
+            last_kind = kind
+        self.last_byte, self.last_kind = last_byte, last_kind
+
     def absorb(self, other: PosixRecord) -> None:
         """Add the counters of another record of the same file on this rank (HDF5's operations,
         counted apart from RawFile's so that each stream's timers see its operations in
@@ -299,6 +356,10 @@ class PosixRecord:
                 f[i] = max(f[i], of[i]) if f[i] and of[i] else f[i] or of[i]
             elif name.endswith(("_READ_TIME", "_WRITE_TIME", "_META_TIME")) and "MAX" not in name:
                 f[i] += of[i]
+        if self.events is not None and other.events is not None:
+            self._merge_sequences(other)
+        else:
+            self.events = None  # one stream not kept whole: each counted apart from now on
 
     def as_dict(self) -> dict[str, Any]:
         """The counters by name (``counters``: ints, ``fcounters``: seconds)."""
