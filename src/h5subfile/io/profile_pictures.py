@@ -131,11 +131,20 @@ def _timeline(plt: Any, doc: dict[str, Any]) -> Any:
     if len(ranks) <= MAX_RANK_LABELS:
         ax.set_yticks(ranks, [str(r) for r in ranks])
     ax.set_ylabel("rank")
-    ax.set_xlabel("seconds since the session's open")
+    ax.set_xlabel(_time_axis(doc))
     handles = [Patch(color=color, label=label) for label, color in labels.items()]
     if handles:
         ax.legend(handles=handles, fontsize=8, loc="upper left", bbox_to_anchor=(1.0, 1.0))
     return fig
+
+
+def _time_axis(doc: dict[str, Any]) -> str:
+    """What time 0 is: the profiled session's open, or a Darshan log's job start."""
+    return (
+        "seconds since the job's start (Darshan)"
+        if doc.get("source")
+        else ("seconds since the session's open")
+    )
 
 
 def _rate(plt: Any, doc: dict[str, Any]) -> Any:
@@ -147,7 +156,7 @@ def _rate(plt: Any, doc: dict[str, Any]) -> Any:
     for kind in ("write", "read"):
         if any(series[kind]):
             ax.stairs(series[kind], edges, color=COLORS[kind], label=f"{kind} (all ranks)")
-    ax.set_xlabel("seconds since the session's open")
+    ax.set_xlabel(_time_axis(doc))
     ax.set_ylabel("MiB/s")
     ax.set_title(f"Aggregate rate over time, from the trace ({len(edges) - 1} intervals)")
     ax.legend(fontsize=8)
