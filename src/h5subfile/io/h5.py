@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ctypes
 import itertools
 import math
 import os
@@ -17,9 +18,10 @@ from ..layout.validate import Hdf5Facts, Mapping
 from .posix import block_size
 from .profile import PosixRecord, Profile, replay_hdf5_log
 
-#: Library version bounds: 1.8-style object headers (large attributes) and nothing newer than
-#: 1.10, so that HDF5 1.10 tools (Debian's h5dump 1.10.8) read every file we write.
-LIBVER = ("v108", "v110")
+#: Library version bounds (set in :func:`_file_access`): 1.8-style object headers (large
+#: attributes) and nothing newer than 1.10, so that HDF5 1.10 tools (Debian's h5dump 1.10.8)
+#: read every file we write.
+LIBVER = (h5py.h5f.LIBVER_V18, h5py.h5f.LIBVER_V110)
 
 
 #: h5py's name for HDF5's log driver with the flags profiling needs: every read and write with
@@ -111,27 +113,80 @@ def open_shared_read(path: str, profile: Profile | None = None) -> h5py.File:
 META_BLOCK_SIZE = 64 * 1024
 
 
+def _file_access(
+    alignment: int | None, meta_block_size: int | None, log: str | None
+) -> h5py.h5p.PropFAID:
+    """Our files' access properties: version bounds, ``alignment`` (every object of at least
+    one byte, so every dataset's data and every chunk, starts at a multiple of it:
+    H5Pset_alignment with threshold 1), the metadata block size, no small-data aggregation
+    (see :func:`_no_small_data_block`) and, when profiling, HDF5's log driver."""
+    fapl = h5py.h5p.create(h5py.h5p.FILE_ACCESS)
+    fapl.set_libver_bounds(*LIBVER)
+    if alignment:
+        fapl.set_alignment(1, alignment)
+    if meta_block_size:
+        fapl.set_meta_block_size(meta_block_size)
+    _no_small_data_block(fapl)
+    if log is not None:
+        _set_fapl_log(fapl, log)
+    return fapl
+
+
 def create_file(
     path: str,
     alignment: int | None = None,
     meta_block_size: int | None = None,
     profile: Profile | None = None,
 ) -> h5py.File:
-    """Create (truncate) an HDF5 file with our version bounds, through the low-level API.
-
-    ``alignment``: every object of at least one byte (so every dataset's data and every chunk)
-    starts at a multiple of it (H5Pset_alignment with threshold 1).
-    """
-    fapl = h5py.h5p.create(h5py.h5p.FILE_ACCESS)
-    fapl.set_libver_bounds(h5py.h5f.LIBVER_V18, h5py.h5f.LIBVER_V110)
-    if alignment:
-        fapl.set_alignment(1, alignment)
-    if meta_block_size:
-        fapl.set_meta_block_size(meta_block_size)
-    log = log_for(profile, path, created=True)
-    if log is not None:
-        _set_fapl_log(fapl, log)
+    """Create (truncate) an HDF5 file with our properties (:func:`_file_access`), through the
+    low-level API."""
+    fapl = _file_access(alignment, meta_block_size, log_for(profile, path, created=True))
     return h5py.File(h5py.h5f.create(path.encode(), h5py.h5f.ACC_TRUNC, fapl=fapl))
+
+
+def open_file_rw(
+    path: str, alignment: int | None = None, profile: Profile | None = None
+) -> h5py.File:
+    """Open an existing HDF5 file for writing (appending) with our properties."""
+    fapl = _file_access(alignment, None, log_for(profile, path))
+    return h5py.File(h5py.h5f.open(path.encode(), h5py.h5f.ACC_RDWR, fapl=fapl))
+
+
+def _hdf5_library() -> ctypes.CDLL | None:
+    """The HDF5 library h5py runs on, as loaded in this process (found in /proc/self/maps),
+    for the one file-access property h5py does not expose; None where it cannot be found."""
+    global _HDF5_LIBRARY
+    if _HDF5_LIBRARY is False:
+        try:
+            with open("/proc/self/maps") as maps:
+                paths = sorted({line.split()[-1] for line in maps if "/libhdf5" in line})
+        except OSError:
+            paths = []
+        _HDF5_LIBRARY = None
+        for path in paths:
+            name = os.path.basename(path)
+            if ".so" not in name or name.startswith(("libhdf5_hl", "libhdf5_cpp")):
+                continue
+            library = ctypes.CDLL(path)  # already loaded: the same library h5py calls
+            if hasattr(library, "H5Pset_small_data_block_size"):
+                library.H5Pset_small_data_block_size.argtypes = [ctypes.c_int64, ctypes.c_uint64]
+                _HDF5_LIBRARY = library
+                break
+    return _HDF5_LIBRARY
+
+
+_HDF5_LIBRARY: Any = False  # not looked for yet
+
+
+def _no_small_data_block(fapl: h5py.h5p.PropFAID) -> None:
+    """Turn off HDF5's aggregation of small raw data (H5Pset_small_data_block_size 0): each
+    small dataset's data is allocated on its own. With it on, the unused end of the last
+    small-data block is given back at close by the default driver but kept by the log driver
+    (its own ``free`` callback), so a profiled file would end up to 2 KiB longer than the same
+    file written unprofiled. Where the library cannot be reached (not Linux), left on."""
+    library = _hdf5_library()
+    if library is not None and library.H5Pset_small_data_block_size(fapl.id, 0) < 0:
+        raise RuntimeError("H5Pset_small_data_block_size failed")
 
 
 def create_chunked_dataset(

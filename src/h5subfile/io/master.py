@@ -37,7 +37,6 @@ from ..layout.validate import ByteRange, byte_overlaps, byte_ranges, layout_prob
 from .claim import Claim, claim_state
 from .filters import FilterSpec
 from .h5 import (
-    LIBVER,
     META_BLOCK_SIZE,
     Groups,
     SourceFile,
@@ -46,6 +45,7 @@ from .h5 import (
     direct_offset,
     hdf5_facts,
     logged,
+    open_file_rw,
     read_attrs,
     read_text_attr,
     virtual_sources,
@@ -388,12 +388,7 @@ class MasterWriter(SourceFile):
                 self.commit_mode, self.data_path = "replace", self.partial
             else:
                 self.commit_mode, self.data_path = "in-place", self.path
-            aligned = (
-                {} if not alignment else dict(alignment_threshold=1, alignment_interval=alignment)
-            )
-            self.h5 = h5py.File(
-                self.data_path, "r+", libver=LIBVER, **aligned, **logged(profile, self.data_path)
-            )
+            self.h5 = open_file_rw(self.data_path, alignment, profile)
             self.catalog = scan(self.h5, self.path, self.data_path, self.profile)
         self.groups = Groups(self.h5)
         record = self.catalog.record
