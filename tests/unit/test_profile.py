@@ -463,3 +463,18 @@ def test_two_streams_of_one_file_are_sequenced_in_time_order() -> None:
     hdf5_again.record_write(48, 100, 3.0, 3.1)
     raw2.absorb(hdf5_again)
     assert dict(zip(COUNTERS, raw2.counters))["POSIX_CONSEC_WRITES"] == 1
+
+
+@pytest.mark.parametrize("nprocs", [1, 2, 3, 4])
+def test_reduction_of_one_to_four_ranks(nprocs: int) -> None:
+    """Every rank writes its own bytes of the shared master: the job's totals and the shared
+    record add them up, and the slowest rank is the one with the most time."""
+    profiles = [rank_profile(r, 1.0 + r, 100 * (r + 1)) for r in range(nprocs)]
+    doc = reduce_profiles(profiles)
+    written = sum(100 * (r + 1) for r in range(nprocs))
+    assert doc["nprocs"] == nprocs and doc["totals"]["bytes_written"] == written
+    assert [row["rank"] for row in doc["ranks"]] == list(range(nprocs))
+    shared = [r for r in doc["records"] if r["rank"] == -1]
+    assert [r["counters"]["POSIX_BYTES_WRITTEN"] for r in shared] == [written]
+    assert shared[0]["counters"]["POSIX_SLOWEST_RANK"] == nprocs - 1
+    assert shared[0]["counters"]["POSIX_FASTEST_RANK"] == 0
