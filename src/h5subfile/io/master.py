@@ -448,7 +448,12 @@ class MasterWriter(SourceFile):
         elif not all(names_master(e.file) for e in extents):
             sources = [(e.file, e.dataset, e.start, e.shape) for e in extents]
             create_virtual_dataset(self.groups, path, shape, dtype, sources)
-        self.write_layout(path, layout)
+        if self.commit_mode == "in-place" or not extents:
+            # Written now only where it is needed before the close: a master changed in place
+            # (its readers see every object at once) or a dataset with no extent, which the
+            # close does not record again; the others' records, with their checksums, are
+            # written once, when the session closes (engine/integrity.record).
+            self.write_layout(path, layout)
         return NodeInfo("dataset", {}, shape, dtype, layout, storage=describe_storage(layout))
 
     def write_layout(self, path: str, layout: DatasetLayout) -> None:
