@@ -74,12 +74,14 @@ def _close(session: Session, failure: BaseException | None) -> None:
         failed = f"{type(failure).__name__}: {failure}"
     try:
         session.enter("close", error)
-        integrity.seal(session)  # checksums and subfile identities into the master
+        # One round: each rank's checksums, subfile identity and missing regions to rank 0,
+        # which records the checksums and identities, then commits the master.
+        report, not_made = integrity.close_report(session)
         message = root_decides(
             session.comm,
-            missing_regions(session),
-            None,
-            lambda gathered: commit_on_root(session, gathered, failed),
+            (report, missing_regions(session)),
+            not_made,
+            lambda gathered: _record_and_commit(session, gathered, failed),
             per_rank=False,
         )
     except BaseException:
@@ -91,6 +93,14 @@ def _close(session: Session, failure: BaseException | None) -> None:
         incomplete = IncompleteFileError(message)
         incomplete.collective = True  # the same on every rank
         raise incomplete
+
+
+def _record_and_commit(
+    session: Session, gathered: list[tuple[integrity.Report, list[Missing]]], failed: str | None
+) -> str:
+    """Rank 0: the checksums and subfile identities into the master, then the commit."""
+    integrity.record(session, [report for report, _ in gathered])
+    return commit_on_root(session, [missing for _, missing in gathered], failed)
 
 
 def missing_regions(session: Session) -> list[Missing]:

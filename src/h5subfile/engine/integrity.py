@@ -5,9 +5,10 @@
   (``dset[box] = x``, in any order, overlapping or repeated) is hashed at close from the file,
   so the checksum is always of the final bytes. Chunks are hashed by the rank that compresses
   them (:mod:`.chunks`), over the stored (filtered) bytes.
-- At close (:func:`seal`, collective, a step of its own before the commit): every rank's
-  checksums and each leader's subfile size and identity offset go to rank 0, which rewrites
-  the layout records of the session's datasets and records the subfiles in the session entry.
+- At close (:func:`close_report` on every rank, :func:`record` on rank 0, in the commit's own
+  round): every rank's checksums and each leader's subfile size and identity offset go to
+  rank 0, which writes the layout records of the session's datasets and records the subfiles
+  in the session entry.
 """
 
 from __future__ import annotations
@@ -19,7 +20,6 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from ..io.boxes import hash_stored
 from ..io.posix import RawFile
 from ..layout.integrity import ALGORITHM, PieceSum, checksum
-from ..mpi.collective import root_decides
 from .messages import PreparedWrite, Transfer
 from .session import Session, Writing
 
@@ -124,27 +124,20 @@ def _report(session: Session) -> Report:
     return pieces, subfile
 
 
-def seal(session: Session) -> None:
-    """Collective (close, once every rank's files are closed): gather every rank's checksums
-    and the leaders' subfile sizes and identities on rank 0, which records them."""
-    report: Report | None = None
-    error: BaseException | None = None
+def close_report(session: Session) -> tuple[Report | None, BaseException | None]:
+    """At close, once this rank's files are closed: what it sends rank 0 (its checksums and,
+    for a leader, its subfile's size and identity offset), or the error that kept it from
+    making it (agreed by the caller's round)."""
     try:
-        report = _report(session)
-    except Exception as exc:  # noqa: BLE001 - agreed on every rank by root_decides
-        error = exc
-    root_decides(
-        session.comm,
-        report,
-        error,
-        lambda gathered: _record(session, gathered),
-        per_rank=False,
-    )
+        return _report(session), None
+    except Exception as exc:  # noqa: BLE001 - agreed on every rank by the caller
+        return None, exc
 
 
-def _record(session: Session, gathered: list[Report]) -> None:
-    """Rank 0: put the pieces' checksums into the layout records of this session's datasets,
-    and each subfile's size and identity offset into the session's entry."""
+def record(session: Session, gathered: list[Report]) -> None:
+    """Rank 0, in the close's round: every rank's :func:`close_report` into the master: the
+    pieces' checksums into the layout records of this session's datasets (written here, once),
+    each subfile's size and identity offset into the session's entry."""
     writing = session.writing
     assert writing is not None and writing.root is not None
     master = writing.root.master
