@@ -27,7 +27,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import statistics
 import subprocess
 import sys
@@ -36,6 +35,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+from docplot import run_facts  # noqa: E402
 from interleave import cell, inverse, run_job, summarise  # noqa: E402
 
 VARIANTS = ("checksums", "no hashing", "checksums'")
@@ -118,14 +118,7 @@ def main() -> None:
             "particles": args.particles,
             "steps": args.steps,
             "rounds": args.rounds,
-            "cpus": os.cpu_count(),
-            "machine": platform.platform(),
-            "load_before": load_before,
-            "load_after": os.getloadavg(),
-            "commit": subprocess.run(
-                ["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True
-            ).stdout.strip(),
-            "started": started,
+            **run_facts(load_before, started),
             "hashing_gib_s": speed,
             "results": results,
         }

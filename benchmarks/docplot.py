@@ -1,20 +1,39 @@
 """Figures of docs/BENCHMARKS.md: median bars with min-max whiskers over repetitions.
 
-Shared by the section generators (``paper_experiment``, ``storage_experiment``, ``report``); every
+Shared by the section generators (``paper_experiment``, ``storage_experiment``, ``report``, and
+the run facts of ``checksum_cost``, ``profile_cost``, ``open_scaling``); every
 figure is drawn from the saved JSON only, never from a new measurement. matplotlib is imported
 when a figure is drawn, so that rendering the Markdown needs none.
 """
 
 from __future__ import annotations
 
+import os
+import platform
 import statistics
+import subprocess
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 #: What `make` installs into .venv (the h5py and mpich wheels from PyPI) when this document was
 #: written; a section measured with another HDF5 or MPI says so in its own text.
 MAKE_HDF5 = "2.0.0"
 MAKE_MPI = "MPICH 5.0.2"
+
+
+def run_facts(load_before: Sequence[float], started: float) -> dict[str, Any]:
+    """What every saved run records about where and when it ran: cores, platform, the load
+    average before and now, the commit, the start time (epoch seconds)."""
+    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True)
+    return {
+        "cpus": os.cpu_count(),
+        "machine": platform.platform(),
+        "load_before": list(load_before),
+        "load_after": list(os.getloadavg()),
+        "commit": commit.stdout.strip(),
+        "started": started,
+    }
 
 
 def mpi_name(mpi: str) -> str:

@@ -18,13 +18,15 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
+
+from docplot import run_facts
+from interleave import spread
 
 from h5subfile.mpi.launch import mpiexec
 
@@ -106,10 +108,6 @@ def measure(
     return found
 
 
-def spread(values: list[float]) -> dict[str, float]:
-    return {"median": statistics.median(values), "min": min(values), "max": max(values)}
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--ranks", type=int, nargs="+", default=[1, 8, 64])
@@ -150,14 +148,7 @@ def main() -> None:
             "extents_per_dataset": args.writers,
             "repeats": args.repeats,
             "opens_per_job": args.opens,
-            "cpus": os.cpu_count(),
-            "machine": platform.platform(),
-            "load_before": load_before,
-            "load_after": os.getloadavg(),
-            "commit": subprocess.run(
-                ["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True
-            ).stdout.strip(),
-            "started": started,
+            **run_facts(load_before, started),
             "rows": rows,
         }
         args.json.write_text(json.dumps(record, indent=1) + "\n")

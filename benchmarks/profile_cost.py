@@ -19,7 +19,6 @@ import argparse
 import json
 import math
 import os
-import platform
 import statistics
 import subprocess
 import sys
@@ -28,6 +27,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+from docplot import run_facts  # noqa: E402
 from interleave import cell, run_job, summarise  # noqa: E402
 
 VARIANTS = ("off", "counters", "trace", "off'")
@@ -73,14 +73,7 @@ def main() -> None:
             "steps": args.steps,
             "rounds": args.rounds,
             "trace_bound": TRACE_BOUND,
-            "cpus": os.cpu_count(),
-            "machine": platform.platform(),
-            "load_before": load_before,
-            "load_after": os.getloadavg(),
-            "commit": subprocess.run(
-                ["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True
-            ).stdout.strip(),
-            "started": started,
+            **run_facts(load_before, started),
             "samples": samples,
             **summary,
         }
