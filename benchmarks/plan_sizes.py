@@ -1,5 +1,6 @@
 """Sizes at 10K and 1M ranks: what rank 0 plans, gathers, scatters and broadcasts when a VPIC-IO
-step (8 datasets of 1 Mi particles per rank) is created, and the layout records it writes.
+step (8 datasets of 1 Mi particles per rank) is created, the layout records it writes, and what
+a reading rank of the same count is sent (the catalogue at open, the extents of its share).
 
 Computed by the engine's own pure planner (``h5subfile.bench.sizes``; no MPI traffic, no files):
 messages are sized as mpi4py pickles them, records as ``DatasetLayout.to_json`` writes them.
@@ -61,11 +62,14 @@ def one(ranks: int, plan_args: dict[str, Any], fields: int) -> dict[str, Any]:
     total = len(leaders) * (sum(lead) / len(lead)) if lead else 0.0
     total += (ranks - len(leaders)) * (sum(rest) / len(rest)) if rest else 0.0
     started = time.process_time()
-    closed = len(sizes.records(step, pieces=True, datasets=1)[0].to_json())
+    closed_layouts = sizes.records(step, pieces=True, datasets=1)
+    closed = len(closed_layouts[0].to_json())
     pieces_seconds = time.process_time() - started
     root = sizes.root_record(
         step, plan, ranks, 2 * (1 << 20) * 4 * 8 * ranks // step.grouping.ngroups
     )
+    readers = sample if ranks <= 10_000 else sample[:: max(1, len(sample) // 1000)]
+    read_sent = sizes.read_share_bytes(step, closed_layouts, root, ranks, readers)
     return {
         "ranks": ranks,
         "datasets_planned": fields,
@@ -84,6 +88,8 @@ def one(ranks: int, plan_args: dict[str, Any], fields: int) -> dict[str, Any]:
         "record_after_close": closed,
         "record_after_close_cpu_s": pieces_seconds,
         "root_record": len(root.to_json()),
+        "read_open_broadcast": sizes.read_open_bytes(step, layouts, root),
+        "read_sent_max": max(read_sent.values()),
         "peak_bytes": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024,
     }
 
@@ -120,9 +126,10 @@ def main() -> None:
     print(
         "| ranks | grouping | subfiles | planner CPU s | peak | mappings / dataset | "
         "gathered per rank | scattered: other rank / leader (max) | scattered total | "
-        "broadcast per rank | record at creation / after close (1 dataset) | root record |"
+        "broadcast per rank | record at creation / after close (1 dataset) | root record | "
+        "read: broadcast at open / sent per reader, 1 dataset (max) |"
     )
-    print("|---|---|---|---|---|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     for r in rows:
         note = "" if r["datasets_planned"] == 8 else " (1 dataset)"
         print(
@@ -132,7 +139,8 @@ def main() -> None:
             f"{mib(r['scatter_max_leader'])} | {mib(r['scatter_total'])}"
             f"{'' if r['scatter_total_exact'] else ' (est.)'} | {mib(r['broadcast_per_rank'])} | "
             f"{mib(r['record_at_creation'])} / {mib(r['record_after_close'])} | "
-            f"{mib(r['root_record'])} |"
+            f"{mib(r['root_record'])} | {mib(r['read_open_broadcast'])} / "
+            f"{mib(r['read_sent_max'])} |"
         )
     if args.json:
         with open(args.json, "w") as out:

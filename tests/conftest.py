@@ -58,6 +58,7 @@ STAGES = (
             "test_collective_misuse.py",
             "test_polled_collectives.py",
             "test_profile.py",
+            "test_shared_layouts.py",
         ),
     ),
     Stage(

@@ -457,8 +457,10 @@ class Dataset(_Object):
 
     def read_partition(self) -> np.ndarray:
         """This rank's share along axis 0 (BD-CATS): rank p of P reads
-        ``[p*N//P, (p+1)*N//P)``, the last rank also the remainder. Collective when the plan
-        has aggregators (two-phase reads); otherwise every rank reads its share itself."""
+        ``[p*N//P, (p+1)*N//P)``, the last rank also the remainder. Call it on every rank: it
+        is collective when the plan has aggregators (two-phase reads) or when the dataset has
+        more extents than rank 0 broadcasts at open (each rank is then sent the extents of its
+        share); otherwise every rank reads its share itself."""
         self._session.require_open()
         return reads.read_partition(self._session, self._path)
 

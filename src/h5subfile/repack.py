@@ -253,7 +253,7 @@ class _Copier:
         if not dataset.shape:
             return np.asarray(dataset.read(()))
         lo, hi = share(dataset.shape[0], self.comm.size, self.comm.rank)
-        return np.asarray(dataset.read(np.s_[lo:hi]))
+        return _read(dataset, np.s_[lo:hi])
 
     def copy_group(self, parent: str, names: list[str]) -> None:
         """Collective: copy the datasets ``names`` of group ``parent``: small ones together."""
@@ -322,7 +322,7 @@ class _Copier:
             box = mine[index] if index < len(mine) else empty
             error, data = None, None
             try:
-                data = np.asarray(dataset.read(box))
+                data = _read(dataset, box)
             except Exception as exc:  # noqa: BLE001 - agreed on every rank next
                 error = exc
             agree(self.comm, error)
@@ -485,3 +485,12 @@ def _install(staging: str, target: str, force: bool) -> None:
             os.rename(replaced, folder)  # the old file stays as it was
         raise
     shutil.rmtree(staging)
+
+
+def _read(dataset: Dataset, selection: Any) -> np.ndarray:
+    """Collective (every rank calls it with its own share): rank 0 sends each rank only the
+    extents its share touches when the layout is too large to broadcast; variable-length data
+    is read by each rank through h5py."""
+    if dataset.dtype.kind == "O":
+        return np.asarray(dataset.read(selection))
+    return np.asarray(dataset.read_collective(selection))

@@ -91,15 +91,17 @@ def test_copies_bit_for_bit(comm, source: Path, shared_tmp: Path, plan: str) -> 
 def test_failure_on_one_rank_leaves_nothing(
     comm, source: Path, shared_tmp: Path, slab: int, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    real_read = hs.Dataset.read
+    from h5subfile.io.boxes import BoxReader
+
+    real_read = BoxReader.read_direct
     last = comm.size - 1
 
-    def read(self: hs.Dataset, selection=(), verify=None):
-        if comm.rank == last and self.name == "/a/b/compound":
+    def read(self: BoxReader, layout, dtype, box, out=None, verify=False, name=""):
+        if comm.rank == last and name == "/a/b/compound":
             raise OSError(5, "simulated read failure")
-        return real_read(self, selection, verify)
+        return real_read(self, layout, dtype, box, out, verify, name)
 
-    monkeypatch.setattr(hs.Dataset, "read", read)
+    monkeypatch.setattr(BoxReader, "read_direct", read)
     target = shared_tmp / "out.h5"
     where = f"[rank {last}] " if comm.size > 1 else ""
     with raises_on_every_rank(comm, hs.RankIOError, f"{where}OSError: [Errno 5] simulated"):

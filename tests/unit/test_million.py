@@ -113,6 +113,25 @@ def test_no_rank_of_10000_is_sent_more_than_its_share(plan: Plan) -> None:
     assert sizes.vds_mappings(step) == [step.grouping.ngroups] * 8
 
 
+@pytest.mark.parametrize("plan", [Plan(subfiles="rank"), Plan(ranks_per_subfile=16)])
+def test_no_reader_of_10000_is_sent_more_than_its_share(plan: Plan) -> None:
+    """Reading the step back: the catalogue broadcast at open is the same for 1,000 and 10,000
+    writers, and each reader of 10,000 (or of 999) is sent the extents of its own share only."""
+    opened = {}
+    for ranks in (1_000, 10_000):
+        step = sizes.plan_vpic(ranks, plan, 1 << 20)
+        layouts = sizes.records(step, pieces=True)
+        record = sizes.root_record(step, plan, ranks, 1 << 30)
+        opened[ranks] = sizes.read_open_bytes(step, layouts, record)
+    assert opened[10_000] - opened[1_000] <= 8 * 64, opened  # wider integers at most
+    per_extent = 600 + 16 * 90 if plan.grouping != "rank" else 600  # with its checksums
+    for readers in (10_000, 999):
+        sent = sizes.read_share_bytes(step, layouts, record, readers, range(0, readers, 13))
+        # 8 datasets; a share meets the extents of the writers whose blocks it overlaps.
+        extents = -(-10_000 // readers) + 1
+        assert max(sent.values()) < 8 * extents * per_extent, max(sent.values())
+
+
 @settings(max_examples=300, deadline=None)
 @given(
     st.lists(

@@ -30,6 +30,8 @@ from ..layout.integrity import PieceSum, checksum
 from ..layout.names import subfile_relpath
 from ..layout.planning import vds_sources
 from ..layout.record import DatasetLayout, FileRecord, Session, StoredExtent
+from ..layout.selection import partition
+from ..layout.sharing import ExtentIndex, broadcast_limit, identities_of, touched_layout
 from ..layout.vpic import FIELDS
 from ..plan import Plan
 
@@ -168,6 +170,41 @@ def broadcast_bytes(step: PlannedStep, layouts: Sequence[DatasetLayout]) -> int:
         for d, layout in zip(step.creation.datasets, layouts)
     }
     return message_bytes(nodes)
+
+
+def read_open_bytes(step: PlannedStep, layouts: Sequence[DatasetLayout], record: FileRecord) -> int:
+    """Bytes rank 0 broadcasts to every rank when the file is opened for reading: the
+    catalogue without the layouts of more than ``sharing.broadcast_limit()`` extents, and the
+    identities of the broadcast layouts' subfiles only (layout/sharing.py)."""
+    nodes: dict[str, NodeInfo] = {"/": NodeInfo("group")}
+    for d, layout in zip(step.creation.datasets, layouts):
+        nodes[d.path] = NodeInfo("dataset", {}, d.shape, d.dtype, layout, record_sha="0" * 64)
+    shas = {s.id: "0" * 64 for s in record.sessions}
+    catalog = Catalog(nodes, record, session_shas=shas)
+    return message_bytes((True, catalog.for_readers(broadcast_limit())))
+
+
+def read_share_bytes(
+    step: PlannedStep,
+    layouts: Sequence[DatasetLayout],
+    record: FileRecord,
+    readers: int,
+    sample: Iterable[int],
+) -> dict[int, int]:
+    """Bytes rank 0 sends each reader of ``sample`` (of ``readers``) for a collective read of its
+    BD-CATS share of every dataset of ``layouts``: the extents the share touches and their
+    subfiles' identities, as :func:`engine.read.sent_layout` sends them."""
+    sent: dict[int, int] = {}
+    indexes = [ExtentIndex(layout.extents) for layout in layouts]
+    for reader in sample:
+        total = 0
+        for d, layout, index in zip(step.creation.datasets, layouts, indexes):
+            lo, hi = partition(d.shape[0], readers, reader)
+            part = touched_layout(layout, [Block((lo,), (hi - lo,))], index)
+            files = {e.file for e in part.extents}
+            total += message_bytes((True, (part.to_wire(), identities_of(record, files))))
+        sent[reader] = total
+    return sent
 
 
 def vds_mappings(step: PlannedStep) -> list[int]:

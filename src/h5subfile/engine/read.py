@@ -15,8 +15,10 @@ from ..errors import FileModeError, H5SubfileError, SelectionError, mapped
 from ..io.posix import Piece, as_bytes
 from ..layout.blocks import Block
 from ..layout.catalog import NodeInfo, raise_problem
+from ..layout.record import DatasetLayout, FileRecord, extents_files
 from ..layout.selection import assemble, partition, plan_read, selection_box
-from ..mpi.collective import agree, root_only
+from ..layout.sharing import ExtentIndex, identities_of, touched_layout
+from ..mpi.collective import agree, root_decides, root_only
 from .exchange import plan_aggregated, read_two_phase
 from .messages import FileRun
 from .profiling import phase
@@ -35,7 +37,7 @@ def route(info: NodeInfo) -> Route:
     if info.problem is not None:
         raise_problem(info.problem)
     assert info.dtype is not None
-    if info.via_h5py or info.layout is None or info.dtype.kind == "O" or not info.shape:
+    if info.via_h5py or not info.has_layout or info.dtype.kind == "O" or not info.shape:
         return Route.H5PY
     return Route.DIRECT
 
@@ -73,11 +75,39 @@ def share_layout(session: Session, path: str) -> NodeInfo:
     return info
 
 
+def sent_layout(session: Session, info: NodeInfo, boxes: list[Block]) -> DatasetLayout:
+    """Collective, for a layout rank 0 did not broadcast (layout/sharing.py): every rank sends
+    rank 0 the boxes it reads and receives only the extents they touch, with the identities
+    of their subfiles."""
+    layouts = {"layout": info.layout} if session.rank == 0 else {}  # rank 0 holds them all
+
+    def answer(gathered: list[list[Block]]) -> list[tuple[str, FileRecord]]:
+        whole = layouts["layout"]
+        assert whole is not None
+        index, record = ExtentIndex(whole.extents), session.catalog.record
+        answers = []
+        for wanted in gathered:
+            part = touched_layout(whole, wanted, index)
+            answers.append((part.to_wire(), identities_of(record, extents_files(part.extents))))
+        return answers
+
+    wire, identities = root_decides(session.comm, boxes, None, answer)
+    session.add_identities(identities)
+    return DatasetLayout.from_wire(wire)
+
+
 @mapped
 @phase("transfer")
-def read(session: Session, path: str, selection: Any = (), verify: bool | None = None) -> Any:
+def read(
+    session: Session,
+    path: str,
+    selection: Any = (),
+    verify: bool | None = None,
+    layout: DatasetLayout | None = None,
+) -> Any:
     """Read a selection (numpy/h5py style) on this rank only; with ``verify`` (default: the
-    file's), the checksum of every stored piece it touches is checked."""
+    file's), the checksum of every stored piece it touches is checked. ``layout``: the
+    extents to read from (a collective read's :func:`sent_layout`), instead of the dataset's."""
     verify = session.verify if verify is None else verify
     info = session.node(path)
     reader = session.reader
@@ -90,11 +120,12 @@ def read(session: Session, path: str, selection: Any = (), verify: bool | None =
         refuse_local_view(info, path, (piece.box for piece in plan.pieces))
         arrays = [reader.read_h5py(path, info.dtype, piece.box) for piece in plan.pieces]
         return assemble(plan, arrays)
-    assert info.layout is not None
     plan = plan_read(info.shape, info.dtype.itemsize, selection)
     refuse_local_view(info, path, (piece.box for piece in plan.pieces))
+    layout = info.layout if layout is None else layout
+    assert layout is not None
     arrays = [
-        reader.read_direct(info.layout, info.dtype, piece.box, verify=verify, name=path)
+        reader.read_direct(layout, info.dtype, piece.box, verify=verify, name=path)
         for piece in plan.pieces
     ]
     return assemble(plan, arrays)
@@ -121,13 +152,13 @@ def read_into(session: Session, path: str, dest: np.ndarray, selection: Any = ()
 @mapped
 @phase("transfer")
 def read_partition(session: Session, path: str) -> np.ndarray:
-    """This rank's BD-CATS share along axis 0; collective when the plan has aggregators."""
+    """This rank's BD-CATS share along axis 0. Collective when the plan has aggregators or rank
+    0 did not broadcast the dataset's layout (both the same on every rank)."""
     info = session.node(path)
     if not info.shape:
         raise SelectionError(f"{path} is a scalar dataset; it has no axis 0 to split")
-    comm = session.comm
-    start, stop = partition(info.shape[0], comm.size, comm.rank)
-    if session.plan.aggregators is not None:
+    start, stop = partition(info.shape[0], session.comm.size, session.rank)
+    if session.plan.aggregators is not None or info.withheld:
         return read_collective(session, path, slice(start, stop))
     result: np.ndarray = read(session, path, slice(start, stop))
     return result
@@ -152,15 +183,19 @@ def read_collective(session: Session, path: str, selection: Any = ()) -> Any:
     session.enter("read_collective", error, detail=path, args=path)
     info = share_layout(session, path)
     assert plan is not None and info.dtype is not None
+    layout = None
+    if how is Route.DIRECT and info.withheld:
+        layout = sent_layout(session, info, [piece.box for piece in plan.pieces])
     if session.plan.aggregators is None or how is not Route.DIRECT or session.verify:
         result = None
         try:
-            result = read(session, path, selection)
+            result = read(session, path, selection, layout=layout)
         except H5SubfileError as exc:  # read maps every failure into the hierarchy
             error = exc
         agree(session.comm, error)  # a collective read ends the same way on every rank
         return result
-    assert info.layout is not None
+    layout = info.layout if layout is None else layout
+    assert layout is not None
     reader = session.reader
     outputs = [np.empty(piece.box.count, dtype=info.dtype) for piece in plan.pieces]
     pieces: list[tuple[str, Piece]] = []
@@ -169,7 +204,7 @@ def read_collective(session: Session, path: str, selection: Any = ()) -> Any:
             if out.size == 0:
                 continue
             by_file, chunked, complete = reader.plan(
-                info.layout, info.dtype.itemsize, piece.box, as_bytes(out)
+                layout, info.dtype.itemsize, piece.box, as_bytes(out)
             )
             if not complete:
                 out.reshape(-1).view(np.uint8).fill(0)  # zero bytes (fill(0) writes "0" in strings)

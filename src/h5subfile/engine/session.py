@@ -13,6 +13,7 @@
 
 from __future__ import annotations
 
+import functools
 import os
 import uuid
 import warnings
@@ -36,7 +37,7 @@ from ..io import claim as claims
 from ..io.boxes import BoxReader
 from ..io.filters import Compressors
 from ..io.h5 import open_shared_read
-from ..io.master import MasterWriter, open_for_reading
+from ..io.master import MasterWriter, open_for_reading, read_record, read_sessions
 from ..io.posix import FilePool, IOStats
 from ..io.profile import Profile
 from ..io.subfile import SubfileWriter
@@ -45,6 +46,8 @@ from ..layout.catalog import Catalog, NodeInfo
 from ..layout.grouping import Grouping, plan_groups
 from ..layout.integrity import PieceSum, identity
 from ..layout.names import SourcePaths, subfile_relpath
+from ..layout.record import DatasetLayout, FileRecord
+from ..layout.sharing import broadcast_limit
 from ..mpi.collective import Call, agree, checked_collective, root_only, waited
 from ..mpi.nodes import node_of_ranks
 from ..plan import READ_FIELDS, Plan
@@ -151,6 +154,35 @@ class Session:
         self.profile_started = 0.0
         #: this rank's waiting in collective rounds when the profile started (seconds, rounds)
         self.profile_waited: tuple[float, int] = (0.0, 0)
+
+    def fetch_withheld(self) -> None:
+        """Read mode: how this rank gets a layout rank 0 did not broadcast when something other
+        than a collective read asks for it (layout/sharing.py): it reads the record from the
+        master itself, refused unless it is the record rank 0 checked."""
+        for path, info in self.catalog.nodes.items():
+            if info.withheld:
+                info.fetch_with(functools.partial(self._fetch_layout, path, info.record_sha))
+
+    def _fetch_layout(self, path: str, sha: str) -> DatasetLayout:
+        master = self.reader.master()
+        where = f"{self.path}:{path}"
+        layout = DatasetLayout.from_json(read_record(master, path, sha), where)
+        self.complete_record()
+        return layout
+
+    def complete_record(self) -> None:
+        """Read mode: every subfile's identity on this rank (read from the master, checked
+        against what rank 0 read) when rank 0 broadcast only some of them."""
+        if not self.catalog.record_withheld:
+            return
+        record = read_sessions(self.reader.master(), self.catalog.session_shas)
+        self.reader.expect_more(record)
+        self.catalog.record, self.catalog.record_withheld = record, False
+
+    def add_identities(self, record: FileRecord) -> None:
+        """Read mode: identities of some subfiles, sent with the extents of a collective read."""
+        if self.catalog.record_withheld:
+            self.reader.expect_more(record)
 
     @property
     def writable(self) -> bool:
@@ -282,12 +314,20 @@ def open_session(
     agree(comm, error, Call("File", 0, f"(mode {mode!r})", file=path))
     assert plan is not None
     signature = ("open", path, mode, plan.to_dict(), profile)
-    scan = (lambda: open_for_reading(path, profiled)) if mode == "r" else (lambda: None)
+    whole: list[Catalog] = []  # rank 0's: every layout and identity
+
+    def scan() -> Catalog | None:
+        if mode != "r":
+            return None
+        whole.append(open_for_reading(path, profiled))
+        return whole[0].for_readers(broadcast_limit())
+
     catalog = checked_collective(comm, "File(path, mode, ...)", signature, scan)
     started = start_profile(comm, profiled)
     if mode == "r":
         assert catalog is not None
-        session = Session(path, mode, comm, plan, catalog)
+        session = Session(path, mode, comm, plan, whole[0] if whole else catalog)
+        session.fetch_withheld()
     else:
         session = _begin_writing(path, mode, comm, plan, profiled)
     session.stats.profile = profiled  # before any RawFile opens (they open on first use)

@@ -1,8 +1,9 @@
 """Checking a whole file (``h5subfile verify``, collective): every stored piece against its
 checksum and every recorded subfile's identity and size, split over the ranks.
 
-Every rank derives the same list of work items from the catalogue (identical on every rank)
-and takes a share of about equal bytes; the findings are gathered on every rank.
+Rank 0, which holds every layout, lists the work items and splits them into shares of about
+equal bytes; each rank receives its own share with the extents it needs (never the whole
+layout), and the findings are gathered on every rank.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from ..io.posix import RawFile
 from ..layout.catalog import NodeInfo
 from ..layout.integrity import PieceSum, SubfileInfo
 from ..layout.record import FileRecord, StoredExtent
-from ..mpi.collective import allgather
+from ..mpi.collective import allgather, root_decides
 from .session import Session
 
 #: Scan problems whose dataset's pieces are still checked (its files are there to read).
@@ -35,7 +36,7 @@ class _Item:
 
     nbytes: int
     dataset: str = ""
-    extent: int = -1
+    stored: StoredExtent | None = None  # the extent holding the piece
     piece: int = -1
     subfile: str = ""
     session_uuid: str = ""
@@ -68,12 +69,12 @@ def _items(session: Session) -> tuple[list[_Item], list[str]]:
             continue  # truncated, unfinished: the scan's problem says so
         itemsize = _itemsize(info)
         missing = info.problem is not None and info.problem[0] == "MissingFileError"
-        for i, extent in enumerate(layout.extents):
+        for extent in layout.extents:
             if missing and not present(extent.file):
                 continue  # a missing subfile: the scan's problem and its own item say so
             for j, piece in enumerate(extent.pieces):
                 nbytes = _piece_bytes(piece, itemsize)
-                items.append(_Item(nbytes, path, i, j))
+                items.append(_Item(nbytes, path, extent, j))
     items.extend(_subfile_items(session.catalog.record))
     return items, unchecked
 
@@ -103,17 +104,15 @@ def _piece_bytes(piece: PieceSum, itemsize: int) -> int:
     return count
 
 
-def share(items: list[_Item], ranks: int, rank: int) -> list[_Item]:
-    """This rank's items: largest first, each to the least loaded rank (the same split on
-    every rank)."""
+def shares(items: list[_Item], ranks: int) -> list[list[_Item]]:
+    """Every rank's items: largest first, each to the least loaded rank."""
     loads = [(0, r) for r in range(ranks)]  # a heap: (bytes so far, rank)
-    mine = []
+    split: list[list[_Item]] = [[] for _ in range(ranks)]
     for index in sorted(range(len(items)), key=lambda i: (-items[i].nbytes, i)):
         load, target = heapq.heappop(loads)
         heapq.heappush(loads, (load + items[index].nbytes, target))
-        if target == rank:
-            mine.append(items[index])
-    return mine
+        split[target].append(items[index])
+    return split
 
 
 def _check_subfile(session: Session, item: _Item) -> dict[str, Any] | None:
@@ -135,8 +134,8 @@ def _check_subfile(session: Session, item: _Item) -> dict[str, Any] | None:
 
 def _check_piece(session: Session, item: _Item) -> dict[str, Any] | None:
     info = session.catalog.nodes[item.dataset]
-    assert info.layout is not None and info.dtype is not None
-    extent: StoredExtent = info.layout.extents[item.extent]
+    extent = item.stored
+    assert extent is not None and info.dtype is not None
     piece = extent.pieces[item.piece]
     found: dict[str, Any] = {
         "dataset": item.dataset,
@@ -163,8 +162,14 @@ def verify(session: Session, progress: Progress | None = None) -> dict[str, Any]
             "session closes"
         )
     session.enter("verify", refused)  # a rank in another call: CollectiveMismatchError
-    items, unchecked = _items(session)
-    mine = share(items, session.comm.size, session.rank)
+
+    def plan(_: list[None]) -> list[tuple[list[_Item], int, int, list[str]]]:
+        items, unchecked = _items(session)  # rank 0: every layout
+        pieces = sum(1 for i in items if not i.subfile)
+        split = shares(items, session.comm.size)
+        return [(mine, pieces, len(items) - pieces, unchecked) for mine in split]
+
+    mine, pieces, subfiles, unchecked = root_decides(session.comm, None, None, plan)
     total = sum(i.nbytes for i in mine)
     # Pieces are checked by checksum whatever their subfile's identity says: every bad
     # piece is listed (the identities are checked as items of their own).
@@ -190,8 +195,8 @@ def verify(session: Session, progress: Progress | None = None) -> dict[str, Any]
     return {
         "file": session.path,
         "ranks": session.comm.size,
-        "pieces": sum(1 for i in items if not i.subfile),
-        "subfiles": sum(1 for i in items if i.subfile),
+        "pieces": pieces,
+        "subfiles": subfiles,
         "checked_bytes": sum(c for _, c, _ in gathered),
         "seconds": max(s for _, _, s in gathered),
         "no_checksums": unchecked,

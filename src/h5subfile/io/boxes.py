@@ -157,6 +157,15 @@ class BoxReader:
         self._resolved = None
         self._checked.clear()
 
+    def expect_more(self, record: FileRecord) -> None:
+        """Add the identities of the subfiles ``record`` describes (a read session that was
+        sent only some of them: layout/sharing.py) to those already expected."""
+        self._recorded.update(recorded_identities(record))
+        if self._record is None:
+            self._record = FileRecord()
+        self._record = FileRecord(self._record.sessions + record.sessions, record.format)
+        self._resolved = None
+
     def expected_at(self, path: str) -> Expected | None:
         """The recorded identity of the file at absolute ``path``, if any: found by the name it
         was resolved from (the common case, one lookup), else among every recorded path,
@@ -358,10 +367,14 @@ class BoxReader:
             self._h5.close()
             self._h5 = None
 
-    def h5py_dataset(self, path: str) -> h5py.Dataset:
+    def master(self) -> h5py.File:
+        """The master, open for reading through h5py (opened on first use)."""
         if self._h5 is None:
             self._h5 = self.h5py_opener()
-        return self._h5[path]
+        return self._h5
+
+    def h5py_dataset(self, path: str) -> h5py.Dataset:
+        return self.master()[path]
 
     def read_h5py(self, path: str, dtype: np.dtype, box: Block) -> np.ndarray:
         """Read ``box`` through h5py (chunked, compressed, foreign virtual datasets...)."""

@@ -4,6 +4,7 @@ and scans it for readers (the catalogue that is broadcast to every rank)."""
 from __future__ import annotations
 
 import datetime as _dt
+import hashlib
 import os
 import posixpath
 import shutil
@@ -32,6 +33,7 @@ from ..layout.record import (
     Session,
     StoredExtent,
     is_reserved,
+    session_sha,
 )
 from ..layout.validate import ByteRange, byte_overlaps, byte_ranges, layout_problem
 from .claim import Claim, claim_state
@@ -194,6 +196,7 @@ class _Scan:
             info.problem, info.storage = ("CorruptFileError", str(exc)), "damaged layout record"
             return
         info.layout = layout
+        info.record_sha = text_sha(text)
         info.storage = describe_storage(layout)
         if layout.session in self.open_sessions:
             info.problem = (
@@ -285,7 +288,8 @@ def scan(
             f"write session {session.id} (started {session.started}, {session.ranks} rank(s)) "
             "did not finish; datasets it created are incomplete",
         )
-    return Catalog(walk.nodes, walk.record, problems)
+    shas = {s.id: session_sha(s) for s in walk.record.sessions if s.closed is not None}
+    return Catalog(walk.nodes, walk.record, problems, session_shas=shas)
 
 
 def open_for_reading(path: str, profile: Profile | None = None) -> Catalog:
@@ -317,6 +321,47 @@ def open_for_reading(path: str, profile: Profile | None = None) -> Catalog:
             f"an unfinished write session left {partial}; its data is not part of the file"
         )
     return catalog
+
+
+def text_sha(text: str) -> str:
+    """SHA-256 (hex) of a record's text: a rank reading a record rank 0 checked at open compares
+    it, so that a record changed since is refused instead of trusted."""
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def read_record(h5: h5py.File, path: str, expected_sha: str) -> str:
+    """The text of the layout record of dataset ``path`` in an open master, refused unless it
+    is the text rank 0 checked at open (``expected_sha``)."""
+    try:
+        text = read_text_attr(h5[path], LAYOUT_ATTR)
+    except (OSError, KeyError, RuntimeError, ValueError, TypeError) as exc:
+        raise CorruptFileError(f"{h5.filename}: cannot read the record of {path}: {exc}") from None
+    if text_sha(text) != expected_sha:
+        raise CorruptFileError(f"{h5.filename}: the record of {path} {_CHANGED}")
+    return text
+
+
+_CHANGED = (
+    "is not the one read when the file was opened (the file was changed or replaced since); "
+    "open it again"
+)
+
+
+def read_sessions(h5: h5py.File, expected: dict[int, str]) -> FileRecord:
+    """The write sessions ``expected`` names (id -> :func:`session_sha`) from the root record of
+    an open master, each refused unless unchanged; sessions closed since are left out."""
+    try:
+        record = FileRecord.from_json(read_text_attr(h5, ROOT_ATTR), h5.filename)
+    except (OSError, KeyError, RuntimeError, ValueError, TypeError) as exc:
+        raise CorruptFileError(f"{h5.filename}: cannot read its record: {exc}") from None
+    found = {s.id: s for s in record.sessions}
+    kept = []
+    for number, sha in sorted(expected.items()):
+        session = found.get(number)
+        if session is None or session_sha(session) != sha:
+            raise CorruptFileError(f"{h5.filename}: write session {number} {_CHANGED}")
+        kept.append(session)
+    return FileRecord(kept, record.format)
 
 
 def remove_subfiles(folder: str, session: int | None = None) -> None:

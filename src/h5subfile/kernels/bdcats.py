@@ -176,10 +176,9 @@ def run_bdcats(
                 selection = select(pattern, dataset.shape[0], comm.size, comm.rank)
                 excluded += time.perf_counter() - t
                 try:
-                    if f.plan is not None and f.plan.aggregators is not None:
-                        data = dataset.read_collective(selection)  # two-phase, aggregators
-                    else:
-                        data = dataset[selection]  # independent: no collective to miss
+                    # Collective: rank 0 sends each rank only the extents its selection touches
+                    # when the file has too many to broadcast, and with aggregators two-phase.
+                    data = dataset.read_collective(selection)
                 except H5SubfileError as exc:
                     error = exc  # a damaged dataset fails the same way on every rank
                     break

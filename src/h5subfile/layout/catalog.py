@@ -6,6 +6,8 @@ the same copy, so that navigation and reads need no communication.
 
 from __future__ import annotations
 
+import dataclasses
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -13,6 +15,7 @@ import numpy as np
 
 from .. import errors
 from .record import DatasetLayout, FileRecord
+from .sharing import identities_of, subfile_count
 
 #: Why a dataset cannot be read: (error class name, message), raised when it is read.
 Problem = tuple[str, str]
@@ -27,6 +30,8 @@ def raise_problem(problem: Problem) -> None:
 
 #: Where a received :class:`NodeInfo` keeps its layout until it is first used.
 _WIRE = "_layout_wire"
+#: Where a received :class:`NodeInfo` whose layout was withheld keeps how to read it.
+_FETCH = "_layout_fetch"
 
 
 def _no_layout() -> DatasetLayout | None:
@@ -40,7 +45,9 @@ class NodeInfo:
     Sent between ranks, the layout travels as one string (:meth:`DatasetLayout.to_wire`) and
     is parsed when this rank first uses it: a rank that opens a file of P extents per dataset
     pays for the datasets it reads, not for every layout (``layout`` has no class attribute,
-    so that :meth:`__getattr__` sees it missing).
+    so that :meth:`__getattr__` sees it missing). A large layout is not sent at all
+    (``withheld``, layout/sharing.py): collective reads receive the extents they touch, and
+    anything else that asks for ``layout`` reads the record on this rank (:meth:`fetch_with`).
     """
 
     kind: str  # "group" or "dataset"
@@ -54,25 +61,53 @@ class NodeInfo:
     #: Created in the open write session: this rank holds only its own extent of the layout
     #: (rank 0 all of them), so independent reads are refused until the file is closed.
     local_view: bool = False
+    #: Read mode: rank 0 holds the layout and did not broadcast it (more extents than
+    #: layout/sharing.BROADCAST_EXTENTS); the same flag on every rank.
+    withheld: bool = False
+    record_sha: str = ""  # SHA-256 of the layout record's text as rank 0 read and checked it
 
     def __getstate__(self) -> dict[str, Any]:
         state = dict(self.__dict__)
+        state.pop(_FETCH, None)
         layout = state.pop("layout", None)
-        if layout is not None:
+        if self.withheld:
+            state.pop(_WIRE, None)  # the receiver asks for it when it needs it
+        elif layout is not None:
             state[_WIRE] = layout.to_wire()
         elif _WIRE not in state:
             state["layout"] = None
         return state
 
+    def fetch_with(self, fetch: Callable[[], DatasetLayout]) -> None:
+        """How this rank gets a withheld layout the first time it is asked for (reading the
+        record from the master); a node that holds its layout ignores it."""
+        if self.withheld and "layout" not in self.__dict__:
+            self.__dict__[_FETCH] = fetch
+
+    @property
+    def has_layout(self) -> bool:
+        """Whether the dataset has a layout (held, sent, or withheld), without fetching it."""
+        if self.withheld or _WIRE in self.__dict__:
+            return True
+        return self.__dict__.get("layout") is not None
+
     def __setstate__(self, state: dict[str, Any]) -> None:
         self.__dict__.update(state)
 
     def __getattr__(self, name: str) -> DatasetLayout | None:
-        """``layout`` of a received node: parsed on first use."""
-        if name != "layout" or _WIRE not in self.__dict__:
+        """``layout`` of a received node: parsed, or fetched if withheld, on first use."""
+        if name != "layout":
             raise AttributeError(name)
-        wire = self.__dict__.pop(_WIRE)
-        layout = self.__dict__["layout"] = DatasetLayout.from_wire(wire)
+        if _WIRE in self.__dict__:
+            layout = DatasetLayout.from_wire(self.__dict__.pop(_WIRE))
+        elif self.withheld and _FETCH in self.__dict__:
+            layout = self.__dict__[_FETCH]()
+            del self.__dict__[_FETCH]
+        elif self.withheld:
+            raise errors.FileModeError("this dataset's layout was not sent to this rank")
+        else:
+            raise AttributeError(name)
+        self.__dict__["layout"] = layout
         return layout
 
     @property
@@ -92,6 +127,31 @@ class Catalog:
     nodes: dict[str, NodeInfo]
     record: FileRecord
     problems: list[str] = field(default_factory=list)
+    #: Read mode: ``record`` holds the identities of the broadcast layouts' subfiles only
+    #: (rank 0 holds them all); ``session_shas``: each closed write session's
+    #: :func:`~.record.session_sha` as rank 0 read it (a rank reading the record later uses
+    #: these sessions, unchanged, and ignores sessions closed since).
+    record_withheld: bool = False
+    session_shas: dict[int, str] = field(default_factory=dict)
+
+    def for_readers(self, limit: int) -> Catalog:
+        """Rank 0 of a read session: what to broadcast. Layouts of more than ``limit`` extents
+        are marked ``withheld`` here (rank 0 keeps them; pickling leaves them out), and when
+        that leaves subfiles out, the record keeps only the broadcast layouts' subfiles."""
+        sent_files: set[str] = set()
+        for info in self.nodes.values():
+            layout = info.__dict__.get("layout")
+            if info.kind != "dataset" or layout is None or not info.record_sha:
+                if layout is not None:
+                    sent_files.update(e.file for e in layout.extents)
+                continue
+            info.withheld = len(layout.extents) > limit
+            if not info.withheld:
+                sent_files.update(e.file for e in layout.extents)
+        record = identities_of(self.record, sent_files)
+        if subfile_count(record.sessions) == subfile_count(self.record.sessions):
+            return self
+        return dataclasses.replace(self, record=record, record_withheld=True)
 
     def children(self, path: str) -> list[str]:
         prefix = path.rstrip("/") + "/"

@@ -290,6 +290,12 @@ def _subfile_info(value: Any) -> dict[str, dict[str, int]]:
     }
 
 
+def session_sha(session: Session) -> str:
+    """SHA-256 (hex) of one write session's entry of the root record (canonical JSON)."""
+    text = json.dumps(asdict(session), sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
 def is_reserved(name: str) -> bool:
     """Attribute names h5subfile keeps for itself (hidden from ``.attrs``)."""
     return name.startswith(RESERVED_PREFIX)
