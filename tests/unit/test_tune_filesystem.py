@@ -89,6 +89,8 @@ def test_hints_for_each_file_system() -> None:
     lustre = romio_hints(fake("lustre"), subfiles=16, stripe_size=4 << 20, osts=8)
     assert lustre["striping_factor"] == "8" and lustre["striping_unit"] == str(4 << 20)
     assert romio_hints(fake("lustre"), 4, 1 << 20)["striping_factor"] == "4"
+    with pytest.raises(PlanError, match="multiple of 64 KiB"):
+        romio_hints(fake("lustre"), 4, 1000)
     for name in ("ext4", "xfs", "btrfs", "tmpfs", "overlay"):
         hints = romio_hints(fake(name), 2, 1 << 20)
         assert hints["romio_cb_write"] == "disable" and hints["romio_ds_write"] == "disable"

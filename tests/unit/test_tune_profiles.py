@@ -31,6 +31,8 @@ def test_where_profiles_live(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) ->
     monkeypatch.delenv("XDG_CONFIG_HOME", raising=False)
     monkeypatch.setenv("HOME", str(tmp_path / "home"))
     assert profile_dir() == tmp_path / "home" / ".config" / "h5subfile" / "tuning"
+    monkeypatch.setenv("XDG_CONFIG_HOME", "relative")  # ignored, as the XDG specification says
+    assert profile_dir() == tmp_path / "home" / ".config" / "h5subfile" / "tuning"
     monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "xdg"))
     assert profile_dir() == tmp_path / "xdg" / "h5subfile" / "tuning"
     monkeypatch.setenv("H5SUBFILE_TUNING_DIR", str(tmp_path / "mine"))
@@ -57,6 +59,7 @@ def test_save_load_match(tmp_path: Path) -> None:
     assert match_profile("ext4", "/home", 3, 1, tmp_path) == (paths[0], saved[0])  # nearest
     assert match_profile("lustre", "/scratch2", 200, 4, tmp_path) == (paths[3], saved[3])
     assert match_profile("xfs", "/data", 2, 1, tmp_path) is None
+    assert match_profile("xfs", "/work", 2, 1, tmp_path) is None  # same mount, other file system
     save_profile(profile("ext4", "/work", 2, aggregators=2), tmp_path)  # replaces the first
     assert match_profile("ext4", "/work", 2, 1, tmp_path) == (
         paths[0],

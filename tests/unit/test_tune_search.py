@@ -3,11 +3,11 @@ injected timings and clocks: deterministic."""
 
 from __future__ import annotations
 
+import json
 import math
 import random
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 import pytest
 
@@ -15,6 +15,7 @@ from h5subfile.errors import PlanError
 from h5subfile.plan import PLAN_FIELDS, Plan
 from h5subfile.tune.search import (
     Budget,
+    Measure,
     TuningResult,
     compare,
     coordinate_descent,
@@ -33,7 +34,7 @@ from h5subfile.tune.space import (
 TUNING_DOC = Path(__file__).resolve().parents[2] / "docs" / "TUNING.md"
 
 
-def noisy(cost: Callable[[Point], float], sigma: float, seed: int) -> Any:
+def noisy(cost: Callable[[Point], float], sigma: float, seed: int) -> Measure:
     """A measurement: each trial's time is cost(point) times log-normal noise, A B A B."""
     rng = random.Random(seed)
 
@@ -118,8 +119,27 @@ def test_clear_winner_is_recommended() -> None:
     assert result.spread[0] <= 1 - result.margin <= result.spread[1]
     aligned = [row.plan.get("alignment") == 1 << 20 for row in result.rows]
     assert aligned == sorted(aligned, reverse=True)  # every 1m row ranks above the others
-    again = TuningResult.from_dict(result.to_dict())
+    again = TuningResult.from_dict(json.loads(json.dumps(result.to_dict())))
     assert again == result
+
+
+def test_start_point_and_measurement_checks() -> None:
+    def cost(point: Point) -> float:
+        return 0.6 if point.get("ranks_per_subfile") == 8 else 1.0
+
+    space = search_space(64)
+    start = {"ranks_per_subfile": 8, "alignment": 4 << 20}
+    result = coordinate_descent(space, noisy(cost, 0.03, seed=2), 64, start=start)
+    assert result.recommendation is not None
+    assert result.recommendation["ranks_per_subfile"] == 8
+    with pytest.raises(PlanError, match="start point"):
+        coordinate_descent(space, noisy(cost, 0.03, 2), 64, start={"buffer_size": 4 << 20})
+
+    def short(points: list[Point], repetitions: int) -> list[list[float]]:
+        return [[1.0] * repetitions for _ in points[1:]]
+
+    with pytest.raises(PlanError, match="one list of 5 times per point"):
+        coordinate_descent(space, short, 64)
 
 
 def separable_cost(point: Point) -> float:

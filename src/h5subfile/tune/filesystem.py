@@ -150,12 +150,18 @@ def lustre_stripe_command(folder: str | os.PathLike[str], count: int, size: int)
     """
     if count == 0 or count < -1:
         raise PlanError(f"stripe count {count}: expected a positive count or -1 (every OST)")
+    check_stripe_size(size)
+    return ["lfs", "setstripe", "-c", str(count), "-S", size_text(size), os.fspath(folder)]
+
+
+def check_stripe_size(size: int) -> None:
+    """Raise :class:`PlanError` unless ``size`` is a positive multiple of 64 KiB (Lustre's
+    rule for stripe sizes)."""
     if size <= 0 or size % LUSTRE_STRIPE_QUANTUM:
         raise PlanError(
             f"stripe size {size}: Lustre needs a positive multiple of 64 KiB (65536 bytes), "
             "e.g. 1m or 4m"
         )
-    return ["lfs", "setstripe", "-c", str(count), "-S", size_text(size), os.fspath(folder)]
 
 
 def stripe_size_for(block_bytes: int) -> int:
@@ -190,6 +196,7 @@ def romio_hints(
     - Others: no hints (the MPI library's defaults).
     """
     if fs.name == "lustre":
+        check_stripe_size(stripe_size)
         return {
             "striping_factor": str(stripe_count_for(subfiles, osts)),
             "striping_unit": str(stripe_size),

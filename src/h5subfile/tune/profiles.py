@@ -93,7 +93,9 @@ def profile_dir(env: Mapping[str, str] | None = None) -> Path:
     env = os.environ if env is None else env
     if env.get(ENV_DIR):
         return Path(env[ENV_DIR]).expanduser()
-    config = env.get("XDG_CONFIG_HOME") or str(Path("~/.config").expanduser())
+    config = env.get("XDG_CONFIG_HOME", "")
+    if not os.path.isabs(config):  # the XDG specification ignores relative paths
+        config = str(Path("~/.config").expanduser())
     return Path(config) / "h5subfile" / "tuning"
 
 
@@ -142,11 +144,15 @@ def load_profiles(directory: Path | None = None) -> list[tuple[Path, Profile]]:
 def match_profile(
     filesystem: str, mount: str, ranks: int, nodes: int, directory: Path | None = None
 ) -> tuple[Path, Profile] | None:
-    """The profile for a job: the same mount and rank count (the same node count preferred),
-    else the same file system with the nearest rank count (then the nearest node count), else
-    None."""
+    """The profile for a job: the same file system, mount and rank count (the same node count
+    preferred), else the same file system with the nearest rank count (then the nearest node
+    count), else None."""
     profiles = load_profiles(directory)
-    exact = [(p, f) for p, f in profiles if f.mount == mount and f.ranks == ranks]
+    exact = [
+        (p, f)
+        for p, f in profiles
+        if f.filesystem == filesystem and f.mount == mount and f.ranks == ranks
+    ]
     if exact:
         return min(exact, key=lambda item: (abs(item[1].nodes - nodes), str(item[0])))
     same = [(p, f) for p, f in profiles if f.filesystem == filesystem]
