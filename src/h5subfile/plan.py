@@ -122,15 +122,61 @@ def parse_compression(value: Any) -> str | None:
     return text
 
 
+def grouping_candidates(ranks: int) -> tuple[Any, ...]:
+    """``subfiles`` worth trying at ``ranks`` ranks: the default (one per node), one file, file
+    per process."""
+    return (None, 1, "rank") if ranks > 1 else (None,)
+
+
+def factor_candidates(ranks: int) -> tuple[Any, ...]:
+    """``ranks_per_subfile`` worth trying: the default (unset), then powers of two from 2 to
+    ``ranks // 2``."""
+    factors = []
+    factor = 2
+    while factor <= ranks // 2:
+        factors.append(factor)
+        factor *= 2
+    return (None, *factors)
+
+
+def aggregator_candidates(ranks: int) -> tuple[Any, ...]:
+    """``aggregators`` worth trying: direct (the default), then 1 and 2 writers per subfile
+    where a subfile can have more ranks than writers."""
+    return (None, *(count for count in (1, 2) if count < ranks))
+
+
+def fixed_candidates(*values: Any) -> Callable[[int], tuple[Any, ...]]:
+    """Candidates that do not depend on the rank count (the first is the default)."""
+
+    def candidates(ranks: int) -> tuple[Any, ...]:
+        return values
+
+    return candidates
+
+
 @dataclass(frozen=True)
 class PlanField:
-    """One tunable: its name, CLI flag, environment variable, help and parser."""
+    """One tunable: its name, CLI flag, environment variable, help and parser.
+
+    ``candidates`` (for the tuner, ``tune/space.py``): the values worth trying at a given rank
+    count, the default (None) first; None for fields the tuner leaves alone. ``axis`` joins
+    fields that are one choice (``subfiles`` and ``ranks_per_subfile`` are both the grouping);
+    ``default_label`` names what None means, for tables.
+    """
 
     name: str
     env: str
     help: str
     parse: Callable[[Any], Any]
     switch: bool = False  # a CLI flag without a value (--fsync)
+    candidates: Callable[[int], tuple[Any, ...]] | None = None
+    axis: str = ""
+    default_label: str = "default"
+
+    @property
+    def axis_name(self) -> str:
+        """The search axis this field belongs to (its own name unless ``axis`` says)."""
+        return self.axis or self.name
 
     @property
     def flag(self) -> str:
@@ -144,12 +190,17 @@ PLAN_FIELDS: tuple[PlanField, ...] = (
         "number of subfiles (ranks in contiguous blocks), 'node' (one per node, the default), "
         "'rank' (file per process); 1 writes one conventional HDF5 file",
         parse_subfiles,
+        candidates=grouping_candidates,
+        axis="grouping",
+        default_label="node",
     ),
     PlanField(
         "ranks_per_subfile",
         "H5SUBFILE_RANKS_PER_SUBFILE",
         "ranks writing each subfile (the paper's subfiling factor)",
         parse_positive_int("ranks_per_subfile"),
+        candidates=factor_candidates,
+        axis="grouping",
     ),
     PlanField(
         "fsync",
@@ -184,12 +235,16 @@ PLAN_FIELDS: tuple[PlanField, ...] = (
         "ranks per subfile that write (two-phase I/O: the others send them their data); "
         "'direct' (the default): every rank writes its own bytes",
         parse_aggregators,
+        candidates=aggregator_candidates,
+        default_label="direct",
     ),
     PlanField(
         "buffer_size",
         "H5SUBFILE_BUFFER_SIZE",
         "bytes an aggregator collects before it writes (bounds its memory; default 16m)",
         parse_bytes("buffer_size"),
+        candidates=fixed_candidates(None, 4 << 20, 64 << 20),
+        default_label="16m",
     ),
     PlanField(
         "alignment",
@@ -197,12 +252,16 @@ PLAN_FIELDS: tuple[PlanField, ...] = (
         "every dataset's data (and chunk) in a subfile starts at a multiple of this many bytes, "
         "a power of two (H5Pset_alignment; default off; use the stripe size on Lustre/GPFS)",
         parse_bytes("alignment", power_of_two=True),
+        candidates=fixed_candidates(None, 64 << 10, 1 << 20, 4 << 20),
+        default_label="off",
     ),
     PlanField(
         "transfer_size",
         "H5SUBFILE_TRANSFER_SIZE",
         "the largest single write or read a rank issues (default: no limit below 1 GiB)",
         parse_bytes("transfer_size"),
+        candidates=fixed_candidates(None, 1 << 20, 4 << 20, 16 << 20),
+        default_label="no limit",
     ),
 )
 

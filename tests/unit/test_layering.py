@@ -7,7 +7,7 @@ import ast
 from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parents[2] / "src" / "h5subfile"
-# cli > kernels | bench | repack > files > engine > io > mpi | layout > plan > errors | units |
+# cli > kernels | bench | tune | repack > files > engine > io > mpi | layout > plan > errors | units |
 # progress (STYLE.md, docs/ARCHITECTURE.md)
 RANK = {
     "errors": 0,
@@ -23,6 +23,7 @@ RANK = {
     "repack": 6,
     "kernels": 6,
     "bench": 6,
+    "tune": 6,
     "cli": 7,
     "__init__": 8,
     "__main__": 8,
