@@ -396,11 +396,8 @@ def warn_problems(session: Session, stacklevel: int) -> None:
 
     Where warnings are errors (``python -W error``, pytest's ``filterwarnings``), rank 0's
     warning becomes an exception that every rank raises, after abandoning the session,
-    instead of rank 0 alone leaving the others waiting in their next collective call. A file
-    without problems (every rank holds the same list) costs no round.
+    instead of rank 0 alone leaving the others waiting in their next collective call.
     """
-    if not session.catalog.problems:
-        return
     error = None
     if session.rank == 0:
         try:
