@@ -87,6 +87,7 @@ STAGES = (
             "test_polled_collectives.py",
             "test_repack.py",
             "test_profile.py",
+            "test_autoplan.py",
         ),
     ),
     Stage(

@@ -504,6 +504,9 @@ class File(Group):
     in the environment) profiles the session: Darshan-style counters of every read and write,
     written by rank 0 at close to ``DIR/<file name>.write.json`` (``.read.json``) and ``.txt``;
     the close of a profiled read-only file is then collective too (docs/PROFILING.md).
+    ``plan="auto"`` fills the plan fields not given from the tuning profile that matches the
+    folder's file system, its mount and the job's size (``h5subfile tune``, docs/TUNING.md),
+    records which profile (or that none matched) in the file, and says it in ``plan_source``.
     """
 
     def __init__(
@@ -516,12 +519,15 @@ class File(Group):
         fsync: bool | None = None,
         verify: bool = False,
         profile: str | os.PathLike[str] | None = None,
+        plan: str | None = None,
         **plan_fields: Any,
     ):
         comm = MPI.COMM_WORLD if comm is None else comm
         fields = dict(plan_fields, subfiles=subfiles, ranks_per_subfile=ranks_per_subfile)
         folder = profile_folder(profile)
-        session = open_session(os.fspath(path), mode, comm, dict(fields, fsync=fsync), folder)
+        session = open_session(
+            os.fspath(path), mode, comm, dict(fields, fsync=fsync), folder, choice=plan
+        )
         session.verify = bool(verify)
         super().__init__(session, "/")
         if session.catalog.problems:  # the same on every rank
@@ -537,6 +543,11 @@ class File(Group):
     @property
     def filename(self) -> str:
         return self._session.path
+
+    @property
+    def plan_source(self) -> str:
+        """With ``plan="auto"``: the tuning profile the plan came from, or that none matched."""
+        return self._session.plan_source
 
     @property
     def mode(self) -> str:

@@ -7,7 +7,7 @@ import ast
 from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parents[2] / "src" / "h5subfile"
-# cli > kernels | bench | tune | repack > files > engine > io > mpi | layout > plan > errors | units |
+# cli > tune > kernels | bench | repack > files > engine > io > mpi | layout > plan > errors | units |
 # progress (STYLE.md, docs/ARCHITECTURE.md)
 RANK = {
     "errors": 0,
@@ -23,10 +23,10 @@ RANK = {
     "repack": 6,
     "kernels": 6,
     "bench": 6,
-    "tune": 6,
-    "cli": 7,
-    "__init__": 8,
-    "__main__": 8,
+    "tune": 7,
+    "cli": 8,
+    "__init__": 9,
+    "__main__": 9,
 }
 
 

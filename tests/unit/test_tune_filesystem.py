@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from h5subfile.errors import MissingFileError, PlanError
-from h5subfile.tune.filesystem import (
+from h5subfile.io.filesystem import (
     MAGIC,
     FileSystem,
     lustre_setup,

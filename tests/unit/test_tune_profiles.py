@@ -8,18 +8,18 @@ from pathlib import Path
 import pytest
 
 from h5subfile.errors import CorruptFileError
-from h5subfile.plan import Plan
-from h5subfile.tune.profiles import (
+from h5subfile.io.tuning_profiles import (
     FORMAT_VERSION,
     Profile,
     auto_plan,
     load_profiles,
     match_profile,
     profile_dir,
-    profile_from_result,
     save_profile,
 )
+from h5subfile.plan import Plan
 from h5subfile.tune.search import Row, TuningResult
+from h5subfile.tune.tuning import profile_from_result
 
 
 def profile(fs: str, mount: str, ranks: int, nodes: int = 1, **plan: object) -> Profile:

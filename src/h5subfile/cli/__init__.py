@@ -21,7 +21,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from .._version import __version__
-from . import bdcats, bench, demo, info, profile, repack, report, verify, vpic
+from . import bdcats, bench, demo, info, profile, repack, report, tune, verify, vpic
 from .common import (
     DEBUG_VARIABLE,
     EXIT_BROKEN_PIPE,
@@ -35,7 +35,7 @@ from .common import (
     silence_stdout,
 )
 
-VERBS = (vpic, bdcats, bench, info, verify, repack, report, profile, demo)
+VERBS = (vpic, bdcats, bench, info, verify, repack, report, profile, tune, demo)
 #: Seconds a rank whose error is its own (not agreed with the others) waits for the others to
 #: finish before it ends the job with MPI_Abort (they may be waiting for it inside a collective
 #: call). An agreed error is raised by every rank, so they all arrive.

@@ -288,8 +288,16 @@ def add_plan_flags(
     skip: tuple[str, ...] = (),
     title: str = "plan (also settable by environment variables)",
 ) -> None:
-    """One flag per plan field (``--subfiles``, ``--aggregators``, ``--fsync``...)."""
+    """One flag per plan field (``--subfiles``, ``--aggregators``, ``--fsync``...), and
+    ``--plan auto``."""
     group = parser.add_argument_group(title)
+    group.add_argument(
+        "--plan",
+        choices=["auto"],
+        default=None,
+        help="auto: the fields not given come from the tuning profile matching this file "
+        "system, mount and job size (h5subfile tune, docs/TUNING.md)",
+    )
     for field in PLAN_FIELDS:
         if (only is not None and field.name not in only) or field.name in skip:
             continue
@@ -310,9 +318,13 @@ def add_plan_flags(
 
 
 def plan_arguments(args: argparse.Namespace) -> dict[str, Any]:
-    return {
+    """The plan flags given, as ``File`` arguments (``plan="auto"`` with ``--plan auto``)."""
+    found = {
         field.name: getattr(args, field.name) for field in PLAN_FIELDS if hasattr(args, field.name)
     }
+    if getattr(args, "plan", None):
+        found["plan"] = args.plan
+    return found
 
 
 def print_json(data: Any) -> None:

@@ -186,6 +186,9 @@ def render(info: dict[str, Any]) -> str:
             f"session {s['id']}: mode {s['mode']!r}, {s['ranks']} rank(s), {s['grouping']}, "
             f"plan {_set_fields(s['plan'])}, h5subfile {s['version']}, started {s['started']}, {state}"
         )
+        source = (s.get("extra") or {}).get("plan_source")
+        if source:
+            lines.append(f"  plan=auto: {source}")
     lines.append("datasets:")
     width = max((len(d["name"]) for d in info["datasets"]), default=4)
     for d in info["datasets"]:

@@ -51,6 +51,7 @@ from ..layout.sharing import broadcast_limit
 from ..mpi.collective import Call, agree, checked_collective, root_only, waited
 from ..mpi.nodes import node_of_ranks
 from ..plan import READ_FIELDS, Plan
+from . import autoplan
 from .messages import WriteTarget
 from .profiling import new_profile, start_profile
 
@@ -147,6 +148,8 @@ class Session:
         self.verify = False  # reads check the checksums of the pieces they touch
         self.collective_depth = 0
         self.closed = False
+        #: plan="auto": which tuning profile gave the plan, or that none matched ("" otherwise)
+        self.plan_source = ""
         self.calls = 0  # collective calls made on this file so far (the same on every rank)
         #: where this session's profile goes (None: not profiled), and rank 0's wall-clock
         #: time of the open (engine/profiling.py)
@@ -295,24 +298,35 @@ def parse_plan(mode: str, fields: dict[str, Any]) -> Plan:
 
 
 def open_session(
-    path: str, mode: str, comm: MPI.Comm, fields: dict[str, Any], profile: str | None = None
+    path: str,
+    mode: str,
+    comm: MPI.Comm,
+    fields: dict[str, Any],
+    profile: str | None = None,
+    choice: str | None = None,
 ) -> Session:
     """Collective: open ``path`` in ``mode`` on every rank of ``comm``.
 
     Every rank checks its plan; then every rank's (path, mode, plan, profile folder) must be
     the same before any mode-specific collective (for reading, that check and rank 0's scan of
     the master share one round). ``profile``: the folder of this session's profile
-    (engine/profiling.py), None when not profiled.
+    (engine/profiling.py), None when not profiled. ``choice="auto"``: the plan fields not
+    given come from the matching tuning profile (engine/autoplan.py).
     """
     plan, error, profiled = None, None, None
     try:
+        autoplan.check_choice(choice)
         plan = parse_plan(mode, fields)
         profiled = new_profile(int(comm.rank)) if profile else None  # agreed just below
     except H5SubfileError as exc:
         error = exc
     path = os.path.abspath(path)
-    agree(comm, error, Call("File", 0, f"(mode {mode!r})", file=path))
+    agree(comm, error, Call("File", 0, f"(mode {mode!r})", args=f"plan={choice}", file=path))
     assert plan is not None
+    source = ""
+    if choice == autoplan.AUTO:
+        merged, source = autoplan.resolve(comm, path, mode, fields)
+        plan = parse_plan(mode, merged)  # the same inputs on every rank: the same outcome
     signature = ("open", path, mode, plan.to_dict(), profile)
     whole: list[Catalog] = []  # rank 0's: every layout and identity
 
@@ -329,7 +343,8 @@ def open_session(
         session = Session(path, mode, comm, plan, whole[0] if whole else catalog)
         session.fetch_withheld()
     else:
-        session = _begin_writing(path, mode, comm, plan, profiled)
+        session = _begin_writing(path, mode, comm, plan, profiled, source)
+    session.plan_source = source
     session.stats.profile = profiled  # before any RawFile opens (they open on first use)
     session.profile_folder, session.profile_started = profile, started
     if profiled is not None:
@@ -339,7 +354,12 @@ def open_session(
 
 
 def _begin_writing(
-    path: str, mode: str, comm: MPI.Comm, plan: Plan, profile: Profile | None = None
+    path: str,
+    mode: str,
+    comm: MPI.Comm,
+    plan: Plan,
+    profile: Profile | None = None,
+    source: str = "",
 ) -> Session:
     """Collective: the grouping (every rank, same inputs), then rank 0 opens the master."""
     nodes = node_of_ranks(comm) if plan.grouping == "node" else None
@@ -357,6 +377,8 @@ def _begin_writing(
         "subfiles": [],
         "version": __version__,
     }
+    if source:  # plan="auto": which tuning profile gave the plan, or that none matched
+        info["extra"] = {"plan_source": source}
     masters: list[MasterWriter] = []  # rank 0's, kept for its RootRole
 
     def begin() -> tuple[Catalog, int, str, str]:

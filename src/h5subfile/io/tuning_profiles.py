@@ -23,7 +23,6 @@ from typing import Any
 
 from ..errors import CorruptFileError, H5SubfileError, as_error
 from ..plan import Plan
-from .search import TuningResult
 
 #: The profile files' format version; files of another version are refused.
 FORMAT_VERSION = 1
@@ -70,21 +69,6 @@ def profile_plan(profile: Profile) -> Plan:
     """The plan of ``profile``, each value parsed as ``File`` arguments are (unknown fields and
     bad values raise :class:`PlanError`); the environment is not consulted."""
     return Plan.parse(env={}, **profile.plan)
-
-
-def profile_from_result(
-    result: TuningResult, filesystem: str, mount: str, ranks: int, nodes: int, date: str
-) -> Profile:
-    """The profile of a tuning run (``date``: when it ran, ISO 8601)."""
-    summary = {
-        "margin": result.margin,
-        "spread": list(result.spread),
-        "noise": result.noise,
-        "trials": result.trials,
-        "date": date,
-        "reason": result.reason,
-    }
-    return Profile(filesystem, mount, ranks, nodes, dict(result.recommendation or {}), summary)
 
 
 def profile_dir(env: Mapping[str, str] | None = None) -> Path:

@@ -21,7 +21,6 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import PlanError, as_error
-from .space import Point
 
 #: statfs f_type -> name.
 MAGIC: dict[int, str] = {
@@ -218,7 +217,9 @@ def romio_hints(
 LUSTRE_FACTORS = (8, 16, 32, 64)
 
 
-def starting_points(fs: FileSystem, ranks: int, block_bytes: int = 32 * MIB) -> list[Point]:
+def starting_points(
+    fs: FileSystem, ranks: int, block_bytes: int = 32 * MIB
+) -> list[dict[str, Any]]:
     """The plans the tuner tries first on ``fs`` for ``ranks`` ranks, best guess first.
 
     On Lustre, the subfiling paper's recommendations: subfiling factors 8 to 64 (those below

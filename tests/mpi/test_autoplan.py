@@ -1,0 +1,47 @@
+"""``File(..., plan="auto")`` under MPI: every rank gets the plan of the profile rank 0 found and
+says where it came from; a rank asking for it alone makes every rank raise (2 ranks in the
+suite)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+from ranks import on_root, raises_on_every_rank
+
+import h5subfile as hs
+from h5subfile.engine import autoplan
+from h5subfile.io.filesystem import probe
+from h5subfile.io.tuning_profiles import Profile, save_profile
+
+
+def test_every_rank_writes_with_the_profiles_plan(
+    comm, shared_tmp: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("H5SUBFILE_TUNING_DIR", str(shared_tmp / "profiles"))
+    fs = probe(shared_tmp)
+    saved = on_root(
+        comm,
+        lambda: str(save_profile(Profile(fs.name, fs.mount, comm.size, 1, {"subfiles": "rank"}))),
+    )
+    path = shared_tmp / "auto.h5"
+    with hs.File(path, "w", plan="auto", alignment=4096) as f:
+        assert f.plan_source.startswith(f"tuning profile {saved}")
+        assert f.grouping.ngroups == comm.size  # the profile's file per process
+        f.write_dataset("x", np.full(10, comm.rank, dtype="i4"))
+    with hs.File(path, "r") as f:
+        (session,) = f.sessions
+        assert session["plan"]["subfiles"] == "rank" and session["plan"]["alignment"] == 4096
+        assert session["extra"]["plan_source"] == f"tuning profile {saved} for {fs.name} on " + (
+            f"{fs.mount}, {comm.size} ranks"
+        )
+        assert np.array_equal(f["x"][...], np.repeat(np.arange(comm.size, dtype="i4"), 10))
+
+
+def test_plan_auto_on_one_rank_only_is_refused_on_every_rank(comm, shared_tmp: Path) -> None:
+    if comm.size < 2:
+        pytest.skip("two ranks disagree")
+    choice = autoplan.AUTO if comm.rank == 1 else None
+    with raises_on_every_rank(comm, hs.CollectiveMismatchError, "File"):
+        hs.File(shared_tmp / "x.h5", "w", plan=choice)

@@ -1,0 +1,80 @@
+"""``h5subfile tune`` on this machine (2 ranks, a small pattern): a ranked table, a
+recommendation only beyond the noise, a tuning profile saved where ``H5SUBFILE_TUNING_DIR``
+says; then ``--plan auto`` writes with that profile's plan and records it (``info``), and plain
+h5py reads the file in a separate process."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from conftest import run_cli, run_python
+
+
+@pytest.fixture
+def tuning_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    folder = tmp_path / "profiles"
+    monkeypatch.setenv("H5SUBFILE_TUNING_DIR", str(folder))
+    return folder
+
+
+def test_tune_measures_ranks_and_saves_a_profile(tmp_path: Path, tuning_dir: Path) -> None:
+    trials = tmp_path / "trials"  # made by the tuner
+    result = run_cli(
+        2, "tune", trials, "--particles", "16Ki", "--repetitions", 3, "--budget", "60s", "--json"
+    )
+    assert result.returncode == 0, result.stderr
+    found = json.loads(result.stdout)
+    assert found["ranks"] == 2 and found["trials"] >= 3 * len(found["rows"])
+    assert any(row["plan"] == {} for row in found["rows"])  # the default, measured every round
+    assert (found["recommendation"] is None) == ("noise" in found["reason"])
+    (saved,) = tuning_dir.glob("*.json")
+    assert found["profile"] == str(saved)
+    profile = json.loads(saved.read_text())
+    assert (profile["ranks"], profile["filesystem"]) == (2, found["filesystem"])
+    assert profile["plan"] == (found["recommendation"] or {})
+    assert list(trials.iterdir()) == []  # every trial file deleted
+
+
+def test_plan_auto_uses_the_profile_and_records_it(tmp_path: Path, tuning_dir: Path) -> None:
+    result = run_cli(2, "tune", tmp_path, "--particles", "1Ki", "--repetitions", 3, "--json")
+    assert result.returncode == 0, result.stderr
+    (saved,) = tuning_dir.glob("*.json")
+    profile = json.loads(saved.read_text())
+    profile["plan"] = {"subfiles": "rank", "alignment": 65536}  # a plan that shows in the file
+    saved.write_text(json.dumps(profile))
+    path = tmp_path / "run.h5"
+    written = run_cli(
+        2, "vpic", path, "--particles", 500, "--steps", 1, "--plan", "auto", "--quiet"
+    )
+    assert written.returncode == 0, written.stderr
+    described = json.loads(run_cli(1, "info", path, "--json").stdout)
+    (session,) = described["sessions"]
+    assert session["plan"]["subfiles"] == "rank" and session["plan"]["alignment"] == 65536
+    assert session["extra"]["plan_source"].startswith(f"tuning profile {saved}")
+    read = run_python(
+        "import sys, h5py\nwith h5py.File(sys.argv[1]) as f: print(f['Timestep_0/x'].shape)",
+        str(path),
+    )
+    assert read.returncode == 0 and "(1000,)" in read.stdout, read.stderr
+
+
+def test_plan_auto_without_a_profile_says_so(tmp_path: Path, tuning_dir: Path) -> None:
+    path = tmp_path / "run.h5"
+    written = run_cli(
+        1, "vpic", path, "--particles", 100, "--steps", 1, "--plan", "auto", "--quiet"
+    )
+    assert written.returncode == 0, written.stderr
+    shown = run_cli(1, "info", path).stdout
+    assert "plan=auto: no tuning profile for" in shown and ": defaults" in shown
+
+
+def test_tune_refuses_a_folder_it_cannot_make(tmp_path: Path, tuning_dir: Path) -> None:
+    blocker = tmp_path / "file"
+    blocker.write_text("")
+    result = run_cli(2, "tune", blocker / "sub", "--particles", "1Ki")
+    assert result.returncode == 1
+    assert result.stderr.count("error") == 1 and "sub" in result.stderr, result.stderr
+    assert not tuning_dir.exists()
