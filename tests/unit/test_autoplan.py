@@ -4,6 +4,7 @@ profile matching a (faked) Lustre mount is the one used, with its reason."""
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -55,3 +56,50 @@ def test_the_profile_of_the_folders_file_system_is_used(
         {},
         "no tuning profile for lustre on /scratch, 64 ranks: defaults",
     )
+
+
+LUSTRE = FileSystem(name="lustre", magic=0x0BD00BD0, mount="/scratch", source="fs@tcp")
+
+
+def test_a_write_on_lustre_stripes_the_subfile_folder(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A fake ``lfs`` on the PATH records its arguments: the real one is never needed."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    calls = tmp_path / "calls"
+    (bin_dir / "lfs").write_text(f'#!/bin/sh\necho "$@" >> {calls}\n')
+    (bin_dir / "lfs").chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bin_dir}:{os.environ['PATH']}")
+    monkeypatch.setattr(autoplan, "probe", lambda folder: LUSTRE)
+    monkeypatch.setenv("H5SUBFILE_TUNING_DIR", str(tmp_path / "none"))
+    path = str(tmp_path / "run.h5")
+    given = {"ranks_per_subfile": 16, "alignment": None}
+    fields, reason = autoplan.decide(path, "w", given, 64, 2)
+    folder = tmp_path / "run.subfiles"
+    assert calls.read_text().split() == ["setstripe", "-c", "4", "-S", "4M", str(folder)]
+    assert fields["alignment"] == 4 << 20 and folder.is_dir()
+    assert reason.endswith(f"; Lustre: lfs setstripe -c 4 -S 4M {folder}")
+    fields, _ = autoplan.decide(path, "w", dict(given, alignment=1 << 20), 64, 2)
+    assert fields["alignment"] == 1 << 20  # an alignment given stays
+    calls.unlink()
+    autoplan.decide(path, "r", {}, 64, 2)  # reading stripes nothing
+    assert not calls.exists()
+
+
+def test_without_lfs_the_stripes_are_left_and_the_record_says_so(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("PATH", str(tmp_path))  # no lfs here
+    monkeypatch.setattr(autoplan, "probe", lambda folder: LUSTRE)
+    monkeypatch.setenv("H5SUBFILE_TUNING_DIR", str(tmp_path / "none"))
+    _, reason = autoplan.decide(str(tmp_path / "run.h5"), "w", {"subfiles": "rank"}, 8, 1)
+    assert "lfs not found" in reason
+
+
+def test_other_file_systems_are_not_striped(tmp_path: Path) -> None:
+    ext4 = FileSystem(name="ext4", magic=0xEF53, mount="/", source="/dev/sda")
+    assert autoplan.stripe_lustre(ext4, str(tmp_path / "r.h5"), {}, 8, 1, run=None) == ""
+    assert autoplan.subfile_count({"subfiles": "rank"}, 8, 1) == 8
+    assert autoplan.subfile_count({"ranks_per_subfile": 3}, 8, 1) == 3
+    assert autoplan.subfile_count({}, 8, 2) == 2

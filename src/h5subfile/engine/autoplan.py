@@ -4,19 +4,24 @@ rank 0 from the file system of the file's folder, its mount and the job's rank a
 Arguments given explicitly win over the profile's fields (a grouping given replaces the
 profile's grouping); the profile's fields win over the ``H5SUBFILE_*`` environment variables.
 Without a matching profile the plan is what it would be without ``plan="auto"``. The reason
-(which profile, or that none matched) is recorded in the write session's record.
+(which profile, or that none matched) is recorded in the write session's record. A write on
+Lustre also stripes the subfile folder and aligns the datasets to the stripe size.
 """
 
 from __future__ import annotations
 
 import os
+import shutil
+import subprocess
+from collections.abc import Callable
 from typing import Any
 
 from mpi4py import MPI
 
 from ..errors import PlanError
-from ..io.filesystem import probe
+from ..io.filesystem import FileSystem, lustre_setup, probe
 from ..io.tuning_profiles import auto_plan
+from ..layout.names import subfile_folder
 from ..mpi.collective import root_only
 from ..mpi.nodes import node_of_ranks
 from ..plan import READ_FIELDS
@@ -36,11 +41,55 @@ def check_choice(choice: Any) -> None:
 
 def profile_fields(path: str, ranks: int, nodes: int) -> tuple[dict[str, Any], str]:
     """Rank 0: the matching profile's plan fields (those set) and the reason."""
+    fields, reason, _ = _profile(path, ranks, nodes)
+    return fields, reason
+
+
+def _profile(path: str, ranks: int, nodes: int) -> tuple[dict[str, Any], str, FileSystem]:
     fs = probe(os.path.dirname(os.path.abspath(path)) or ".")
     plan, reason = auto_plan(fs.name, fs.mount, ranks, nodes)
     if plan is None:
-        return {}, reason
-    return {k: v for k, v in plan.to_dict().items() if v not in (None, False)}, reason
+        return {}, reason, fs
+    return {k: v for k, v in plan.to_dict().items() if v not in (None, False)}, reason, fs
+
+
+def subfile_count(fields: dict[str, Any], ranks: int, nodes: int) -> int:
+    """How many subfiles a plan's grouping makes (before ``plan_groups`` runs)."""
+    subfiles, per = fields.get("subfiles"), fields.get("ranks_per_subfile")
+    if per:
+        return -(-ranks // int(per))
+    if subfiles == "rank":
+        return ranks
+    if isinstance(subfiles, int):
+        return min(subfiles, ranks)
+    return nodes  # "node", the default
+
+
+def stripe_lustre(
+    fs: FileSystem,
+    path: str,
+    fields: dict[str, Any],
+    ranks: int,
+    nodes: int,
+    run: Callable[[list[str]], Any] | None = None,
+) -> str:
+    """Rank 0, a write on Lustre: stripe the subfile folder (``lfs setstripe``: one stripe per
+    subfile, stripes of :func:`stripe_size_for` a 32 MiB block, docs/TUNING.md) and align the
+    datasets to the stripe size unless ``alignment`` is given (``fields`` is updated). Returns
+    what was done, for the record; nothing on other file systems."""
+    if fs.name != "lustre":
+        return ""
+    setup = lustre_setup(fs, subfile_folder(path), subfile_count(fields, ranks, nodes), 32 << 20)
+    if fields.get("alignment") is None:
+        fields["alignment"] = setup["alignment"]
+    command = setup["command"]
+    if shutil.which(command[0]) is None:
+        return f"Lustre: {command[0]} not found, the subfile folder's stripes left as they are"
+    os.makedirs(command[-1], exist_ok=True)
+    done = (run or subprocess.run)(command)
+    if getattr(done, "returncode", 0) != 0:
+        raise PlanError(f"Lustre: {' '.join(command)} failed (exit status {done.returncode})")
+    return f"Lustre: {' '.join(command)}"
 
 
 def merge(profile: dict[str, Any], given: dict[str, Any], mode: str) -> dict[str, Any]:
@@ -56,8 +105,19 @@ def merge(profile: dict[str, Any], given: dict[str, Any], mode: str) -> dict[str
     return merged
 
 
+def decide(path: str, mode: str, given: dict[str, Any], ranks: int, nodes: int) -> tuple[dict, str]:
+    """Rank 0: the plan fields of ``plan="auto"`` and the reason (a write on Lustre also
+    stripes the subfile folder: :func:`stripe_lustre`)."""
+    profile, reason, fs = _profile(path, ranks, nodes)
+    fields = merge(profile, given, mode)
+    if mode != "r":
+        done = stripe_lustre(fs, path, fields, ranks, nodes)
+        reason += f"; {done}" if done else ""
+    return fields, reason
+
+
 def resolve(comm: MPI.Comm, path: str, mode: str, given: dict[str, Any]) -> tuple[dict, str]:
     """Collective: the plan fields of ``plan="auto"`` and the reason, the same on every rank."""
     nodes = len(set(node_of_ranks(comm)))
-    profile, reason = root_only(comm, lambda: profile_fields(path, comm.size, nodes))
-    return merge(profile, given, mode), reason
+    fields, reason = root_only(comm, lambda: decide(path, mode, given, comm.size, nodes))
+    return fields, reason
