@@ -244,3 +244,18 @@ def test_sweep_refuses_mpiexec_and_missing_matplotlib(tmp_path: Path) -> None:
     assert missing.returncode == 1
     assert missing.stderr.count("plots need matplotlib") == 1
     assert not (out / "results.json").exists()  # refused before any run
+
+
+def test_fs_hints_start_from_the_file_systems_and_given_hints_win(tmp_path: Path) -> None:
+    from h5subfile.bench.options import filesystem_hints
+
+    out = tmp_path / "f"
+    result = run_cli(
+        2, "bench", "-a", "mpiio", "-b", B, "-t", T, "-w", "-o", out, "--fs-hints",
+        "--hint", "romio_cb_read=enable", "--json", tmp_path / "r.json",
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    run = json.loads((tmp_path / "r.json").read_text())
+    expected = dict(filesystem_hints(str(out), 1, B), romio_cb_read="enable")
+    assert run["options"]["hints"] == expected
+    assert "hints               : " in result.stdout

@@ -125,6 +125,17 @@ def parse_hints(pairs: list[str] | None, env: Mapping[str, str] | None = None) -
     return tuple(sorted(hints.items()))
 
 
+def filesystem_hints(test_file: str, files: int, block: int) -> dict[str, str]:
+    """MPI-IO hints for the file system holding ``test_file`` (``bench --fs-hints``): the
+    tuner's ``io.filesystem.romio_hints`` for ``files`` files (one shared file, or one per
+    rank with -F) and the stripe size for blocks of ``block`` bytes (docs/TUNING.md).
+    Every rank probes the folder itself (the same folder, so the same file system)."""
+    from ..io.filesystem import probe, romio_hints, stripe_size_for
+
+    folder = os.path.dirname(os.path.abspath(test_file)) or "."
+    return romio_hints(probe(folder), files, stripe_size_for(block))
+
+
 #: The nine romio_cb / romio_ds configurations of the CURIE study (Wautelet & Kestener).
 ROMIO9 = tuple(
     (

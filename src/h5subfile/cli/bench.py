@@ -99,6 +99,13 @@ def _add_ior_flags(parser: argparse.ArgumentParser) -> None:
         metavar="KEY=VALUE",
         help="MPI-IO hint (repeatable); also IOR_HINT__MPI__<key>=<value>",
     )
+    parser.add_argument(
+        "--fs-hints",
+        action="store_true",
+        help="start from the MPI-IO hints the tuner picks for the test file's file system "
+        "(romio_cb/ds on a local disk, striping_factor/unit on Lustre; docs/TUNING.md); "
+        "--hint and IOR_HINT__MPI__ values win",
+    )
 
 
 def _add_api_flags(parser: argparse.ArgumentParser) -> None:
@@ -155,7 +162,7 @@ def options_from(
     """The options of one API (``api``, default ``-a``). With ``several`` APIs in one run, each
     writes its own test file (``-o`` + ``.API``) and the subfile API's own flags (--subfiles,
     --ranks-per-subfile) apply to it alone."""
-    from ..bench.options import BenchOptions, parse_hints
+    from ..bench.options import BenchOptions
     from ..plan import parse_subfiles
 
     api = args.api if api is None else api
@@ -179,7 +186,7 @@ def options_from(
         keep=args.keep,
         check_write=args.check_write,
         check_read=args.check_read,
-        hints=parse_hints(args.hint),
+        hints=_hints(args, api),
         subfiles=parse_subfiles(args.subfiles) if own else None,
         ranks_per_subfile=args.ranks_per_subfile if own else None,
         coll_metadata=args.coll_metadata,
@@ -187,6 +194,21 @@ def options_from(
         no_fill=args.no_fill,
         plan={k: v for k, v in plan_arguments(args).items() if k not in OWN_FLAGS},
     )
+
+
+def _hints(args: argparse.Namespace, api: str) -> tuple[tuple[str, str], ...]:
+    """``--hint`` and IOR_HINT__MPI__ values, over the file system's with ``--fs-hints``."""
+    from mpi4py import MPI
+
+    from ..bench.options import filesystem_hints, parse_hints
+
+    given = parse_hints(args.hint)
+    if not args.fs_hints or api not in ("mpiio", "phdf5"):
+        return given
+    files = MPI.COMM_WORLD.size if args.file_per_proc else 1
+    hints = filesystem_hints(args.test_file, files, args.block)
+    hints.update(dict(given))
+    return tuple(sorted(hints.items()))
 
 
 def options_for_apis(args: argparse.Namespace) -> list[BenchOptions]:
