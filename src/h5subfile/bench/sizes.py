@@ -31,7 +31,7 @@ from ..layout.names import subfile_relpath
 from ..layout.planning import vds_sources
 from ..layout.record import DatasetLayout, FileRecord, Session, StoredExtent
 from ..layout.selection import partition
-from ..layout.sharing import ExtentIndex, broadcast_limit, identities_of, touched_layout
+from ..layout.sharing import ExtentIndex, Identities, broadcast_limit, touched_layout
 from ..layout.vpic import FIELDS
 from ..plan import Plan
 
@@ -196,13 +196,14 @@ def read_share_bytes(
     subfiles' identities, as :func:`engine.read.sent_layout` sends them."""
     sent: dict[int, int] = {}
     indexes = [ExtentIndex(layout.extents) for layout in layouts]
+    identities = Identities(record)
     for reader in sample:
         total = 0
         for d, layout, index in zip(step.creation.datasets, layouts, indexes):
             lo, hi = partition(d.shape[0], readers, reader)
             part = touched_layout(layout, [Block((lo,), (hi - lo,))], index)
             files = {e.file for e in part.extents}
-            total += message_bytes((True, (part.to_wire(), identities_of(record, files))))
+            total += message_bytes((True, (part.to_wire(), identities.of(files))))
         sent[reader] = total
     return sent
 

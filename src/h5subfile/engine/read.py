@@ -17,7 +17,7 @@ from ..layout.blocks import Block
 from ..layout.catalog import NodeInfo, raise_problem
 from ..layout.record import DatasetLayout, FileRecord, extents_files
 from ..layout.selection import assemble, partition, plan_read, selection_box
-from ..layout.sharing import ExtentIndex, identities_of, touched_layout
+from ..layout.sharing import ExtentIndex, Identities, touched_layout
 from ..mpi.collective import agree, root_decides, root_only
 from .exchange import plan_aggregated, read_two_phase
 from .messages import FileRun
@@ -84,11 +84,11 @@ def sent_layout(session: Session, info: NodeInfo, boxes: list[Block]) -> Dataset
     def answer(gathered: list[list[Block]]) -> list[tuple[str, FileRecord]]:
         whole = layouts["layout"]
         assert whole is not None
-        index, record = ExtentIndex(whole.extents), session.catalog.record
+        index, identities = ExtentIndex(whole.extents), Identities(session.catalog.record)
         answers = []
         for wanted in gathered:
             part = touched_layout(whole, wanted, index)
-            answers.append((part.to_wire(), identities_of(record, extents_files(part.extents))))
+            answers.append((part.to_wire(), identities.of(extents_files(part.extents))))
         return answers
 
     wire, identities = root_decides(session.comm, boxes, None, answer)

@@ -73,18 +73,31 @@ def touched_layout(
 
 def identities_of(record: FileRecord, files: Iterable[str]) -> FileRecord:
     """``record`` with each session's subfile list and identities cut down to ``files``."""
-    wanted = set(files)
-    return FileRecord(
-        [
-            dataclasses.replace(
-                s,
-                subfiles=[f for f in s.subfiles if f in wanted],
-                subfile_info={f: d for f, d in s.subfile_info.items() if f in wanted},
-            )
-            for s in record.sessions
-        ],
-        record.format,
-    )
+    return Identities(record).of(files)
+
+
+class Identities:
+    """A record's subfile identities looked up by name: built once (O(subfiles)), then each
+    :meth:`of` costs O(files asked for x sessions), so that rank 0 answering every reader of a
+    collective read does O(P) work in all, not O(P) per reader."""
+
+    def __init__(self, record: FileRecord):
+        self.record = record
+        self.listed = [set(s.subfiles) for s in record.sessions]
+
+    def of(self, files: Iterable[str]) -> FileRecord:
+        wanted = sorted(set(files))
+        return FileRecord(
+            [
+                dataclasses.replace(
+                    s,
+                    subfiles=[f for f in wanted if f in listed],
+                    subfile_info={f: s.subfile_info[f] for f in wanted if f in s.subfile_info},
+                )
+                for s, listed in zip(self.record.sessions, self.listed)
+            ],
+            self.record.format,
+        )
 
 
 def subfile_count(sessions: Sequence[Session]) -> int:
