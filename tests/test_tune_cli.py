@@ -78,3 +78,18 @@ def test_tune_refuses_a_folder_it_cannot_make(tmp_path: Path, tuning_dir: Path) 
     assert result.returncode == 1
     assert result.stderr.count("error") == 1 and "sub" in result.stderr, result.stderr
     assert not tuning_dir.exists()
+
+
+def test_bench_plan_auto_writes_with_the_profiles_plan(tmp_path: Path, tuning_dir: Path) -> None:
+    from h5subfile.io.filesystem import probe
+    from h5subfile.io.tuning_profiles import Profile, save_profile
+
+    fs = probe(tmp_path)
+    saved = save_profile(Profile(fs.name, fs.mount, 2, 1, {"subfiles": "rank"}), tuning_dir)
+    out = tmp_path / "b.json"
+    result = run_cli(2, "bench", "-a", "subfile", "-b", "64k", "-t", "64k", "-w",
+                     "-o", tmp_path / "f", "--plan", "auto", "--json", out)  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    details = json.loads(out.read_text())["details"]
+    assert details["plan"]["subfiles"] == "rank"
+    assert details["plan_source"].startswith(f"tuning profile {saved}")

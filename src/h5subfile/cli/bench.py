@@ -192,7 +192,7 @@ def options_from(
         coll_metadata=args.coll_metadata,
         alignment=args.alignment,
         no_fill=args.no_fill,
-        plan={k: v for k, v in plan_arguments(args).items() if k not in OWN_FLAGS},
+        plan={k: v for k, v in plan_arguments(args).items() if k not in (*OWN_FLAGS, "plan")},
     )
 
 
@@ -280,6 +280,39 @@ def access(options: BenchOptions, subfiles: int, ranks: int) -> str:
     return f"subfiling: {subfiles} shared subfiles for {ranks} ranks, plus a master file"
 
 
+def _auto_plans(runs: list[BenchOptions], comm: Any) -> tuple[list[BenchOptions], dict]:
+    """Collective, ``--plan auto``: the subfile API's plan filled in from the tuning profile
+    of its test file's folder (engine/autoplan.py), as ``File(..., plan="auto")`` would; the
+    reason by API. The other APIs have no plan."""
+    import dataclasses
+
+    from ..engine import autoplan
+
+    done, sources = [], {}
+    for options in runs:
+        if options.api != "subfile":
+            done.append(options)
+            continue
+        given = dict(
+            options.plan,
+            subfiles=options.subfiles,
+            ranks_per_subfile=options.ranks_per_subfile,
+            alignment=options.alignment or None,
+        )
+        fields, sources[options.api] = autoplan.resolve(comm, options.test_file, "w", given)
+        own = {"subfiles", "ranks_per_subfile", "alignment", "fsync"}
+        done.append(
+            dataclasses.replace(
+                options,
+                subfiles=fields.get("subfiles"),
+                ranks_per_subfile=fields.get("ranks_per_subfile"),
+                alignment=fields.get("alignment") or 0,
+                plan={k: v for k, v in fields.items() if k not in own},
+            )
+        )
+    return done, sources
+
+
 def run(args: argparse.Namespace) -> int:
     if args.sweep:
         if args.profile:
@@ -298,6 +331,9 @@ def run(args: argparse.Namespace) -> int:
     except ValueError as exc:  # IOR options that cannot be right: the command line is wrong
         error = UsageError(str(exc))
     agree(comm, error)  # the same on every rank (all parse the same argv): printed once
+    sources: dict[str, str] = {}
+    if getattr(args, "plan", None) == "auto":
+        runs, sources = _auto_plans(runs, comm)
     profiled = profiling(args, comm.rank)
     nodes = node_of_ranks(comm)
     available, unavailable = _available(runs)
@@ -311,6 +347,9 @@ def run(args: argparse.Namespace) -> int:
             _write_unavailable(args, runs, unavailable, comm.size, nodes.count(nodes[0]))
         return 0
     details = [details_for(options, comm, nodes) for options in available]
+    for options, found in zip(available, details):
+        if options.api in sources:
+            found["plan_source"] = sources[options.api]
     from ..bench.driver import run_interleaved
 
     # Benchmarks run for hours: without a terminal, a line every 10 s inside a long phase.
