@@ -93,3 +93,21 @@ def test_bench_plan_auto_writes_with_the_profiles_plan(tmp_path: Path, tuning_di
     details = json.loads(out.read_text())["details"]
     assert details["plan"]["subfiles"] == "rank"
     assert details["plan_source"].startswith(f"tuning profile {saved}")
+
+
+def test_tune_like_a_profiled_job_writes_as_many_bytes_per_rank(
+    tmp_path: Path, tuning_dir: Path
+) -> None:
+    job = run_cli(2, "vpic", tmp_path / "job.h5", "--particles", 4096, "--steps", 1,
+                  "--profile", tmp_path / "prof", "--quiet")  # fmt: skip
+    assert job.returncode == 0, job.stderr
+    profile = tmp_path / "prof" / "job.h5.write.json"
+    result = run_cli(2, "tune", tmp_path / "t", "--like", profile, "--repetitions", 3,
+                     "--budget", "20s", "--json", "--no-save")  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    written = sorted(r["bytes_written"] for r in json.loads(profile.read_text())["ranks"])
+    block = written[1] // 8 // 8 * 8  # the median of 2 ranks' bytes, in 8 datasets
+    assert json.loads(result.stdout)["pattern"].startswith(f"8 datasets x {block // 1024} KiB")
+    refused = run_cli(2, "tune", tmp_path / "t", "--like", tmp_path / "job.h5", "--no-save")
+    assert refused.returncode == 1 and f"--like {tmp_path / 'job.h5'}: " in refused.stderr
+    assert refused.stderr.count("error") == 1 and "H5SUBFILE_DEBUG" not in refused.stderr

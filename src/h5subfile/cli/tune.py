@@ -58,6 +58,13 @@ def add_parser(verbs: Any) -> None:
         default=None,
         help="bytes per write call (default: each dataset's block whole)",
     )
+    parser.add_argument(
+        "--like",
+        metavar="PROFILE.json",
+        default=None,
+        help="write as many bytes per rank as the job of this write profile (--profile DIR "
+        "of vpic, File(..., profile=DIR)) instead of --particles",
+    )
     parser.add_argument("--fsync", action="store_true", help="time writes made durable")
     parser.add_argument(
         "--exhaustive",
@@ -102,12 +109,23 @@ def render(result: Any, fs: Any, ranks: int, pattern: str, rows: int = 15) -> st
     return "\n".join(lines)
 
 
-def run(args: argparse.Namespace) -> int:
-    from mpi4py import MPI
+def _pattern(args: argparse.Namespace) -> Any:
+    """What each trial writes: VPIC-IO's step of --particles, or as much as --like's job."""
+    import json
 
-    from ..tune.tuning import Pattern, save_result, tune
+    from ..errors import PlanError
+    from ..tune.tuning import Pattern, pattern_like
 
-    comm = MPI.COMM_WORLD
+    if args.like:
+        try:
+            with open(args.like) as found:
+                like = pattern_like(json.load(found), args.fsync)
+        except (OSError, ValueError, PlanError) as exc:  # unreadable, not JSON, not a profile
+            raise PlanError(f"--like {args.like}: {exc}") from None
+        transfer = args.transfer or like.block
+        if like.block % transfer:
+            raise ValueError(f"--transfer {transfer}: must divide a dataset's block ({like.block})")
+        return Pattern(8, like.block, transfer, args.fsync)
     block = 4 * args.particles
     transfer = args.transfer or block
     if block % transfer or transfer % 8:
@@ -115,7 +133,16 @@ def run(args: argparse.Namespace) -> int:
             f"--transfer {transfer}: must divide a dataset's block ({block} bytes) and be a "
             "multiple of 8"
         )
-    pattern = Pattern(8, block, transfer, args.fsync)
+    return Pattern(8, block, transfer, args.fsync)
+
+
+def run(args: argparse.Namespace) -> int:
+    from mpi4py import MPI
+
+    from ..tune.tuning import save_result, tune
+
+    comm = MPI.COMM_WORLD
+    pattern = _pattern(args)
     with progress_line(args, comm.rank) as progress:
         result, fs = tune(
             comm, args.folder, pattern, args.repetitions, args.budget, args.exhaustive, progress

@@ -50,6 +50,19 @@ class Pattern:
         )
 
 
+def pattern_like(profile: dict[str, Any], fsync: bool = False) -> Pattern:
+    """A pattern writing as many bytes per rank as the job a write profile describes
+    (``File(..., profile=DIR)``, ``h5subfile profile``): the median over its ranks of the
+    bytes written, in VPIC-IO's 8 datasets, each written whole. The profile says how much
+    each rank wrote, not in how many datasets: the layout stays VPIC-IO's."""
+    if profile.get("format") != "h5subfile-profile" or not profile.get("ranks"):
+        raise PlanError("not an h5subfile write profile (NAME.write.json from --profile)")
+    written = sorted(int(rank["bytes_written"]) for rank in profile["ranks"])
+    per_rank = written[len(written) // 2]
+    block = max(8, per_rank // 8 // 8 * 8)
+    return Pattern(8, block, block, fsync)
+
+
 def bench_options(point: Point, pattern: Pattern, folder: str, repetitions: int) -> BenchOptions:
     """The benchmark run of one plan: ``repetitions`` timed writes of ``pattern`` in ``folder``."""
     return BenchOptions(
