@@ -8,6 +8,7 @@ import argparse
 import re
 from typing import Any
 
+from ..units import parse_size
 from .common import add_progress_flags, count_at_least, int_at_least, print_json, progress_line
 
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(s|m|min|h)?\s*$")
@@ -54,9 +55,9 @@ def add_parser(verbs: Any) -> None:
     )
     parser.add_argument(
         "--transfer",
-        type=count_at_least(8),
+        type=parse_size,
         default=None,
-        help="bytes per write call (default: each dataset's block whole)",
+        help="bytes per write call, k/m/g binary as in IOR (default: each dataset's block whole)",
     )
     parser.add_argument(
         "--like",
