@@ -2,8 +2,8 @@
 
 Write (vpic), read (bdcats), benchmark (bench), describe (info), check (verify) and convert
 (repack) subfiled and plain HDF5 files, report on profiles and Darshan logs (report: text,
-or a page of pictures and findings) and profile any command's h5subfile I/O (profile); run the
-MPI verbs under mpiexec. `demo` runs the whole tour on this machine.
+or a page of pictures and findings), profile any command's h5subfile I/O (profile) and find
+the fastest plan for a job (tune, used by --plan auto); run the MPI verbs under mpiexec. `demo` runs the whole tour on this machine.
 
 Every verb reports an error the same way: one line, printed once (by rank 0), every rank ending
 with the same exit status: 0 success; 1 the command failed (or info/verify found the file
