@@ -15,7 +15,7 @@ import numpy as np
 
 from .. import errors
 from .record import DatasetLayout, FileRecord
-from .sharing import identities_of, subfile_count
+from .sharing import identities_of, listed_subfiles
 
 #: Why a dataset cannot be read: (error class name, message), raised when it is read.
 Problem = tuple[str, str]
@@ -149,7 +149,7 @@ class Catalog:
             if not info.withheld:
                 sent_files.update(e.file for e in layout.extents)
         record = identities_of(self.record, sent_files)
-        if subfile_count(record.sessions) == subfile_count(self.record.sessions):
+        if listed_subfiles(record.sessions) == listed_subfiles(self.record.sessions):
             return self
         return dataclasses.replace(self, record=record, record_withheld=True)
 

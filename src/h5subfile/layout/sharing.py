@@ -100,5 +100,7 @@ class Identities:
         )
 
 
-def subfile_count(sessions: Sequence[Session]) -> int:
+def listed_subfiles(sessions: Sequence[Session]) -> int:
+    """How many subfile names and identities ``sessions`` list (to tell whether a cut record
+    left any out)."""
     return sum(len(s.subfiles) + len(s.subfile_info) for s in sessions)

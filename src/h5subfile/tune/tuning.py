@@ -25,7 +25,7 @@ from ..mpi.collective import bcast, root_only
 from ..mpi.nodes import node_of_ranks
 from ..progress import Progress
 from .search import Budget, TuningResult, coordinate_descent, exhaustive_search
-from .space import Point, label, point_key, problem, search_space
+from .space import Point, label, problem, search_space
 
 MIB = 1 << 20
 
@@ -169,10 +169,3 @@ def save_result(
         path = str(save_profile(profile, directory))
     found: str = bcast(comm, path)
     return found
-
-
-def check_space(point: dict[str, Any], ranks: int) -> None:
-    """Refuse a point the search would never try (a recommendation read back, for instance)."""
-    found = problem(point, ranks)
-    if found is not None:
-        raise PlanError(f"plan {point_key(point)}: {found}")
