@@ -99,7 +99,8 @@ def _took(text: str, what: str) -> float:
 
 
 def open_shared_read(path: str, profile: Profile | None = None) -> h5py.File:
-    """Open a file read-only while another process may hold it open for writing.
+    """Open a file read-only while another process may hold it open (for writing, or for
+    reading with HDF5's lock).
 
     HDF5 >= 1.12.1 locks files; the lock is turned off here (the writer is one of our ranks).
     """
@@ -119,9 +120,17 @@ def _file_access(
     """Our files' access properties: version bounds, ``alignment`` (every object of at least
     one byte, so every dataset's data and every chunk, starts at a multiple of it:
     H5Pset_alignment with threshold 1), the metadata block size, no small-data aggregation
-    (see :func:`_no_small_data_block`) and, when profiling, HDF5's log driver."""
+    (see :func:`_no_small_data_block`), no HDF5 file lock and, when profiling, HDF5's log
+    driver.
+
+    HDF5's lock would make a writer fail (``BlockingIOError``) while any reader holds the
+    file open, and a reader fail while the writer does; one writer at a time is h5subfile's
+    own claim (io/claim.py), and readers never see a master before it is committed, unless it
+    is changed in place, under a marker they report."""
     fapl = h5py.h5p.create(h5py.h5p.FILE_ACCESS)
     fapl.set_libver_bounds(*LIBVER)
+    if h5py.version.hdf5_version_tuple >= (1, 12, 1):
+        fapl.set_file_locking(False, True)
     if alignment:
         fapl.set_alignment(1, alignment)
     if meta_block_size:
