@@ -16,6 +16,7 @@ from .errors import (
     FileBusyError,
     FileExistsH5SubfileError,
     FileModeError,
+    FollowTimeoutError,
     H5SubfileError,
     IncompleteFileError,
     MissingFileError,
@@ -34,6 +35,7 @@ from .errors import (
     UnsafePathError,
     UnsupportedDtypeError,
     UnsupportedLinkError,
+    WriterStoppedError,
 )
 from .layout.blocks import Block
 from .plan import Plan
@@ -52,6 +54,7 @@ __all__ = [
     "FileBusyError",
     "FileExistsH5SubfileError",
     "FileModeError",
+    "FollowTimeoutError",
     "Group",
     "H5SubfileError",
     "IncompleteFileError",
@@ -72,7 +75,9 @@ __all__ = [
     "UnsafePathError",
     "UnsupportedDtypeError",
     "UnsupportedLinkError",
+    "WriterStoppedError",
     "__version__",
+    "follow",
 ]
 
 
@@ -80,6 +85,10 @@ _MPI_OBJECTS = ("AttributeManager", "Dataset", "File", "Group")
 
 
 def __getattr__(name: str):  # PEP 562: importing h5subfile does not initialise MPI by itself
+    if name == "follow":
+        from .following import follow
+
+        return follow
     if name in _MPI_OBJECTS:
         from . import files
 

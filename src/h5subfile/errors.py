@@ -101,6 +101,15 @@ class IncompleteFileError(H5SubfileError, OSError):
     """A file, session or dataset whose writer did not finish."""
 
 
+class WriterStoppedError(IncompleteFileError):
+    """A file followed while written (``h5subfile.follow``) whose writer stopped without
+    closing it: every step it committed was read, the rest never came."""
+
+
+class FollowTimeoutError(H5SubfileError, TimeoutError):
+    """A file followed while written whose next step did not come within the timeout."""
+
+
 class TruncatedFileError(H5SubfileError, OSError):
     """A subfile shorter than the data it must hold."""
 

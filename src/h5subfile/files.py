@@ -175,6 +175,7 @@ class Group(_Object):
     def create_group(self, name: str) -> Group:
         """Collective: create a group (and missing intermediate groups)."""
         path = _join(self._path, name)
+        commit.step_boundary(self._session, [path])
         structure.create_group(self._session, path)
         return Group(self._session, path)
 
@@ -248,6 +249,7 @@ class Group(_Object):
             ]
         except (H5SubfileError, ValueError, TypeError) as exc:
             error = exc
+        commit.step_boundary(session, [_join(self._path, name) for name in specs])
         paths = create.create_datasets(session, requests, error)
         return [Dataset(session, p) for p in paths]
 
@@ -308,6 +310,7 @@ class Group(_Object):
                 arrays.append(array)
         except (H5SubfileError, ValueError, TypeError) as exc:
             requests, error = None, exc
+        commit.step_boundary(session, [_join(self._path, name) for name in datasets])
         paths = create.create_datasets(session, requests, error)
         transfer.put(session, [WriteRequest(p, a) for p, a in zip(paths, arrays)])
         return [Dataset(session, p) for p in paths]
@@ -595,7 +598,20 @@ class File(Group):
         status = "closed" if self._session.closed else f"mode {self._session.mode!r}"
         return f"<h5subfile.File {self._session.path!r} ({status})>"
 
-    # closing -------------------------------------------------------------------------------
+    # committing and closing ----------------------------------------------------------------
+    def commit(self) -> None:
+        """Collective (write modes): publish everything written so far, atomically, and go on
+        writing in the same open file.
+
+        Readers opening the file from now on see it as it stands, and followers
+        (:func:`h5subfile.follow`) yield the top-level groups it completed (the *steps*); a
+        writer killed later leaves it readable as committed. Call it once a step is written,
+        or open the file with ``commit_every_step=True`` to commit whenever a new top-level
+        group starts. The datasets already published are read, not written, afterwards. Raises
+        what :meth:`close` raises (and the file is then closed).
+        """
+        commit.commit(self._session)
+
     def close(self) -> None:
         """Collective (in write modes): finish the session and publish the master.
 

@@ -263,6 +263,14 @@ PLAN_FIELDS: tuple[PlanField, ...] = (
         candidates=fixed_candidates(None, 1 << 20, 4 << 20, 16 << 20),
         default_label="no limit",
     ),
+    PlanField(
+        "commit_every_step",
+        "H5SUBFILE_COMMIT_EVERY_STEP",
+        "commit the file each time a collective call starts a new top-level group (a step), so "
+        "that readers following the file (h5subfile.follow, bdcats --follow) see each step",
+        parse_bool("commit_every_step"),
+        switch=True,
+    ),
 )
 
 #: Plan fields that also apply when a file is opened for reading.
@@ -298,6 +306,9 @@ class Plan:
         Start every dataset's data in a subfile at a multiple of this many bytes (power of two).
     transfer_size
         The largest single write or read a rank issues (None: up to 1 GiB per system call).
+    commit_every_step
+        Commit the file (``File.commit``) whenever a collective call starts a new top-level
+        group: the steps before it are complete, and readers following the file see them.
     """
 
     subfiles: int | str | None = None
@@ -310,6 +321,7 @@ class Plan:
     buffer_size: int | None = None
     alignment: int | None = None
     transfer_size: int | None = None
+    commit_every_step: bool = False
 
     def __post_init__(self) -> None:
         if self.subfiles is not None and self.ranks_per_subfile is not None:

@@ -58,3 +58,23 @@ def format_bytes(nbytes: float) -> str:
         if abs(nbytes) >= scale:
             return f"{nbytes / scale:.3f} {unit}"
     return f"{int(nbytes)} B"
+
+
+_DURATION = {"": 1.0, "s": 1.0, "ms": 1e-3, "us": 1e-6, "m": 60.0, "min": 60.0, "h": 3600.0}
+
+
+def parse_duration(text: str | float) -> float:
+    """Parse a duration in seconds: ``0.5``, ``0.5s``, ``500ms``, ``2min``, ``1h``."""
+    if isinstance(text, (int, float)):
+        value, suffix = float(text), ""
+    else:
+        match = re.match(r"^\s*(\d+(?:\.\d*)?|\.\d+)\s*([a-zA-Z]*)\s*$", str(text))
+        if not match:
+            raise ValueError(f"cannot read {text!r} as a duration (examples: 0.5, 0.5s, 500ms)")
+        value, suffix = float(match.group(1)), match.group(2).lower()
+    if value < 0:
+        raise ValueError(f"a duration cannot be negative, got {text}")
+    scale = _DURATION.get(suffix)
+    if scale is None:
+        raise ValueError(f"unknown unit {suffix!r} in {text!r}: use s, ms, us, min or h")
+    return value * scale

@@ -78,6 +78,10 @@ MISUSES: dict[str, tuple[Callable[[hs.File], None], list[str]]] = {
         lambda f: None if f.comm.rank == 1 else f.create_group("g"),
         ["create_group /g (call #1)", "[rank 1] close (call #1)"],
     ),
+    "skipped_commit": (
+        lambda f: None if f.comm.rank == 1 else f.commit(),
+        ["commit (call #1)", "[rank 1] close (call #1)"],
+    ),
     "reordered_calls": (
         lambda f: (
             (f.create_group("g"), _block(f))

@@ -7,7 +7,7 @@ import ast
 from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parents[2] / "src" / "h5subfile"
-# cli > tune > kernels | bench | repack > files > engine > io > mpi | layout > plan > errors | units |
+# cli > tune > kernels | bench | repack > following > files > engine > io > mpi | layout > plan > errors | units |
 # progress (STYLE.md, docs/ARCHITECTURE.md)
 RANK = {
     "errors": 0,
@@ -20,13 +20,14 @@ RANK = {
     "io": 3,
     "engine": 4,
     "files": 5,
-    "repack": 6,
-    "kernels": 6,
-    "bench": 6,
-    "tune": 7,
-    "cli": 8,
-    "__init__": 9,
-    "__main__": 9,
+    "following": 6,
+    "repack": 7,
+    "kernels": 7,
+    "bench": 7,
+    "tune": 8,
+    "cli": 9,
+    "__init__": 10,
+    "__main__": 10,
 }
 
 

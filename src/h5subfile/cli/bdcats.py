@@ -6,8 +6,9 @@ import argparse
 import sys
 from typing import Any
 
-from ..units import parse_count
+from ..units import parse_count, parse_duration
 from .common import (
+    UsageError,
     add_plan_flags,
     add_profile_flags,
     add_progress_flags,
@@ -72,6 +73,18 @@ def add_parser(verbs: Any) -> None:
         help="check every value read against what 'h5subfile vpic' wrote",
     )
     parser.add_argument("--json", action="store_true", help="print the metrics as JSON")
+    parser.add_argument(
+        "--follow",
+        action="store_true",
+        help="read each step as soon as the writer commits it (the writer runs with "
+        "--commit-every-step), until the writer closes the file; not with --profile",
+    )
+    parser.add_argument(
+        "--timeout",
+        type=parse_duration,
+        default=60.0,
+        help="--follow: seconds to wait for the next step before failing (0: for ever)",
+    )
     add_progress_flags(parser)
     add_profile_flags(parser, "the file read")
     from ..plan import READ_FIELDS
@@ -102,21 +115,14 @@ READ_HELP = {
 def run(args: argparse.Namespace) -> int:
     from mpi4py import MPI
 
-    from ..kernels.bdcats import Pattern, run_bdcats
+    from ..kernels.bdcats import run_bdcats
 
     comm = MPI.COMM_WORLD
+    if args.follow:
+        return _follow(args, comm, pattern_of(args))
     check_input_file(comm, args.file)
     profiled = profiling(args, comm.rank)
-    pattern = Pattern(
-        args.pattern,
-        args.count,
-        args.start,
-        args.stride,
-        args.block,
-        args.blocks,
-        args.fraction,
-        args.seed,
-    )
+    pattern = pattern_of(args)
     with progress_line(args, comm.rank) as progress:
         progress.phase("bdcats:", 0, lambda done, n: f"dataset {done}/{n} read", "dataset")
         metrics = run_bdcats(
@@ -128,14 +134,55 @@ def run(args: argparse.Namespace) -> int:
             profile=profiled.folder,
             **plan_arguments(args),
         )
-    if comm.rank == 0:
-        if args.json:
-            data = metrics.as_dict()
-            data.update(file=args.file, pattern=args.pattern, verified=args.verify)
-            print_json(data)
-        else:
-            print(metrics.report())
-            if args.verify:
-                print("Verification: every value read matches what VPIC-IO wrote")
+    _report(args, comm, metrics)
     profiled.announce(args, comm.rank, sys.stderr if args.json else None)
     return 0
+
+
+def pattern_of(args: argparse.Namespace) -> Any:
+    from ..kernels.bdcats import Pattern
+
+    return Pattern(
+        args.pattern,
+        args.count,
+        args.start,
+        args.stride,
+        args.block,
+        args.blocks,
+        args.fraction,
+        args.seed,
+    )
+
+
+def _follow(args: argparse.Namespace, comm: Any, pattern: Any) -> int:
+    """``bdcats --follow``: every step as its commit lands."""
+    from ..kernels.bdcats import follow_bdcats
+
+    if args.profile or args.profile_trace is not None:
+        raise UsageError("--follow reads a file reopened at every step: it cannot be profiled")
+    with progress_line(args, comm.rank) as progress:
+        progress.phase("bdcats --follow:", 0, lambda done, n: f"dataset {done} read", "dataset")
+        metrics = follow_bdcats(
+            args.file,
+            pattern,
+            comm,
+            verify=args.verify,
+            timeout=args.timeout or None,
+            progress=progress,
+            **plan_arguments(args),
+        )
+    _report(args, comm, metrics)
+    return 0
+
+
+def _report(args: argparse.Namespace, comm: Any, metrics: Any) -> None:
+    if comm.rank != 0:
+        return
+    if args.json:
+        data = metrics.as_dict()
+        data.update(file=args.file, pattern=args.pattern, verified=args.verify, follow=args.follow)
+        print_json(data)
+        return
+    print(metrics.report())
+    if args.verify:
+        print("Verification: every value read matches what VPIC-IO wrote")

@@ -19,13 +19,14 @@ it.
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Iterable
 
 from ..errors import IncompleteFileError
 from ..layout.regions import describe
 from ..mpi.collective import root_decides
 from . import integrity
 from .profiling import add_measured_phases, finish_profile, phase
-from .session import Session
+from .session import Session, continue_writing
 
 #: What one rank still had to write of one dataset at close: (path, its block, the first
 #: boxes missing, how many boxes are missing). Small, whatever the number of writes.
@@ -52,8 +53,50 @@ def close(session: Session, failure: BaseException | None = None) -> None:
     write_profile(session)
 
 
+def commit(session: Session) -> None:
+    """Collective: publish everything written so far and go on writing (``File.commit``).
+
+    The session closes as :func:`close` closes it (the same checks, checksums and atomic
+    commit; the top-level groups holding data become completed *steps* that followers yield,
+    :mod:`h5subfile.following`), then the same open file continues in a new write session that
+    appends (:func:`.session.continue_writing`); rank 0 keeps the file's claim in between.
+    Datasets of the published sessions are read like any other, and are no longer written.
+    When the close raises (IncompleteFileError: something declared was never written), the
+    file is closed, as after :func:`close`.
+    """
+    session.require_writable("commit")
+    writing = session.writing
+    assert writing is not None
+    try:
+        _close(session, None, keep_claim=True)
+    except IncompleteFileError:
+        _release_claim(session)
+        write_profile(session)
+        raise
+    claim = writing.root.master.claim if writing.root is not None else None
+    continue_writing(session, claim)
+
+
+def step_boundary(session: Session, paths: Iterable[str]) -> None:
+    """Collective (the same ``paths`` on every rank): with the plan's ``commit_every_step``,
+    commit before a call that starts a new top-level group, when the groups before it hold
+    data not yet committed as steps (they are complete: the writer has moved on)."""
+    if not session.plan.commit_every_step or session.writing is None or session.closed:
+        return
+    nodes = session.catalog.nodes
+    tops = {"/" + p.strip("/").split("/", 1)[0] for p in paths if p.strip("/")}
+    if any(top not in nodes for top in tops) and session.catalog.new_steps():
+        commit(session)
+
+
+def _release_claim(session: Session) -> None:
+    writing = session.writing
+    if writing is not None and writing.root is not None:
+        writing.root.master.claim.release()
+
+
 @phase("commit")
-def _close(session: Session, failure: BaseException | None) -> None:
+def _close(session: Session, failure: BaseException | None, keep_claim: bool = False) -> None:
     writing = session.writing
     if writing is None:
         session.reader.close()
@@ -73,7 +116,7 @@ def _close(session: Session, failure: BaseException | None) -> None:
     if failure is not None:
         failed = f"{type(failure).__name__}: {failure}"
     try:
-        session.enter("close", error)
+        session.enter("commit" if keep_claim else "close", error)
         # One round: each rank's checksums, subfile identity and missing regions to rank 0,
         # which records the checksums and identities, then commits the master.
         report, not_made = integrity.close_report(session)
@@ -81,7 +124,7 @@ def _close(session: Session, failure: BaseException | None) -> None:
             session.comm,
             (report, missing_regions(session)),
             not_made,
-            lambda gathered: _record_and_commit(session, gathered, failed),
+            lambda gathered: _record_and_commit(session, gathered, failed, keep_claim),
             per_rank=False,
         )
     except BaseException:
@@ -96,11 +139,14 @@ def _close(session: Session, failure: BaseException | None) -> None:
 
 
 def _record_and_commit(
-    session: Session, gathered: list[tuple[integrity.Report, list[Missing]]], failed: str | None
+    session: Session,
+    gathered: list[tuple[integrity.Report, list[Missing]]],
+    failed: str | None,
+    keep_claim: bool,
 ) -> str:
     """Rank 0: the checksums and subfile identities into the master, then the commit."""
     integrity.record(session, [report for report, _ in gathered])
-    return commit_on_root(session, [missing for _, missing in gathered], failed)
+    return commit_on_root(session, [missing for _, missing in gathered], failed, keep_claim)
 
 
 def missing_regions(session: Session) -> list[Missing]:
@@ -134,7 +180,9 @@ def describe_missing(by_path: dict[str, list[tuple[int, Missing]]]) -> str:
     return f"{summary}. Never written: {'; '.join(details)}"
 
 
-def commit_on_root(session: Session, gathered: list[list[Missing]], failed: str | None) -> str:
+def commit_on_root(
+    session: Session, gathered: list[list[Missing]], failed: str | None, keep_claim: bool = False
+) -> str:
     """Rank 0: leave out or mark what was not completely written, then publish the master.
     Returns the message of the IncompleteFileError, or "" when nothing was missing."""
     writing = session.writing
@@ -164,7 +212,7 @@ def commit_on_root(session: Session, gathered: list[list[Missing]], failed: str 
             if e.file
         }
     )
-    master.commit(subfiles, session.plan.fsync)
+    master.commit(subfiles, session.plan.fsync, session.catalog.new_steps(), keep_claim)
     if not by_path:
         return ""
     if failed is None:

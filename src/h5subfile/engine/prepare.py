@@ -54,7 +54,7 @@ def prepare(session: Session, request: WriteRequest) -> PreparedWrite | None:
     if path not in writing.targets:
         raise FileModeError(
             f"dataset {path} was not created in this write session; h5subfile datasets "
-            "are written once, by the session that creates them"
+            "are written once, by the session that creates them (File.commit ends a session)"
         )
     target = writing.targets[path]
     info = session.node(path)

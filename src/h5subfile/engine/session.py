@@ -141,10 +141,7 @@ class Session:
         self.catalog = catalog
         self.stats = IOStats()
         self.writing: Writing | None = None
-        data_path = self.path if data_path is None else data_path
-        self.reader = BoxReader(self.path, data_path, self.stats, plan.transfer_size)
-        self.reader.h5py_opener = lambda: open_shared_read(data_path)
-        self.reader.expect(catalog.record)  # identities and sizes of recorded subfiles
+        self.reader = self.open_reader(self.path if data_path is None else data_path)
         self.verify = False  # reads check the checksums of the pieces they touch
         self.collective_depth = 0
         self.closed = False
@@ -157,6 +154,15 @@ class Session:
         self.profile_started = 0.0
         #: this rank's waiting in collective rounds when the profile started (seconds, rounds)
         self.profile_waited: tuple[float, int] = (0.0, 0)
+
+    def open_reader(self, data_path: str) -> BoxReader:
+        """This rank's reader of the file (the master's bytes in ``data_path``), expecting the
+        identities and sizes of the subfiles the catalogue's record lists."""
+        reader = BoxReader(self.path, data_path, self.stats, self.plan.transfer_size)
+        reader.h5py_opener = lambda: open_shared_read(data_path)
+        reader.expect(self.catalog.record)
+        self.reader = reader
+        return reader
 
     def fetch_withheld(self) -> None:
         """Read mode: how this rank gets a layout rank 0 did not broadcast when something other
@@ -370,7 +376,38 @@ def _begin_writing(
         error = exc
     agree(comm, error)
     assert grouping is not None
-    info = {
+    opened = _open_master(path, mode, comm, plan, grouping, profile, source)
+    session = Session(path, mode, comm, plan, opened.catalog, opened.data_path)
+    _attach_writing(session, grouping, opened, profile)
+    return session
+
+
+@dataclass
+class _Opened:
+    """What opening the master for a write session tells every rank (rank 0 adds its writer)."""
+
+    catalog: Catalog
+    number: int
+    session_id: str
+    data_path: str
+    master: MasterWriter | None = None
+
+
+def _open_master(
+    path: str,
+    mode: str,
+    comm: MPI.Comm,
+    plan: Plan,
+    grouping: Grouping,
+    profile: Profile | None,
+    source: str,
+    claim: claims.Claim | None = None,
+    known: Catalog | None = None,
+) -> _Opened:
+    """Collective: rank 0 claims the file (or renews the ``claim`` it holds) and opens the
+    master for a new write session; every rank learns the catalogue and the session.
+    ``known``: rank 0's catalogue of the master it just committed (not scanned again)."""
+    info: dict[str, Any] = {
         "ranks": comm.size,
         "plan": plan.to_dict(),
         "grouping": grouping.describe(),
@@ -383,34 +420,76 @@ def _begin_writing(
 
     def begin() -> tuple[Catalog, int, str, str]:
         # The claim comes first: nothing of the file is touched by a second writer.
-        claim = claims.take(path, uuid.uuid4().hex, mode, profile)
+        held = claim
         try:
-            master = MasterWriter(path, mode, info, claim, plan.alignment, profile)
+            if held is None:
+                held = claims.take(path, uuid.uuid4().hex, mode, profile)
+            else:
+                held.renew(uuid.uuid4().hex)
+            master = MasterWriter(path, mode, info, held, plan.alignment, profile, known)
         except BaseException:
-            claim.release()
+            if held is not None:
+                held.release()
             raise
         masters.append(master)
         return master.catalog, master.session.id, master.session.uuid, master.data_path
 
     catalog, number, session_id, data_path = root_only(comm, begin)
-    session = Session(path, mode, comm, plan, catalog, data_path)
+    return _Opened(catalog, number, session_id, data_path, masters[0] if masters else None)
+
+
+def _attach_writing(
+    session: Session, grouping: Grouping, opened: _Opened, profile: Profile | None
+) -> None:
+    """Every rank's part of the write session just opened (rank 0's master, the leaders'
+    subfiles to come)."""
+    plan, rank = session.plan, session.rank
     writing = Writing(
-        grouping, number, session_id, FilePool(True, session.stats, plan.transfer_size)
+        grouping,
+        opened.number,
+        opened.session_id,
+        FilePool(True, session.stats, plan.transfer_size),
     )
-    if masters:
-        writing.root = RootRole(masters[0], frozenset(masters[0].catalog.nodes))
-    group = grouping.group_of_rank[comm.rank]
-    if grouping.leaders[group] == comm.rank:
-        relpath = subfile_relpath(path, number, session_id, group)
+    if opened.master is not None:
+        writing.root = RootRole(opened.master, frozenset(opened.catalog.nodes))
+    group = grouping.group_of_rank[rank]
+    if grouping.leaders[group] == rank:
+        relpath = subfile_relpath(session.path, opened.number, opened.session_id, group)
         writing.leader = LeaderRole(
-            relpath, plan.alignment, identity(session_id, relpath), profile=profile
+            relpath, plan.alignment, identity(opened.session_id, relpath), profile=profile
         )
     session.writing = writing
     if writing.root is not None:  # rank 0 reads the master through its own handle
         master_h5 = writing.root.master.h5
         session.reader.h5py_opener = lambda: master_h5
-        session.reader.writer_files[data_path] = master_h5
-    return session
+        session.reader.writer_files[opened.data_path] = master_h5
+
+
+def continue_writing(session: Session, claim: claims.Claim | None) -> None:
+    """Collective, once a commit has published the master (``File.commit``): the same open
+    file goes on in a new write session, appending (rank 0 hands it the ``claim`` it held,
+    so no other writer comes in between). The plan, grouping, counters, profile and the
+    number of collective calls carry over; the facades the user holds stay valid."""
+    writing = session.writing
+    assert writing is not None
+    profile = session.stats.profile
+    source = session.plan_source
+    known = session.catalog if claim is not None else None
+    opened = _open_master(
+        session.path,
+        "a",
+        session.comm,
+        session.plan,
+        writing.grouping,
+        profile,
+        source,
+        claim,
+        known,
+    )
+    session.catalog = opened.catalog
+    session.open_reader(opened.data_path)
+    session.closed = False
+    _attach_writing(session, writing.grouping, opened, profile)
 
 
 def warn_problems(session: Session, stacklevel: int) -> None:

@@ -116,6 +116,14 @@ class Claim:
     def session(self) -> str:
         return self.owner.session
 
+    def renew(self, session: str) -> None:
+        """Hand the claim, without letting go of it, to the next write session of the same
+        job (``File.commit``): its record names ``session`` from now on."""
+        assert self.fd is not None, "a released claim cannot be renewed"
+        self.owner = dataclasses.replace(self.owner, session=session)
+        os.ftruncate(self.fd, 0)
+        os.pwrite(self.fd, self.owner.to_bytes(), 0)
+
     def release(self) -> None:
         """Remove the claim file (when it is still this claim's) and drop the lock; idempotent."""
         fd, self.fd = self.fd, None

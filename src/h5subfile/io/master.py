@@ -23,7 +23,7 @@ from ..errors import (
     UnsafePathError,
     error_class,
 )
-from ..layout.catalog import Catalog, NodeInfo, Problem
+from ..layout.catalog import STEPS_KEY, Catalog, NodeInfo, Problem
 from ..layout.names import SUBFILE_NAME, SourcePaths, names_master, partial_path, subfile_folder
 from ..layout.record import (
     LAYOUT_ATTR,
@@ -46,8 +46,8 @@ from .h5 import (
     create_virtual_dataset,
     direct_offset,
     hdf5_facts,
-    logged,
     open_file_rw,
+    open_shared_read,
     read_attrs,
     read_text_attr,
     virtual_sources,
@@ -311,7 +311,7 @@ def open_for_reading(path: str, profile: Profile | None = None) -> Catalog:
             )
         raise MissingFileError(f"{path} does not exist")
     try:
-        h5 = h5py.File(path, "r", **logged(profile, path))
+        h5 = open_shared_read(path, profile)
     except (OSError, KeyError, RuntimeError, ValueError) as exc:
         raise CorruptFileError(f"{path} cannot be opened as HDF5: {exc}") from None
     with h5:
@@ -401,7 +401,10 @@ class MasterWriter(SourceFile):
         claim: Claim,
         alignment: int | None = None,
         profile: Profile | None = None,
+        known: Catalog | None = None,
     ):
+        """``known``: the catalogue of the master as this process just committed it (the
+        next session of the same open file, ``File.commit``), so that it is not scanned again."""
         self.claim = claim
         self.profile = profile
         self.path = os.path.abspath(path)
@@ -434,7 +437,10 @@ class MasterWriter(SourceFile):
             else:
                 self.commit_mode, self.data_path = "in-place", self.path
             self.h5 = open_file_rw(self.data_path, alignment, profile)
-            self.catalog = scan(self.h5, self.path, self.data_path, self.profile)
+            if known is not None:
+                self.catalog = known
+            else:
+                self.catalog = scan(self.h5, self.path, self.data_path, self.profile)
         self.groups = Groups(self.h5)
         record = self.catalog.record
         self.session = Session(
@@ -505,9 +511,14 @@ class MasterWriter(SourceFile):
         write_text_attr(h5py.h5o.open(self.h5.id, path.encode()), LAYOUT_ATTR, layout.to_json())
 
     # commit --------------------------------------------------------------------------------
-    def commit(self, subfiles: list[str], fsync: bool) -> None:
-        """Close the session and publish the master (atomically, for ``replace``)."""
+    def commit(
+        self, subfiles: list[str], fsync: bool, steps: list[str], keep_claim: bool = False
+    ) -> None:
+        """Close the session and publish the master (atomically, for ``replace``), recording
+        the ``steps`` (top-level groups) it completed. ``keep_claim``: the claim stays held,
+        for the next session of the same open file (``File.commit``)."""
         self.session.subfiles = subfiles
+        self.session.extra[STEPS_KEY] = steps
         self.session.closed = now()
         self._write_record()
         self.h5.close()
@@ -525,7 +536,8 @@ class MasterWriter(SourceFile):
                 )
             if fsync:
                 fsync_path(os.path.dirname(self.path), self.profile)
-        self.claim.release()
+        if not keep_claim:
+            self.claim.release()
 
     def abandon(self) -> None:
         """Close without publishing (after a failure on some rank): the old file stays as it was."""

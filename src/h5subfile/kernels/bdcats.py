@@ -26,6 +26,7 @@ from mpi4py import MPI
 
 from ..errors import CorruptFileError, H5SubfileError
 from ..files import Dataset, File, Group
+from ..following import follow
 from ..layout.selection import partition
 from ..layout.vpic import FIELDS
 from ..mpi.collective import agree
@@ -153,9 +154,7 @@ def run_bdcats(
     the folder the read session's profile goes to (None: not profiled).
     """
     comm = MPI.COMM_WORLD if comm is None else comm
-    excluded = 0.0
-    nbytes = 0
-    bad: list[str] = []
+    reading = _Reading(comm, pattern, verify)
     comm.Barrier()
     started = time.perf_counter()
     with warnings.catch_warnings():
@@ -167,35 +166,111 @@ def run_bdcats(
         reads, error = _plan_reads(f, path, pattern, verify, comm.size)
         agree(comm, error)
         total = sum(len(datasets) for _, _, datasets in reads)
-        done = 0
         if progress:
-            progress(done, total)
+            progress(0, total)
         for step, name, datasets in reads:
-            for field, dataset in datasets:
-                t = time.perf_counter()
-                selection = select(pattern, dataset.shape[0], comm.size, comm.rank)
-                excluded += time.perf_counter() - t
-                try:
-                    # Collective: rank 0 sends each rank only the extents its selection touches
-                    # when the file has too many to broadcast, and with aggregators two-phase.
-                    data = dataset.read_collective(selection)
-                except H5SubfileError as exc:
-                    error = exc  # a damaged dataset fails the same way on every rank
-                    break
-                nbytes += data.nbytes
-                done += 1
-                if progress:
-                    progress(done, total)
-                if verify:
-                    t = time.perf_counter()
-                    expected = particle_values(field, step, _indices(selection))
-                    if not np.array_equal(data.view(np.uint8), expected.view(np.uint8)):
-                        wrong = int(np.count_nonzero(data != expected))
-                        bad.append(f"{name}/{field}: {wrong} of {data.size} values differ")
-                    excluded += time.perf_counter() - t
-            agree(comm, error)  # read errors of this step: the same on every rank
+            reading.step(step, name, datasets, lambda done: progress and progress(done, total))
         raw = f.stats.data_read_seconds
-    observed = time.perf_counter() - started - excluded
-    error = VerificationError("; ".join(bad[:5])) if bad else None
-    agree(comm, error)
-    return reduce_metrics(comm, "read", nbytes, raw, observed)
+    return reading.metrics(raw, time.perf_counter() - started)
+
+
+def follow_bdcats(
+    path: str,
+    pattern: Pattern,
+    comm: MPI.Comm | None = None,
+    verify: bool = False,
+    timeout: float | None = 60.0,
+    progress: Callable[[int, int], None] | None = None,
+    **plan: Any,
+) -> Metrics:
+    """Collective: read each step of ``path`` as soon as its writer commits it
+    (:func:`h5subfile.follow`), with the BD-CATS-IO pattern, until the writer closes the file;
+    ``timeout``: seconds to wait for a step. Observed time includes the waits for the writer.
+    ``progress(done, 0)`` is called with the datasets read so far (their total is unknown)."""
+    comm = MPI.COMM_WORLD if comm is None else comm
+    reading = _Reading(comm, pattern, verify)
+    comm.Barrier()
+    started = time.perf_counter()
+    raw = 0.0
+    for group in follow(path, comm, timeout=timeout, **plan):
+        name = group.name.strip("/")
+        match = _STEP.match(name)
+        if match is None:
+            continue  # not a VPIC-IO step
+        before = group.file.stats.data_read_seconds
+        datasets, error = _follow_step(group.file, path, name, pattern, verify, comm.size)
+        agree(comm, error)
+        reading.step(
+            int(match.group(1)), name, datasets, lambda done: progress and progress(done, 0)
+        )
+        raw += group.file.stats.data_read_seconds - before
+    return reading.metrics(raw, time.perf_counter() - started)
+
+
+def _follow_step(
+    f: File, path: str, name: str, pattern: Pattern, verify: bool, size: int
+) -> tuple[list[tuple[str, Dataset]], H5SubfileError | None]:
+    """One followed step's datasets, or why it cannot be read (the same on every rank)."""
+    if verify and f.attrs.get(KERNEL_ATTR) != KERNEL_NAME:
+        return [], CorruptFileError(
+            f"--verify needs a file written by 'h5subfile vpic'; {path} was not"
+        )
+    try:
+        datasets = _step_datasets(f, name)
+    except CorruptFileError as exc:
+        return [], exc
+    for _, dataset in datasets:
+        problem = check_pattern(pattern, dataset.name, dataset.shape[0], size)
+        if problem:
+            return [], H5SubfileError(problem)
+    return datasets, None
+
+
+class _Reading:
+    """What a BD-CATS-IO read counts: bytes, excluded time (selections, checks), mismatches."""
+
+    def __init__(self, comm: MPI.Comm, pattern: Pattern, verify: bool):
+        self.comm, self.pattern, self.verify = comm, pattern, verify
+        self.excluded = 0.0
+        self.nbytes = 0
+        self.done = 0
+        self.bad: list[str] = []
+
+    def step(
+        self,
+        step: int,
+        name: str,
+        datasets: list[tuple[str, Dataset]],
+        progress: Callable[[int], Any],
+    ) -> None:
+        """Collective: read (and check) one step's datasets; read errors agreed."""
+        comm = self.comm
+        error = None
+        for field, dataset in datasets:
+            t = time.perf_counter()
+            selection = select(self.pattern, dataset.shape[0], comm.size, comm.rank)
+            self.excluded += time.perf_counter() - t
+            try:
+                # Collective: rank 0 sends each rank only the extents its selection touches
+                # when the file has too many to broadcast, and with aggregators two-phase.
+                data = dataset.read_collective(selection)
+            except H5SubfileError as exc:
+                error = exc  # a damaged dataset fails the same way on every rank
+                break
+            self.nbytes += data.nbytes
+            self.done += 1
+            progress(self.done)
+            if self.verify:
+                t = time.perf_counter()
+                expected = particle_values(field, step, _indices(selection))
+                if not np.array_equal(data.view(np.uint8), expected.view(np.uint8)):
+                    wrong = int(np.count_nonzero(data != expected))
+                    self.bad.append(f"{name}/{field}: {wrong} of {data.size} values differ")
+                self.excluded += time.perf_counter() - t
+        agree(comm, error)  # read errors of this step: the same on every rank
+
+    def metrics(self, raw: float, elapsed: float) -> Metrics:
+        """Collective: the job's metrics; VerificationError when values differed."""
+        error = VerificationError("; ".join(self.bad[:5])) if self.bad else None
+        agree(self.comm, error)
+        return reduce_metrics(self.comm, "read", self.nbytes, raw, elapsed - self.excluded)

@@ -118,6 +118,9 @@ class _H5SubfileSink:
 
     def write_step(self, name: str, data: dict[str, np.ndarray]) -> None:
         self.file.create_group(name).write_datasets(data)
+        plan = self.file.plan
+        if plan is not None and plan.commit_every_step:
+            self.file.commit()  # at once: a follower need not wait for the next step to start
 
     def raw_seconds(self) -> float:
         return self.file.stats.data_write_seconds

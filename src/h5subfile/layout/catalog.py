@@ -7,6 +7,7 @@ the same copy, so that navigation and reads need no communication.
 from __future__ import annotations
 
 import dataclasses
+import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -176,3 +177,42 @@ class Catalog:
                     f"cannot create {path}: {prefix} is a dataset, not a group"
                 )
         return new
+
+    # steps ---------------------------------------------------------------------------------
+    def steps(self) -> list[str]:
+        """The file's completed steps, in the order they were committed (``File.commit``,
+        docs/FORMAT.md, *Steps*): the top-level groups its closed write sessions recorded.
+        A file whose sessions recorded none (written before steps were recorded, or by another
+        program) has as steps its top-level groups, in natural order (``Timestep_2`` before
+        ``Timestep_10``)."""
+        closed = [s for s in self.record.sessions if s.closed is not None]
+        if not any(STEPS_KEY in s.extra for s in closed):
+            tops = [p for p in self.nodes if p.count("/") == 1 and p != "/"]
+            groups = [p for p in tops if self.nodes[p].kind == "group"]
+            return sorted(groups, key=_natural_key)
+        recorded = [path for s in closed for path in s.extra.get(STEPS_KEY, [])]
+        return [p for p in recorded if p in self.nodes and self.nodes[p].kind == "group"]
+
+    def new_steps(self) -> list[str]:
+        """Top-level groups holding a dataset that no closed session recorded as a step yet,
+        in creation order: what a commit records as completed steps."""
+        recorded = {
+            path
+            for s in self.record.sessions
+            if s.closed is not None
+            for path in s.extra.get(STEPS_KEY, [])
+        }
+        holding = {"/" + p.split("/", 2)[1] for p, n in self.nodes.items() if n.kind == "dataset"}
+        return [
+            p
+            for p, n in self.nodes.items()
+            if n.kind == "group" and p in holding and p not in recorded and p.count("/") == 1
+        ]
+
+
+#: The key of a session's ``extra`` that lists the steps its commit completed.
+STEPS_KEY = "steps"
+
+
+def _natural_key(path: str) -> list[Any]:
+    return [int(part) if part.isdigit() else part for part in re.split(r"(\d+)", path)]
