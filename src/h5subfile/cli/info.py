@@ -186,9 +186,11 @@ def render(info: dict[str, Any]) -> str:
             f"session {s['id']}: mode {s['mode']!r}, {s['ranks']} rank(s), {s['grouping']}, "
             f"plan {_set_fields(s['plan'])}, h5subfile {s['version']}, started {s['started']}, {state}"
         )
-        source = (s.get("extra") or {}).get("plan_source")
-        if source:
-            lines.append(f"  plan=auto: {source}")
+        extra = s.get("extra") or {}
+        if extra.get("plan_source"):
+            lines.append(f"  plan=auto: {extra['plan_source']}")
+        if extra.get("steps"):
+            lines.append(f"  steps completed: {', '.join(p.lstrip('/') for p in extra['steps'])}")
     lines.append("datasets:")
     width = max((len(d["name"]) for d in info["datasets"]), default=4)
     for d in info["datasets"]:
