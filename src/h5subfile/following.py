@@ -41,7 +41,7 @@ from .errors import (
 from .files import File, Group
 from .io.claim import claim_state
 from .layout.names import partial_path
-from .mpi.collective import bcast
+from .mpi.collective import root_only
 
 #: Seconds between two looks at the master while nothing changes.
 POLL_INTERVAL = 0.05
@@ -135,7 +135,7 @@ def follow(
     yielded: list[str] = []
     try:
         while True:
-            decision: _Decision = bcast(comm, watch.look() if watch is not None else None)
+            decision = root_only(comm, watch.look if watch is not None else _nothing)
             if decision.action == "wait":
                 time.sleep(poll_interval)
                 continue
@@ -163,6 +163,10 @@ def follow(
     finally:
         if current is not None:
             current.close()
+
+
+def _nothing() -> _Decision:
+    raise AssertionError("only rank 0 looks")  # root_only calls it on rank 0 alone
 
 
 def _open(path: str, comm: MPI.Comm, decision: _Decision, options: dict[str, Any]) -> File | None:

@@ -1,0 +1,197 @@
+"""Write-behind against compute: VPIC-IO with emulated compute between steps, with and without
+``async_writes`` (docs/BENCHMARKS.md, "Overlapping writes with compute").
+
+One MPI job writes the VPIC-IO file again and again (``run_vpic(..., compute_time=C)``: C
+seconds of emulated compute after each step's write call, as h5bench's
+``EMULATED_COMPUTE_TIME_PER_TIMESTEP``), each write into a fresh folder (deleted after it, then
+``sync``, untimed), in rounds whose order rotates, four variants:
+
+- **sync** (A, and A' for the null comparison): the default, the step's bytes are written
+  before the write call returns;
+- **async** (B): ``async_writes=True``, the bytes go out in the background while the next
+  compute runs;
+- **I/O only** (D): the default without compute, which gives the I/O time of a step.
+
+Metric: the observed time per step *with the compute included* (open to close, max over
+ranks, divided by the steps): what a simulation waits. Without overlap it is compute + I/O;
+with perfect overlap max(compute, I/O) (plus the copy into the library's buffer).
+
+Run (2 ranks: the machine's cores; the JSON feeds ``benchmarks/report.py``):
+
+    .venv/bin/python benchmarks/async_overlap.py --ranks 2 --rounds 5 \
+        --json docs/async-overlap.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from docplot import run_facts  # noqa: E402
+from interleave import cell, spread  # noqa: E402
+
+from h5subfile.mpi.launch import mpiexec  # noqa: E402
+
+VARIANTS = ("sync", "async", "sync'", "I/O only")
+NULL = "null: sync' / sync"
+
+#: Run by every rank: argv = folder, particles, steps, rounds, compute seconds.
+JOB = """
+import json, os, shutil, sys, time
+from mpi4py import MPI
+from h5subfile.kernels.vpic import run_vpic
+
+comm = MPI.COMM_WORLD
+folder, particles, steps, rounds = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
+compute = float(sys.argv[5])
+VARIANTS = [dict(compute_time=compute), dict(compute_time=compute, async_writes=True),
+            dict(compute_time=compute), dict(compute_time=0.0)]
+
+
+def one(name, options):
+    path = os.path.join(folder, name, "vpic.h5")
+    if comm.rank == 0:
+        os.makedirs(os.path.dirname(path))
+    comm.Barrier()
+    cpu = time.process_time()
+    t = time.perf_counter()
+    m = run_vpic(path, particles, steps, comm, **options)
+    wall = comm.allreduce(time.perf_counter() - t, op=MPI.MAX)
+    cpu = comm.allreduce(time.process_time() - cpu, op=MPI.MAX)
+    if comm.rank == 0:
+        shutil.rmtree(os.path.dirname(path))
+        os.sync()
+    comm.Barrier()
+    per_step = getattr(m, "step_seconds", None) or wall / steps
+    return per_step, m.raw_seconds, cpu
+
+
+one("warm-up", VARIANTS[1])
+found = []
+for round_ in range(rounds):
+    for step in range(len(VARIANTS)):
+        index = (round_ + step) % len(VARIANTS)
+        found.append([round_, index, *one(f"run{round_}-{index}", VARIANTS[index])])
+if comm.rank == 0:
+    print(json.dumps(found))
+"""
+
+
+def run(ranks: int, folder: Path, particles: int, steps: int, rounds: int, compute: float) -> list:
+    command = [mpiexec(), "-n", str(ranks), sys.executable, "-c", JOB, str(folder)]
+    command += [str(particles), str(steps), str(rounds), str(compute)]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=3600)
+    if done.returncode != 0:
+        sys.exit(f"failed: {' '.join(command)}\n{done.stderr[-2000:]}")
+    return json.loads(done.stdout)
+
+
+def summarise(samples: list, rounds: int) -> dict:
+    """Per variant the step time's median (min-max); async / sync and sync' / sync per round."""
+    by = {(int(s[0]), int(s[1])): s[2] for s in samples}
+    variants = {
+        name: spread([by[(r, i)] for r in range(rounds)]) for i, name in enumerate(VARIANTS)
+    }
+    ratios = {
+        label: spread([by[(r, top)] / by[(r, 0)] for r in range(rounds)])
+        for label, top in (("async / sync", 1), (NULL, 2))
+    }
+    return {"variants": variants, "ratios": ratios}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--ranks", type=int, default=2)
+    parser.add_argument("--particles", type=int, default=8 * 2**20)
+    parser.add_argument("--steps", type=int, default=4)
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--compute", type=float, nargs="+", default=[0.5])
+    parser.add_argument("--json", type=Path, default=None)
+    args = parser.parse_args()
+    load_before, started = os.getloadavg(), time.time()
+    results = []
+    scratch = Path(os.environ.get("TMPDIR", "/tmp")) / f"async-overlap-{os.getpid()}"
+    for compute in args.compute:
+        scratch.mkdir(parents=True)
+        try:
+            samples = run(args.ranks, scratch, args.particles, args.steps, args.rounds, compute)
+        finally:
+            subprocess.run(["rm", "-rf", str(scratch)], check=False)
+        summary = summarise(samples, args.rounds)
+        results.append({"compute": compute, "samples": samples, **summary})
+        v = summary["variants"]
+        print(
+            f"compute {compute:g} s: sync {cell(v['sync'])}  async {cell(v['async'])}  "
+            f"I/O only {cell(v['I/O only'])}  async/sync "
+            f"{cell(summary['ratios']['async / sync'])}  null "
+            f"{cell(summary['ratios'][NULL])}"
+        )
+    if args.json is not None:
+        record = {
+            "ranks": args.ranks,
+            "particles": args.particles,
+            "steps": args.steps,
+            "rounds": args.rounds,
+            **run_facts(load_before, started),
+            "results": results,
+        }
+        args.json.write_text(json.dumps(record, indent=1) + "\n")
+
+
+TITLE = "Overlapping writes with compute"
+
+
+def render(record: dict) -> str:
+    """The section of docs/BENCHMARKS.md for one run of this script."""
+    mib = record["particles"] * 32 / 2**20
+    lines = [
+        f"## {TITLE}",
+        "",
+        "Generated by `benchmarks/async_overlap.py` from docs/async-overlap.json. One MPI job "
+        "writes VPIC-IO again and again with C seconds of emulated compute after each step's "
+        "write call (`h5subfile vpic --compute-time C`, as h5bench's "
+        "`EMULATED_COMPUTE_TIME_PER_TIMESTEP`), alternating, round by round in rotating "
+        "order, the default (*sync*, twice: A and A' for the null comparison), "
+        "`async_writes=True` (*async*) and the default without compute (*I/O only*: the I/O "
+        "time of a step). Each write goes to a fresh folder, deleted and followed by `sync` "
+        "outside the timing. Command:",
+        "",
+        "```sh",
+        f".venv/bin/python benchmarks/async_overlap.py --ranks {record['ranks']} "
+        f"--rounds {record['rounds']} --compute "
+        + " ".join(f"{r['compute']:g}" for r in record["results"])
+        + " --json docs/async-overlap.json",
+        "```",
+        "",
+        f"{record['ranks']} ranks on {record['cpus']} cores ({record['machine']}), "
+        f"{record['particles'] / 2**20:g}Mi particles per rank ({mib:.0f} MiB per rank per "
+        f"step), {record['steps']} steps, {record['rounds']} rounds, commit "
+        f"{record['commit']}; load average before / after "
+        f"{record['load_before'][0]:.1f} / {record['load_after'][0]:.1f}. Metric: observed "
+        "time per step with the compute included (open to close, max over ranks, / steps): "
+        "median (min-max) over the rounds, in seconds; ratios per round.",
+        "",
+        "| compute per step | I/O only | compute + I/O | max(compute, I/O) | sync | async | "
+        "async / sync | null: sync' / sync |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for r in record["results"]:
+        v, c = r["variants"], r["compute"]
+        io = v["I/O only"]["median"]
+        lines.append(
+            f"| {c:g} s | {cell(v['I/O only'])} | {c + io:.3f} | {max(c, io):.3f} | "
+            f"{cell(v['sync'])} | {cell(v['async'])} | **{cell(r['ratios']['async / sync'])}**"
+            f" | {cell(r['ratios'][NULL])} |"
+        )
+    return "\n".join(lines) + "\n"
+
+
+if __name__ == "__main__":
+    main()
