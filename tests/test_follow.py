@@ -57,12 +57,22 @@ def _committed_steps(path: Path) -> list[str]:
     return [p.lstrip("/") for p in json.loads(result.stdout)]
 
 
-@pytest.mark.parametrize(("how", "plan"), [("every", "subfiles=1"), ("explicit", "subfiles=rank")])
-def test_a_follower_sees_every_step_once_in_order(tmp_path: Path, how: str, plan: str) -> None:
+@pytest.mark.parametrize(
+    ("how", "plan", "copy_limit"),
+    [
+        ("every", "subfiles=1", ""),
+        ("explicit", "subfiles=rank", ""),
+        ("explicit", "subfiles=1", "0"),  # the master holds the data and is changed in place
+    ],
+)
+def test_a_follower_sees_every_step_once_in_order(
+    tmp_path: Path, how: str, plan: str, copy_limit: str
+) -> None:
     path = tmp_path / "live.h5"
     follower = _job(2, "steps_follower.py", str(path), "60")
     time.sleep(0.5)  # the follower waits for a file that does not exist yet
-    writer = _job(2, "steps_writer.py", str(path), "4", how, "0.3", plan)
+    env = {"H5SUBFILE_MASTER_COPY_LIMIT": copy_limit} if copy_limit else None
+    writer = _job(2, "steps_writer.py", str(path), "4", how, "0.3", plan, env=env)
     wrote = [line for line in _lines(writer, "writer") if line]
     seen = [line for line in _lines(follower, "follower") if line]
     assert wrote == [f"wrote {s}" for s in range(4)]
