@@ -116,7 +116,8 @@ def in_background(exc: BaseException, file: str) -> BaseException:
     """``exc``, met by a background job on ``file``, as the error of the hierarchy it maps to,
     saying where and that it was written in the background (errno kept)."""
     mapped = as_error(exc)
-    error = type(mapped)(f"{mapped}, writing {file} in the background (async_writes)")
+    where = "" if file in str(mapped) else f", writing {file}"
+    error = type(mapped)(f"{mapped}{where} (in the background: async_writes)")
     keep_errno(error, getattr(mapped, "errno", None))
     error.__cause__ = exc
     return error
