@@ -1,7 +1,8 @@
-"""Parsing human-friendly counts and byte sizes for the API and the CLI."""
+"""Parsing human-friendly counts, byte sizes and durations for the API and the CLI."""
 
 from __future__ import annotations
 
+import math
 import re
 
 _SI = {"": 1, "k": 10**3, "m": 10**6, "g": 10**9, "t": 10**12}
@@ -50,6 +51,28 @@ def parse_size(text: str | int) -> int:
     if scale is None:
         raise ValueError(f"unknown size suffix in {text!r}: use k, m, g (binary, as in IOR)")
     return _whole(value * scale, text)
+
+
+_DURATION = re.compile(r"^\s*(\d+(?:\.\d*)?|\.\d+)\s*([a-zA-Z]*)\s*$")
+_SECONDS = {"": 1.0, "s": 1.0, "sec": 1.0, "ms": 1e-3, "us": 1e-6, "min": 60.0}
+
+
+def parse_duration(text: str | float) -> float:
+    """Parse a duration in seconds: ``0.5``, ``"0.5"``, ``"0.5s"``, ``"500ms"``, ``"250us"``,
+    ``"2min"`` (h5bench writes its compute time as ``"1 s"``); never negative."""
+    if isinstance(text, bool):
+        raise ValueError(f"expected a duration such as 0.5s or 500ms, got {text!r}")
+    if isinstance(text, (int, float)):
+        if not math.isfinite(text) or text < 0:
+            raise ValueError(f"expected a non-negative duration, got {text}")
+        return float(text)
+    match = _DURATION.match(str(text))
+    unit = match.group(2).lower() if match else ""
+    if not match or unit not in _SECONDS:
+        raise ValueError(
+            f"cannot read {text!r} as a duration (examples: 0.5, 0.5s, 500ms, 250us, 2min)"
+        )
+    return float(match.group(1)) * _SECONDS[unit]
 
 
 def format_bytes(nbytes: float) -> str:
