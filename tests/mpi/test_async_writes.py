@@ -177,9 +177,8 @@ def test_a_full_disk_is_raised_on_every_rank_and_close_keeps_what_was_stored(
         assert info.value.errno == errno.ENOSPC and "/s1/x" in str(info.value)
         with hs.File(shared_tmp / "run.h5", "r") as g:  # what was stored is published
             assert sorted(g.keys()) == ["s0"] and not g.problems
-            assert g["s0/x"][...].tobytes() == np.concatenate(
-                [np.arange(2048, dtype="f8") + r for r in range(comm.size)]
-            ).tobytes()
+            stored = [np.arange(2048, dtype="f8") + r for r in range(comm.size)]
+            assert g["s0/x"][...].tobytes() == np.concatenate(stored).tobytes()
             assert g.verify()["clean"]
 
 

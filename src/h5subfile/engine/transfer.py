@@ -153,8 +153,8 @@ def write_aggregated(session: Session, writes: Sequence[PreparedWrite]) -> BaseE
         [data for _, _, (_, data) in pieces],
         lambda i: writing.pool.writer(files[i]),
     )
-    writes = stats.foreground_write_seconds - written
-    stats.exchange_seconds += time.perf_counter() - started - writes
+    writing_time = stats.foreground_write_seconds - written
+    stats.exchange_seconds += time.perf_counter() - started - writing_time
     return error
 
 
