@@ -225,6 +225,24 @@ def _write_behind_threads() -> list[threading.Thread]:
     return [t for t in threading.enumerate() if t.name == "h5subfile-write-behind"]
 
 
+def test_regions_never_written_are_named_at_close_as_in_the_foreground(
+    comm: MPI.Intracomm, shared_tmp: Path
+) -> None:
+    rank, last = comm.rank, comm.size - 1
+    path = shared_tmp / "half.h5"
+    with raises_on_every_rank(
+        comm, hs.IncompleteFileError, f"/line (rank {last})", f"rank {last} [{10 * last + 5}:"
+    ):
+        with hs.File(path, "w", subfiles=2, async_writes=True, profile=shared_tmp / "p") as f:
+            line = f.create_dataset(
+                "line", (10 * comm.size,), "i4", start=(10 * rank,), count=(10,)
+            )
+            line[10 * rank : 10 * rank + 5] = np.arange(5, dtype="i4")
+            if rank != last:
+                line[10 * rank + 5 : 10 * rank + 10] = np.arange(5, 10, dtype="i4")
+    assert (shared_tmp / "p" / "half.h5.write.json").exists()  # published, then profiled
+
+
 def test_the_profile_counts_background_writes(comm: MPI.Intracomm, shared_tmp: Path) -> None:
     folder = shared_tmp / "profile"
     data = np.arange(5000, dtype="f8") + comm.rank

@@ -52,27 +52,28 @@ def close(session: Session, failure: BaseException | None = None) -> None:
 
     ``failure``: the agreed error ending the ``with`` block, if any (see the module's
     docstring). Raises IncompleteFileError, after publishing, when a dataset was left
-    incomplete. On any failure of the close itself every rank abandons the session (the old
-    file stays as it was) and raises the same error. A profiled session's profile is written
-    once the master is published (with IncompleteFileError too), not after a failed close.
+    incomplete, or the error background writes met (``async_writes``). On any failure of the
+    close itself every rank abandons the session (the old file stays as it was) and raises the
+    same error. A profiled session's profile is written once the master is published (before
+    either error is raised), not after a failed close.
     """
     if session.closed:
         return
-    try:
-        _close(session, failure)
-    except IncompleteFileError:
-        write_profile(session)
-        raise
+    published = _close(session, failure)
     write_profile(session)
+    if published is not None:
+        raise published
 
 
 @phase("commit")
-def _close(session: Session, failure: BaseException | None) -> None:
+def _close(session: Session, failure: BaseException | None) -> H5SubfileError | None:
+    """The close; returns the error to raise once the master is published (the same on every
+    rank), or None."""
     writing = session.writing
     if writing is None:
         session.reader.close()
         session.closed = True
-        return
+        return None
     error = None
     behind = _behind(session, writing.pool.wait())  # before anything is closed
     try:
@@ -105,13 +106,14 @@ def _close(session: Session, failure: BaseException | None) -> None:
     session.reader.close()
     session.closed = True
     if failure is not None:
-        return
+        return None
     if troubles:
-        raise _background_error(troubles, message, session.comm.size)
+        return _background_error(troubles, message, session.comm.size)
     if message:
         incomplete = IncompleteFileError(message)
         incomplete.collective = True  # the same on every rank
-        raise incomplete
+        return incomplete
+    return None
 
 
 def _behind(session: Session, error: BaseException | None) -> Behind:
