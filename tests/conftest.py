@@ -59,6 +59,7 @@ STAGES = (
             "test_polled_collectives.py",
             "test_profile.py",
             "test_shared_layouts.py",
+            "test_async_writes.py",
         ),
     ),
     Stage(
@@ -88,6 +89,7 @@ STAGES = (
             "test_repack.py",
             "test_profile.py",
             "test_autoplan.py",
+            "test_async_writes.py",
         ),
     ),
     Stage(

@@ -63,6 +63,7 @@ def _committed_steps(path: Path) -> list[str]:
         ("every", "subfiles=1", ""),
         ("explicit", "subfiles=rank", ""),
         ("explicit", "subfiles=1", "0"),  # the master holds the data and is changed in place
+        ("every", "subfiles=rank async_writes=1 async_buffer_size=4k", ""),  # write-behind
     ],
 )
 def test_a_follower_sees_every_step_once_in_order(
@@ -72,7 +73,7 @@ def test_a_follower_sees_every_step_once_in_order(
     follower = _job(2, "steps_follower.py", str(path), "60")
     time.sleep(0.5)  # the follower waits for a file that does not exist yet
     env = {"H5SUBFILE_MASTER_COPY_LIMIT": copy_limit} if copy_limit else None
-    writer = _job(2, "steps_writer.py", str(path), "4", how, "0.3", plan, env=env)
+    writer = _job(2, "steps_writer.py", str(path), "4", how, "0.3", *plan.split(), env=env)
     wrote = [line for line in _lines(writer, "writer") if line]
     seen = [line for line in _lines(follower, "follower") if line]
     assert wrote == [f"wrote {s}" for s in range(4)]

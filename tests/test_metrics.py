@@ -60,3 +60,36 @@ def test_vpic_metrics_from_the_command_line(tmp_path: Path) -> None:
     assert data["observed_rate_mib_s"] == pytest.approx(
         data["total_bytes"] / 2**20 / data["observed_seconds"]
     )
+
+
+def test_emulated_compute_is_left_out_of_the_observed_time_and_counted_per_step(
+    tmp_path: Path,
+) -> None:
+    """``--compute-time``: a sleep after each step but the last (h5bench's placement); the
+    observed time leaves it out, the observed time per step counts it; with --async-writes the
+    background writes are reported apart and the raw time is the caller's share."""
+    flags = ("--compute-time", "150ms", "--json", "--quiet")
+    sync = json.loads(_vpic(tmp_path, "4Ki", *flags).strip().splitlines()[-1])
+    behind = json.loads(
+        _vpic(tmp_path, "8Ki", *flags, "--async-writes", "--async-buffer-size", "64k")
+        .strip()
+        .splitlines()[-1]
+    )
+    for data in (sync, behind):
+        assert data["steps"] == 2 and data["compute_time"] == 0.15
+        assert 0.15 <= data["compute_seconds"] < 1.0  # one sleep: none after the last step
+        assert data["raw_seconds"] + data["metadata_seconds"] == pytest.approx(
+            data["observed_seconds"], rel=1e-12
+        )
+        assert data["observed_with_compute_seconds"] >= data["observed_seconds"] + 0.15
+        assert data["observed_step_seconds"] == pytest.approx(
+            data["observed_with_compute_seconds"] / 2
+        )
+    assert sync["background_write_seconds"] is None and sync["plan"]["async_writes"] is None
+    assert behind["background_write_seconds"] > 0 and behind["plan"]["async_writes"] is True
+    text = _vpic(tmp_path, "4Ki", "--compute-time", "0.1", "--async-writes", "--quiet")
+    assert "Total emulated compute time: 0.1" in text
+    assert "Observed time per step (with compute): " in text
+    assert "Background write time (async_writes): " in text
+    bad = run_cli(1, "vpic", tmp_path / "bad.h5", "--compute-time", "soon")
+    assert bad.returncode == 2 and "cannot read 'soon' as a duration" in bad.stderr

@@ -498,9 +498,9 @@ class File(Group):
     arguments. Modes as in h5py: ``"r"`` read, ``"r+"`` append to an existing file, ``"w"``
     create or truncate, ``"w-"``/``"x"`` create (fail if it exists), ``"a"`` append or create.
     The plan (``subfiles``, ``ranks_per_subfile``, ``fsync``, ``compression``, ``shuffle``,
-    ``chunk_size``, ``aggregators``, ``buffer_size``, ``alignment``, ``transfer_size``: see
-    :class:`~h5subfile.plan.Plan`; each also read from its ``H5SUBFILE_*`` environment
-    variable) applies to what this session writes; for reading, ``aggregators``,
+    ``chunk_size``, ``aggregators``, ``buffer_size``, ``alignment``, ``transfer_size``,
+    ``async_writes``, ``async_buffer_size``: see :class:`~h5subfile.plan.Plan`; each also read
+    from its ``H5SUBFILE_*`` environment variable) applies to what this session writes; for reading, ``aggregators``,
     ``buffer_size`` and ``transfer_size`` apply. The file can be read and appended to with
     any number of ranks. ``verify=True`` makes every read check the checksums of the stored
     pieces it touches (see :meth:`Dataset.read`). ``profile=DIR`` (or ``H5SUBFILE_PROFILE=DIR``
@@ -598,7 +598,20 @@ class File(Group):
         status = "closed" if self._session.closed else f"mode {self._session.mode!r}"
         return f"<h5subfile.File {self._session.path!r} ({status})>"
 
-    # committing and closing ----------------------------------------------------------------
+    # flushing, committing and closing ----------------------------------------------------
+    def flush(self) -> None:
+        """Collective (in write modes; nothing to do when reading): return once every rank's
+        writes are done, i.e. handed to the operating system (the plan's ``fsync`` makes them
+        durable at close).
+
+        With ``async_writes`` this is the wait: each rank waits for its background writes,
+        then the ranks agree, so every rank raises the first error any rank's background
+        writes met (and the session fails, see :meth:`close`); after it, any rank's reads
+        see every rank's bytes. Without it, writes are done when they return, and flush is
+        one agreement round.
+        """
+        transfer.flush(self._session)
+
     def commit(self) -> None:
         """Collective (write modes): publish everything written so far, atomically, and go on
         writing in the same open file.
@@ -619,7 +632,10 @@ class File(Group):
         block it declared, naming dataset, rank and missing region; the datasets concerned then
         refuse to be read. After an error agreed by every rank in a write or dataset creation of
         this session, those datasets (and groups of this session left empty) are not published
-        at all (docs/FORMAT.md, *Commit*).
+        at all (docs/FORMAT.md, *Commit*). With ``async_writes`` it first waits for the
+        background writes; if they met an error on any rank, the datasets they did not store
+        are left out too, and every rank raises that error (its class and errno; the message
+        names what was left out).
         """
         commit.close(self._session)
 

@@ -263,6 +263,24 @@ PLAN_FIELDS: tuple[PlanField, ...] = (
         candidates=fixed_candidates(None, 1 << 20, 4 << 20, 16 << 20),
         default_label="no limit",
     ),
+    # Not searched by the tuner: it times single writes without computation between them,
+    # where writing in the background only adds a copy.
+    PlanField(
+        "async_writes",
+        "H5SUBFILE_ASYNC_WRITES",
+        "write-behind: writes return once their bytes are copied, a background thread writes "
+        "them; errors surface at the next collective call (flush, close wait for them)",
+        parse_bool("async_writes"),
+        switch=True,
+    ),
+    PlanField(
+        "async_buffer_size",
+        "H5SUBFILE_ASYNC_BUFFER_SIZE",
+        "with async_writes: the most bytes a rank holds waiting to be written in the "
+        "background; a write waits for room (default 256m)",
+        parse_bytes("async_buffer_size"),
+        default_label="256m",
+    ),
     PlanField(
         "commit_every_step",
         "H5SUBFILE_COMMIT_EVERY_STEP",
@@ -279,6 +297,7 @@ READ_FIELDS = ("aggregators", "buffer_size", "transfer_size")
 DEFAULT_CHUNK_SIZE = 1 << 20
 DEFAULT_BUFFER_SIZE = 16 << 20
 MIN_BUFFER_SIZE = 4096
+DEFAULT_ASYNC_BUFFER_SIZE = 256 << 20
 
 
 @dataclass(frozen=True)
@@ -306,6 +325,12 @@ class Plan:
         Start every dataset's data in a subfile at a multiple of this many bytes (power of two).
     transfer_size
         The largest single write or read a rank issues (None: up to 1 GiB per system call).
+    async_writes, async_buffer_size
+        Write-behind: writes return once the library holds a copy of their bytes, which one
+        background thread per rank writes in order, holding at most ``async_buffer_size``
+        bytes (None: 256 MiB; a write waits for room). Errors met in the background are
+        raised on every rank at the next collective call (``flush``, ``close`` wait for the
+        writes).
     commit_every_step
         Commit the file (``File.commit``) whenever a collective call starts a new top-level
         group: the steps before it are complete, and readers following the file see them.
@@ -321,6 +346,8 @@ class Plan:
     buffer_size: int | None = None
     alignment: int | None = None
     transfer_size: int | None = None
+    async_writes: bool = False
+    async_buffer_size: int | None = None
     commit_every_step: bool = False
 
     def __post_init__(self) -> None:
@@ -333,6 +360,11 @@ class Plan:
             raise PlanError(
                 f"buffer_size={self.buffer_size}: an aggregator's buffer must hold at least "
                 f"{MIN_BUFFER_SIZE} bytes"
+            )
+        if self.async_buffer_size is not None and self.async_buffer_size < MIN_BUFFER_SIZE:
+            raise PlanError(
+                f"async_buffer_size={self.async_buffer_size}: the write-behind buffer must "
+                f"hold at least {MIN_BUFFER_SIZE} bytes"
             )
 
     @classmethod
@@ -365,6 +397,10 @@ class Plan:
     @property
     def buffer_bytes(self) -> int:
         return self.buffer_size or DEFAULT_BUFFER_SIZE
+
+    @property
+    def async_buffer_bytes(self) -> int:
+        return self.async_buffer_size or DEFAULT_ASYNC_BUFFER_SIZE
 
     def read_only(self) -> Plan:
         """The fields that matter when reading (the others reset to their defaults)."""

@@ -1,7 +1,8 @@
-"""Parsing human-friendly counts and byte sizes for the API and the CLI."""
+"""Parsing human-friendly counts, byte sizes and durations for the API and the CLI."""
 
 from __future__ import annotations
 
+import math
 import re
 
 _SI = {"": 1, "k": 10**3, "m": 10**6, "g": 10**9, "t": 10**12}
@@ -52,29 +53,31 @@ def parse_size(text: str | int) -> int:
     return _whole(value * scale, text)
 
 
+_DURATION = re.compile(r"^\s*(\d+(?:\.\d*)?|\.\d+)\s*([a-zA-Z]*)\s*$")
+_SECONDS = {"": 1.0, "s": 1.0, "sec": 1.0, "ms": 1e-3, "us": 1e-6, "min": 60.0}
+
+
+def parse_duration(text: str | float) -> float:
+    """Parse a duration in seconds: ``0.5``, ``"0.5"``, ``"0.5s"``, ``"500ms"``, ``"250us"``,
+    ``"2min"`` (h5bench writes its compute time as ``"1 s"``); never negative."""
+    if isinstance(text, bool):
+        raise ValueError(f"expected a duration such as 0.5s or 500ms, got {text!r}")
+    if isinstance(text, (int, float)):
+        if not math.isfinite(text) or text < 0:
+            raise ValueError(f"expected a non-negative duration, got {text}")
+        return float(text)
+    match = _DURATION.match(str(text))
+    unit = match.group(2).lower() if match else ""
+    if not match or unit not in _SECONDS:
+        raise ValueError(
+            f"cannot read {text!r} as a duration (examples: 0.5, 0.5s, 500ms, 250us, 2min)"
+        )
+    return float(match.group(1)) * _SECONDS[unit]
+
+
 def format_bytes(nbytes: float) -> str:
     """Format a byte count with a binary unit, e.g. ``'128.000 MiB'``."""
     for unit, scale in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
         if abs(nbytes) >= scale:
             return f"{nbytes / scale:.3f} {unit}"
     return f"{int(nbytes)} B"
-
-
-_DURATION = {"": 1.0, "s": 1.0, "ms": 1e-3, "us": 1e-6, "m": 60.0, "min": 60.0, "h": 3600.0}
-
-
-def parse_duration(text: str | float) -> float:
-    """Parse a duration in seconds: ``0.5``, ``0.5s``, ``500ms``, ``2min``, ``1h``."""
-    if isinstance(text, (int, float)):
-        value, suffix = float(text), ""
-    else:
-        match = re.match(r"^\s*(\d+(?:\.\d*)?|\.\d+)\s*([a-zA-Z]*)\s*$", str(text))
-        if not match:
-            raise ValueError(f"cannot read {text!r} as a duration (examples: 0.5, 0.5s, 500ms)")
-        value, suffix = float(match.group(1)), match.group(2).lower()
-    if value < 0:
-        raise ValueError(f"a duration cannot be negative, got {text}")
-    scale = _DURATION.get(suffix)
-    if scale is None:
-        raise ValueError(f"unknown unit {suffix!r} in {text!r}: use s, ms, us, min or h")
-    return value * scale

@@ -23,7 +23,7 @@ from h5subfile.layout.names import (
 )
 from h5subfile.layout.record import DatasetLayout, FileRecord, Session, StoredExtent
 from h5subfile.plan import PLAN_FIELDS, Plan
-from h5subfile.units import format_bytes, parse_count, parse_size
+from h5subfile.units import format_bytes, parse_count, parse_duration, parse_size
 
 
 def test_counts_and_sizes() -> None:
@@ -33,6 +33,12 @@ def test_counts_and_sizes() -> None:
     assert parse_count("2k") == 2000 and parse_count("1.5Ki") == 1536
     assert parse_size("1m") == 2**20 and parse_size("64k") == 65536 and parse_size("2g") == 2**31
     assert parse_size("4MiB") == 4 * 2**20 and parse_size("100") == 100
+    assert parse_duration("0.5s") == parse_duration("500ms") == parse_duration("0.5") == 0.5
+    assert parse_duration(2) == 2.0 and parse_duration("1 s") == 1.0
+    assert parse_duration("250us") == pytest.approx(250e-6) and parse_duration("2min") == 120
+    for wrong in ("-1", "soon", "1h", "", True, -0.5, float("nan")):
+        with pytest.raises(ValueError):
+            parse_duration(wrong)
     for bad in ("x", "1.5", "-3", "3Q", "1.2.3"):
         with pytest.raises(ValueError):
             parse_count(bad)
@@ -48,6 +54,11 @@ def test_plan_parse_and_environment() -> None:
     # an explicit grouping argument wins over any grouping variable
     assert Plan.parse(ranks_per_subfile=2, env={"H5SUBFILE_SUBFILES": "3"}).ranks_per_subfile == 2
     assert Plan.parse(env={"H5SUBFILE_FSYNC": "yes"}).fsync is True
+    behind = Plan.parse(env={"H5SUBFILE_ASYNC_WRITES": "1", "H5SUBFILE_ASYNC_BUFFER_SIZE": "64m"})
+    assert behind.async_writes is True and behind.async_buffer_bytes == 64 << 20
+    assert Plan.parse(env={}).async_buffer_bytes == 256 << 20 and not Plan().async_writes
+    assert Plan.parse(async_writes=False, env={"H5SUBFILE_ASYNC_WRITES": "1"}).async_writes is False
+    assert Plan(async_writes=True).read_only().async_writes is False  # writing only
     for bad in (
         dict(subfiles="nodes"),
         dict(subfiles=0),
@@ -55,6 +66,8 @@ def test_plan_parse_and_environment() -> None:
         dict(fsync="maybe"),
         dict(subfiles=2, ranks_per_subfile=2),
         dict(bogus=1),
+        dict(async_writes="later"),
+        dict(async_buffer_size="1k"),
     ):
         with pytest.raises(PlanError):
             Plan.parse(env={}, **bad)

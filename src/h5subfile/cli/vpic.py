@@ -1,5 +1,6 @@
-"""``h5subfile vpic FILE --particles N --steps S [--api phdf5 [--collective]]``: the VPIC-IO
-write kernel, through h5subfile or, as the baseline, through parallel HDF5."""
+"""``h5subfile vpic FILE --particles N --steps S [--compute-time 0.5s] [--api phdf5
+[--collective]]``: the VPIC-IO write kernel, through h5subfile or, as the baseline, through
+parallel HDF5."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ import argparse
 import sys
 from typing import Any
 
-from ..units import parse_count
+from ..units import parse_count, parse_duration
 from .common import (
     UsageError,
     add_plan_flags,
@@ -38,6 +39,16 @@ def add_parser(verbs: Any) -> None:
     )
     parser.add_argument("--steps", type=int_at_least(1), default=1, help="time steps (default 1)")
     parser.add_argument(
+        "--compute-time",
+        type=_duration,
+        default=0.0,
+        metavar="TIME",
+        help="emulated computation after each step but the last, as h5bench's "
+        "EMULATED_COMPUTE_TIME_PER_TIMESTEP: 0.5s, 500ms, 0.5 (seconds); left out of the "
+        "observed time, counted in the observed time per step; with --async-writes the "
+        "background writes overlap it (default 0)",
+    )
+    parser.add_argument(
         "--api",
         choices=("h5subfile", "phdf5"),
         default="h5subfile",
@@ -54,6 +65,13 @@ def add_parser(verbs: Any) -> None:
     add_progress_flags(parser)
     add_profile_flags(parser, "the file written (--api h5subfile)")
     parser.set_defaults(run=run)
+
+
+def _duration(text: str) -> float:
+    return parse_duration(text)
+
+
+_duration.__name__ = "duration"
 
 
 def _phdf5_problem(args: argparse.Namespace) -> str | None:
@@ -90,7 +108,13 @@ def run(args: argparse.Namespace) -> int:
         progress.phase("vpic:", args.steps, lambda done, n: f"step {done}/{n} written", "step")
         if args.api == "phdf5":
             metrics = run_vpic_phdf5(
-                args.file, args.particles, args.steps, comm, progress, collective=args.collective
+                args.file,
+                args.particles,
+                args.steps,
+                comm,
+                progress,
+                collective=args.collective,
+                compute_time=args.compute_time,
             )
         else:
             metrics = run_vpic(
@@ -100,6 +124,7 @@ def run(args: argparse.Namespace) -> int:
                 comm,
                 progress,
                 profile=profiled.folder,
+                compute_time=args.compute_time,
                 **plan_arguments(args),
             )
     if comm.rank == 0:
@@ -109,6 +134,7 @@ def run(args: argparse.Namespace) -> int:
                 file=args.file,
                 particles_per_rank=args.particles,
                 steps=args.steps,
+                compute_time=args.compute_time,
                 api=args.api,
                 collective=args.collective,
                 plan=plan_arguments(args),

@@ -1,10 +1,13 @@
 """The chunked transfer (collective): ranks send the parts of chunks other ranks own to their
 owners (one ``Alltoallv``), compress their own chunks in parallel, and send the compressed
 chunks, in rounds of about ``buffer_size`` raw bytes per rank, to their group's leader, which
-writes them whole (``write_direct_chunk``)."""
+writes them whole (``write_direct_chunk``). Writing behind (``async_writes``), the leader's
+writes, and its flush after them, are jobs of its write-behind queue (the compressed chunks are
+handed over, not copied)."""
 
 from __future__ import annotations
 
+import functools
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -13,6 +16,7 @@ import numpy as np
 from mpi4py import MPI
 
 from ..io.h5 import SourceFile
+from ..io.writebehind import Lost
 from ..layout.blocks import Block
 from ..layout.chunking import chunk_box
 from ..layout.integrity import PieceSum, checksum
@@ -42,7 +46,8 @@ def write_chunks(session: Session, writes: Sequence[PreparedWrite]) -> BaseExcep
     """Collective: write chunked datasets (every rank calls it, with or without writes of its
     own). Returns this rank's first error for the caller to agree."""
     stats = session.stats
-    started, busy = time.perf_counter(), stats.write_seconds + stats.compress_seconds
+    started = time.perf_counter()
+    busy = stats.foreground_write_seconds + stats.compress_seconds
     items = []
     for write in writes:
         assert write.target.chunked is not None
@@ -54,7 +59,9 @@ def write_chunks(session: Session, writes: Sequence[PreparedWrite]) -> BaseExcep
     error = _compress_and_store(session, items, batches, received)
     session.reader.forget_sources()  # reopen files written by other processes when reading
     stats.exchange_seconds += (
-        time.perf_counter() - started - (stats.write_seconds + stats.compress_seconds - busy)
+        time.perf_counter()
+        - started
+        - (stats.foreground_write_seconds + stats.compress_seconds - busy)
     )
     return error
 
@@ -136,40 +143,71 @@ def _compress_and_store(
 def _store(
     session: Session, gathered: list[list[CompressedChunk] | CompressionFailed]
 ) -> BaseException | None:
-    """The leader writes the compressed chunks of its group, whole."""
+    """The leader writes the compressed chunks of its group, whole (writing behind: queues
+    their writes)."""
     writing = session.writing
-    assert writing is not None and writing.leader is not None
-    stats = session.stats
+    assert writing is not None
+    queue = writing.pool.queue
     try:
         for chunks in gathered:
             if isinstance(chunks, CompressionFailed):
                 raise OSError(f"rank {chunks.rank}: compressing failed: {chunks.message}")
-            for chunk in chunks:
-                started = time.perf_counter()
-                sink = writing.leader.chunk_sinks[chunk.sink]
-                sink.id.write_direct_chunk(chunk.offset, chunk.data, chunk.mask)
-                stats.write_seconds += time.perf_counter() - started
-                stats.writes += 1
-                stats.bytes_written += len(chunk.data)
+            if queue is None:
+                _write_chunks(session, chunks)
+            elif chunks:
+                _, file = _sink_file(session)
+                sinks = sorted({chunk.sink for chunk in chunks})
+                queue.submit_call(
+                    functools.partial(_write_chunks, session, chunks),
+                    sum(len(chunk.data) for chunk in chunks),
+                    tuple(Lost(file, dataset=sink) for sink in sinks),
+                    file,
+                )
     except Exception as exc:  # noqa: BLE001 - agreed on every rank by the caller
         return exc
     return None
 
 
-def _flush_leader(session: Session) -> BaseException | None:
-    """The leader flushes its file, so that readers in this session (opening it anew) see
-    the chunks."""
+def _write_chunks(session: Session, chunks: Sequence[CompressedChunk]) -> None:
+    """Store compressed chunks in the leader's file (counted as its writes)."""
+    writing = session.writing
+    assert writing is not None and writing.leader is not None
+    stats = session.stats
+    for chunk in chunks:
+        started = time.perf_counter()
+        sink = writing.leader.chunk_sinks[chunk.sink]
+        sink.id.write_direct_chunk(chunk.offset, chunk.data, chunk.mask)
+        stats.write_seconds += time.perf_counter() - started
+        stats.writes += 1
+        stats.bytes_written += len(chunk.data)
+
+
+def _sink_file(session: Session) -> tuple[SourceFile | None, str]:
+    """The file the leader stores chunks in (a single-group session's: the master), and its
+    path as the layout records resolve it."""
     writing = session.writing
     assert writing is not None
     leader, root = writing.leader, writing.root
-    writer: SourceFile | None = None
     if leader is not None and leader.subfile is not None:
-        writer = leader.subfile
-    elif root is not None:
-        writer = root.master  # a single-group session's chunks are in the master
+        return leader.subfile, leader.subfile.path
+    if root is not None:
+        return root.master, session.reader.paths.resolve("")
+    return None, ""
+
+
+def _flush_leader(session: Session) -> BaseException | None:
+    """The leader flushes its file, so that readers in this session (opening it anew) see
+    the chunks (writing behind: after the queued chunks, in the background)."""
+    writing = session.writing
+    assert writing is not None
+    writer, file = _sink_file(session)
     try:
-        if writer is not None:
+        if writer is None:
+            pass
+        elif writing.pool.queue is None:
             writer.flush()
+        else:
+            writing.pool.queue.submit_call(writer.flush, 0, (Lost(file),), file)
     except Exception as exc:  # noqa: BLE001 - agreed on every rank by the caller
         return exc
     return None

@@ -14,6 +14,12 @@ it.
   written completely, and everything earlier sessions closed, is published as usual. With an
   error on its way out close raises nothing of its own (that error ends the block on every
   rank); called after a caught error it raises IncompleteFileError naming what it left out.
+
+Writing behind (``async_writes``), close first waits for this rank's background writes. An
+error they met (on any rank, now or earlier) fails the session: each rank reports what its
+failed or dropped writes did not store (``io/writebehind.Lost``), rank 0 leaves out every
+dataset of the session they touch, and close raises that error on every rank (its class, its
+errno; the message says what was left out), unless another error is on its way out.
 """
 
 from __future__ import annotations
@@ -21,9 +27,12 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Iterable
 
-from ..errors import IncompleteFileError
+from ..errors import H5SubfileError, IncompleteFileError
+from ..io.writebehind import Lost
+from ..layout.catalog import NodeInfo
 from ..layout.regions import describe
-from ..mpi.collective import root_decides
+from ..mpi.collective import Failure, rebuild, root_decides
+from ..mpi.collective import describe as describe_error
 from . import integrity
 from .profiling import add_measured_phases, finish_profile, phase
 from .session import Session, continue_writing
@@ -31,6 +40,11 @@ from .session import Session, continue_writing
 #: What one rank still had to write of one dataset at close: (path, its block, the first
 #: boxes missing, how many boxes are missing). Small, whatever the number of writes.
 Missing = tuple[str, str, str, int]
+#: What a rank writing behind reports at close: the error its background writes met, if any,
+#: and what they did not store; None for a rank writing in the foreground.
+Behind = tuple[Failure | None, list[Lost]] | None
+#: A rank's message to rank 0 at close.
+Closing = tuple[integrity.Report, list[Missing], Behind]
 
 
 def close(session: Session, failure: BaseException | None = None) -> None:
@@ -39,18 +53,17 @@ def close(session: Session, failure: BaseException | None = None) -> None:
 
     ``failure``: the agreed error ending the ``with`` block, if any (see the module's
     docstring). Raises IncompleteFileError, after publishing, when a dataset was left
-    incomplete. On any failure of the close itself every rank abandons the session (the old
-    file stays as it was) and raises the same error. A profiled session's profile is written
-    once the master is published (with IncompleteFileError too), not after a failed close.
+    incomplete, or the error background writes met (``async_writes``). On any failure of the
+    close itself every rank abandons the session (the old file stays as it was) and raises the
+    same error. A profiled session's profile is written once the master is published (before
+    either error is raised), not after a failed close.
     """
     if session.closed:
         return
-    try:
-        _close(session, failure)
-    except IncompleteFileError:
-        write_profile(session)
-        raise
+    published = _close(session, failure)
     write_profile(session)
+    if published is not None:
+        raise published
 
 
 def commit(session: Session) -> None:
@@ -61,18 +74,18 @@ def commit(session: Session) -> None:
     :mod:`h5subfile.following`), then the same open file continues in a new write session that
     appends (:func:`.session.continue_writing`); rank 0 keeps the file's claim in between.
     Datasets of the published sessions are read like any other, and are no longer written.
-    When the close raises (IncompleteFileError: something declared was never written), the
-    file is closed, as after :func:`close`.
+    When the close has an error to raise (IncompleteFileError: something declared was never
+    written; or what background writes met), the file is closed, as after :func:`close`, and
+    the error raised.
     """
     session.require_writable("commit")
     writing = session.writing
     assert writing is not None
-    try:
-        _close(session, None, keep_claim=True)
-    except IncompleteFileError:
+    published = _close(session, None, keep_claim=True)
+    if published is not None:  # the file is closed, as close() leaves it
         _release_claim(session)
         write_profile(session)
-        raise
+        raise published
     claim = writing.root.master.claim if writing.root is not None else None
     continue_writing(session, claim)
 
@@ -96,13 +109,18 @@ def _release_claim(session: Session) -> None:
 
 
 @phase("commit")
-def _close(session: Session, failure: BaseException | None, keep_claim: bool = False) -> None:
+def _close(
+    session: Session, failure: BaseException | None, keep_claim: bool = False
+) -> H5SubfileError | None:
+    """The close; returns the error to raise once the master is published (the same on every
+    rank), or None. ``keep_claim``: rank 0 keeps the claim (a commit, the file goes on)."""
     writing = session.writing
     if writing is None:
         session.reader.close()
         session.closed = True
-        return
+        return None
     error = None
+    behind = _behind(session, writing.pool.wait())  # before anything is closed
     try:
         if session.plan.fsync:
             writing.pool.sync_all()
@@ -116,13 +134,15 @@ def _close(session: Session, failure: BaseException | None, keep_claim: bool = F
     if failure is not None:
         failed = f"{type(failure).__name__}: {failure}"
     try:
-        session.enter("commit" if keep_claim else "close", error)
+        session.enter(
+            "commit" if keep_claim else "close", error, background=False
+        )  # background errors: reported below
         # One round: each rank's checksums, subfile identity and missing regions to rank 0,
         # which records the checksums and identities, then commits the master.
         report, not_made = integrity.close_report(session)
-        message = root_decides(
+        message, troubles = root_decides(
             session.comm,
-            (report, missing_regions(session)),
+            (report, missing_regions(session), behind),
             not_made,
             lambda gathered: _record_and_commit(session, gathered, failed, keep_claim),
             per_rank=False,
@@ -132,21 +152,92 @@ def _close(session: Session, failure: BaseException | None, keep_claim: bool = F
         raise
     session.reader.close()
     session.closed = True
-    if message and failure is None:
+    if failure is not None:
+        return None
+    if troubles:
+        return _background_error(troubles, message, session.comm.size)
+    if message:
         incomplete = IncompleteFileError(message)
         incomplete.collective = True  # the same on every rank
-        raise incomplete
+        return incomplete
+    return None
+
+
+def _behind(session: Session, error: BaseException | None) -> Behind:
+    """This rank's report of its background writes (None when it writes in the foreground)."""
+    writing = session.writing
+    assert writing is not None
+    queue = writing.pool.queue
+    if queue is None:
+        return None
+    return (None if error is None else describe_error(error)), queue.lost()
+
+
+def _background_error(
+    troubles: list[tuple[int, Failure]], message: str, size: int
+) -> H5SubfileError:
+    """The error the ranks' background writes met, the same on every rank; its message says
+    what the close left out."""
+    error = rebuild(troubles, size)
+    if message:
+        error.args = (message,)  # it names the error itself, and the datasets left out
+    return error
 
 
 def _record_and_commit(
-    session: Session,
-    gathered: list[tuple[integrity.Report, list[Missing]]],
-    failed: str | None,
-    keep_claim: bool,
-) -> str:
-    """Rank 0: the checksums and subfile identities into the master, then the commit."""
-    integrity.record(session, [report for report, _ in gathered])
-    return commit_on_root(session, [missing for _, missing in gathered], failed, keep_claim)
+    session: Session, gathered: list[Closing], failed: str | None, keep_claim: bool
+) -> tuple[str, list[tuple[int, Failure]]]:
+    """Rank 0: the checksums and subfile identities into the master, then the commit.
+    Returns the message of the close's error and the ranks' background errors."""
+    integrity.record(session, [report for report, _, _ in gathered])
+    troubles = [(rank, b[0]) for rank, (_, _, b) in enumerate(gathered) if b and b[0]]
+    lost = {rank: b[1] for rank, (_, _, b) in enumerate(gathered) if b and b[1]}
+    if troubles and failed is None:
+        error = rebuild(troubles, session.comm.size)
+        failed = f"{type(error).__name__}: {error}"
+    if lost and failed is None:  # never expected: nothing is lost without an error
+        failed = "background writes were not stored"
+    gaps = [missing for _, missing, _ in gathered]
+    lost_paths = lost_datasets(session, lost)
+    return commit_on_root(session, gaps, failed, lost_paths, keep_claim), troubles
+
+
+def lost_datasets(session: Session, lost: dict[int, list[Lost]]) -> dict[str, list[int]]:
+    """Rank 0: the datasets of this session whose bytes some rank's background writes did not
+    store (failed or dropped), with those ranks."""
+    writing = session.writing
+    assert writing is not None
+    found: dict[str, list[int]] = {}
+    if not lost:
+        return found
+    for path, info in session.catalog.nodes.items():
+        for rank, entries in sorted(lost.items()):
+            if _touched(session, info, entries, writing.number):
+                found.setdefault(path, []).append(rank)
+    return found
+
+
+def _touched(session: Session, info: NodeInfo, entries: list[Lost], number: int) -> bool:
+    """Whether any of ``entries`` held bytes of the dataset ``info`` written by session
+    ``number``."""
+    layout = info.layout
+    if layout is None or layout.session != number or info.dtype is None:
+        return False
+    for extent in layout.extents:
+        file = session.reader.paths.resolve(extent.file)
+        start = extent.offset
+        end = start + extent.nbytes(info.dtype.itemsize)
+        for entry in entries:
+            if entry.file != file:
+                continue
+            if entry.dataset:
+                if entry.dataset == extent.dataset:
+                    return True
+            elif not entry.ranges:
+                return True  # anything the session wrote in the file
+            elif not extent.chunks and any(a < end and start < b for a, b in entry.ranges):
+                return True
+    return False
 
 
 def missing_regions(session: Session) -> list[Missing]:
@@ -181,13 +272,20 @@ def describe_missing(by_path: dict[str, list[tuple[int, Missing]]]) -> str:
 
 
 def commit_on_root(
-    session: Session, gathered: list[list[Missing]], failed: str | None, keep_claim: bool = False
+    session: Session,
+    gathered: list[list[Missing]],
+    failed: str | None,
+    lost: dict[str, list[int]] | None = None,
+    keep_claim: bool = False,
 ) -> str:
     """Rank 0: leave out or mark what was not completely written, then publish the master.
-    Returns the message of the IncompleteFileError, or "" when nothing was missing."""
+    ``lost``: datasets whose background writes were not stored, with the ranks (left out;
+    ``failed`` is then set). Returns the message of the IncompleteFileError, or "" when
+    nothing was missing."""
     writing = session.writing
     assert writing is not None and writing.root is not None
     master = writing.root.master
+    lost = lost or {}
     by_path: dict[str, list[tuple[int, Missing]]] = {}
     for rank, entries in enumerate(gathered):
         for entry in entries:
@@ -199,11 +297,34 @@ def commit_on_root(
             info.layout = dataclasses.replace(info.layout, complete=False)
             master.write_layout(path, info.layout)
     else:
-        left_out = [*by_path, *_empty_new_groups(session, set(by_path))]
-        for path in left_out:
+        gone = {*by_path, *lost}
+        for path in [*sorted(gone), *_empty_new_groups(session, gone)]:
             master.unlink(path)
             del session.catalog.nodes[path]
-    subfiles = sorted(
+    steps = session.catalog.new_steps()
+    master.commit(_session_subfiles(session), session.plan.fsync, steps, keep_claim)
+    if not by_path and not lost:
+        return ""
+    if failed is None:
+        return (
+            f"{session.path} was closed but some ranks never wrote the blocks they declared: "
+            f"{describe_missing(by_path)}. These datasets are marked incomplete and refuse "
+            "to be read"
+        )
+    left_out = [describe_missing(by_path)] if by_path else []
+    if lost:
+        left_out.append(f"not stored by background writes: {_describe_lost(lost)}")
+    return (
+        f"{session.path} was closed after an error in this session ({failed}); datasets it "
+        f"did not completely write were not published: {'. '.join(left_out)}"
+    )
+
+
+def _session_subfiles(session: Session) -> list[str]:
+    """The subfiles holding data of this session's datasets (relative paths, sorted)."""
+    writing = session.writing
+    assert writing is not None
+    return sorted(
         {
             e.file
             for info in session.catalog.nodes.values()
@@ -212,18 +333,14 @@ def commit_on_root(
             if e.file
         }
     )
-    master.commit(subfiles, session.plan.fsync, session.catalog.new_steps(), keep_claim)
-    if not by_path:
-        return ""
-    if failed is None:
-        return (
-            f"{session.path} was closed but some ranks never wrote the blocks they declared: "
-            f"{describe_missing(by_path)}. These datasets are marked incomplete and refuse "
-            "to be read"
-        )
-    return (
-        f"{session.path} was closed after an error in this session ({failed}); datasets it "
-        f"did not completely write were not published: {describe_missing(by_path)}"
+
+
+def _describe_lost(lost: dict[str, list[int]]) -> str:
+    """``/a (ranks 0, 1), /b (rank 1)``: a few ranks per dataset."""
+    return ", ".join(
+        f"{path} (rank{'s' if len(ranks) > 1 else ''} {', '.join(map(str, ranks[:8]))}"
+        f"{', ...' if len(ranks) > 8 else ''})"
+        for path, ranks in sorted(lost.items())
     )
 
 

@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 from mpi4py import MPI
 
-from ..io.posix import RawFile
+from ..io.posix import PieceWriter, RawFile
 from ..layout.twophase import Run, Window, plan_two_phase
 from .messages import FileRun
 
@@ -86,11 +86,13 @@ def write_two_phase(
     comm: MPI.Comm,
     rounds: Sequence[Sequence[Window]],
     data: Sequence[memoryview],
-    open_file: Callable[[int], RawFile],
+    open_file: Callable[[int], PieceWriter],
 ) -> BaseException | None:
     """Write this rank's runs (``data[i]`` holds run i's bytes) through the aggregators.
 
-    Returns the first local I/O error (the rounds go on, so that no rank is left waiting).
+    Each round's windows are new buffers, handed to the writer for good (``owned``: a
+    write-behind queue keeps them without a copy). Returns the first local I/O error (the
+    rounds go on, so that no rank is left waiting).
     """
     me, size = comm.rank, comm.size
     error: BaseException | None = None
@@ -129,7 +131,7 @@ def write_two_phase(
             raw = buffer.data
             try:
                 open_file(window.file).write_pieces(
-                    [(offset, raw[at : at + n]) for offset, at, n in window.spans]
+                    [(offset, raw[at : at + n]) for offset, at, n in window.spans], owned=True
                 )
             except Exception as exc:  # noqa: BLE001 - returned, agreed by the caller
                 error = error or exc

@@ -1,5 +1,11 @@
 """Reads: independent (any rank, any selection, no communication) or collective (two-phase
-through the plan's aggregators). :func:`route` decides once how a dataset is read."""
+through the plan's aggregators). :func:`route` decides once how a dataset is read.
+
+In a write session that writes behind (``async_writes``), every read first waits for this
+rank's background writes (:func:`settle`), so that it sees what this rank wrote and no count
+is updated from two threads; a collective read waits on every rank before its agreement round,
+so it sees every rank's bytes.
+"""
 
 from __future__ import annotations
 
@@ -30,6 +36,14 @@ class Route(enum.Enum):
 
     DIRECT = "direct"  # straight from the stored bytes (layout record or contiguous storage)
     H5PY = "h5py"  # through h5py: chunked, compressed, foreign virtual, variable-length, scalar
+
+
+def settle(session: Session) -> None:
+    """Wait for this rank's background writes; raise the first error they met (a read of
+    bytes that may never have been written fails instead)."""
+    error = session.wait_writes()
+    if error is not None:
+        raise error
 
 
 def route(info: NodeInfo) -> Route:
@@ -108,6 +122,7 @@ def read(
     """Read a selection (numpy/h5py style) on this rank only; with ``verify`` (default: the
     file's), the checksum of every stored piece it touches is checked. ``layout``: the
     extents to read from (a collective read's :func:`sent_layout`), instead of the dataset's."""
+    settle(session)
     verify = session.verify if verify is None else verify
     info = session.node(path)
     reader = session.reader
@@ -136,6 +151,7 @@ def read(
 def read_into(session: Session, path: str, dest: np.ndarray, selection: Any = ()) -> None:
     """Read ``selection`` into ``dest`` (h5py's ``read_direct``): for a box selection into a
     C-contiguous ``dest`` of the dataset's dtype, without an intermediate array."""
+    settle(session)
     info = session.node(path)
     if route(info) is Route.DIRECT and dest.dtype == info.dtype and dest.flags.c_contiguous:
         assert info.dtype is not None and info.layout is not None
@@ -169,6 +185,7 @@ def read_partition(session: Session, path: str) -> np.ndarray:
 def read_collective(session: Session, path: str, selection: Any = ()) -> Any:
     """Collective: every rank reads its own selection; with the plan's aggregators, a few
     ranks per file read large pieces and send every rank its bytes (two-phase I/O)."""
+    session.wait_writes()  # every rank's, before the round: its error is agreed there
     info = session.node(path)
     plan, how = None, None
     error: BaseException | None = None

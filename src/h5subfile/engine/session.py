@@ -234,6 +234,7 @@ class Session:
         error: BaseException | None = None,
         detail: str = "",
         args: str | None = None,
+        background: bool = True,
     ) -> None:
         """Collective: the agreement round that starts every collective call on this file.
 
@@ -241,10 +242,16 @@ class Session:
         too when given), else every rank raises CollectiveMismatchError naming the ranks and
         their calls; an ``error`` on any rank is raised on every rank. When the ranks are out
         of step (or some never arrive: CollectiveTimeoutError) the session is abandoned.
+        Without an ``error`` of its own, a rank brings the error its background writes met
+        (``async_writes``; not waited for, and kept: every later call raises it too), which
+        fails the session (``background=False``: the close, which waits and reports them).
         """
         call = Call(name, self.calls, detail, args, self.path)
         self.calls += 1
         profile = self.stats.profile
+        behind = None
+        if background and error is None and self.writing is not None:
+            error = behind = self.writing.pool.error()
         try:
             if profile is None:
                 agree(self.comm, error, call)
@@ -255,6 +262,15 @@ class Session:
             if isinstance(exc, CollectiveTimeoutError) or exc.out_of_step:
                 self.abandon()
             raise
+        except H5SubfileError as exc:
+            if behind is not None and self.writing is not None:
+                self.writing.note_failure(exc)
+            raise
+
+    def wait_writes(self) -> BaseException | None:
+        """Local: wait until this rank's background writes (``async_writes``) are done, before
+        anything reads what they write; the first error they met, or None."""
+        return None if self.writing is None else self.writing.pool.wait()
 
     def abandon(self) -> None:
         """Close this rank's handles without publishing anything (no communication): after
@@ -264,7 +280,9 @@ class Session:
         closers: list[Callable[[], None]] = [self.reader.close]
         if writing is not None:
             writing.group_comm = None  # not freed: freeing is collective, others are elsewhere
-            closers += [writing.pool.close_all, self.release]
+            # The write-behind thread first (its queued writes dropped): nothing it still
+            # writes can reach a file once closed.
+            closers = [writing.pool.abandon, self.reader.close, self.release]
             if writing.leader is not None and writing.leader.subfile is not None:
                 closers.append(writing.leader.subfile.close)
             if writing.root is not None:
@@ -444,12 +462,10 @@ def _attach_writing(
     """Every rank's part of the write session just opened (rank 0's master, the leaders'
     subfiles to come)."""
     plan, rank = session.plan, session.rank
-    writing = Writing(
-        grouping,
-        opened.number,
-        opened.session_id,
-        FilePool(True, session.stats, plan.transfer_size),
-    )
+    behind = plan.async_buffer_bytes if plan.async_writes else None
+    session.stats.write_behind = behind is not None
+    pool = FilePool(True, session.stats, plan.transfer_size, write_behind=behind)
+    writing = Writing(grouping, opened.number, opened.session_id, pool)
     if opened.master is not None:
         writing.root = RootRole(opened.master, frozenset(opened.catalog.nodes))
     group = grouping.group_of_rank[rank]

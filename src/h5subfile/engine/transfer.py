@@ -3,7 +3,8 @@ transfer chosen for it when it was created (:class:`~.messages.Transfer`), as AD
 engines do ``Put`` -> ``DoPut``:
 
 - ``DIRECT``: every rank writes its own bytes at their file offsets (a rank's neighbouring
-  pieces go out in one vectored call); no gather, no copy.
+  pieces go out in one vectored call); no gather, no copy (writing behind, one copy: the
+  write-behind queue's, ``io/writebehind.py``).
 - ``TWO_PHASE``: the plan's aggregators of each subfile gather its bytes and write large
   pieces (:mod:`.exchange`).
 - ``CHUNKED``: ranks compress whole chunks; the group's leader writes them (:mod:`.chunks`).
@@ -81,7 +82,7 @@ def put_independent(session: Session, request: WriteRequest) -> None:
     writing = session.require_writable("write")
     target = write.target
     hashing = integrity.start_hashing([write])
-    writing.pool.get(target.file).write_pieces(
+    writing.pool.writer(target.file).write_pieces(
         box_pieces(target.offset, target.extent, write.box, write.data)
     )
     integrity.finish_hashing(session, [write], hashing, ok=True)
@@ -125,7 +126,7 @@ def write_direct(session: Session, writes: Sequence[PreparedWrite]) -> BaseExcep
         for file, _, piece in _pieces(writes):
             by_file.setdefault(file, []).append(piece)
         for file, pieces in by_file.items():
-            writing.pool.get(file).write_pieces(pieces)
+            writing.pool.writer(file).write_pieces(pieces)
     except Exception as exc:  # noqa: BLE001 - agreed on every rank by the caller
         return exc
     return None
@@ -137,7 +138,7 @@ def write_aggregated(session: Session, writes: Sequence[PreparedWrite]) -> BaseE
     assert writing is not None
     grouping, count = writing.grouping, session.plan.aggregators or 1
     stats = session.stats
-    started, written = time.perf_counter(), stats.write_seconds
+    started, written = time.perf_counter(), stats.foreground_write_seconds
     pieces = _pieces(writes)
     runs = [FileRun(file, group, offset, len(data)) for file, group, (offset, data) in pieces]
     rounds, files = plan_aggregated(
@@ -150,10 +151,24 @@ def write_aggregated(session: Session, writes: Sequence[PreparedWrite]) -> BaseE
         session.comm,
         rounds,
         [data for _, _, (_, data) in pieces],
-        lambda i: writing.pool.get(files[i]),
+        lambda i: writing.pool.writer(files[i]),
     )
-    stats.exchange_seconds += time.perf_counter() - started - (stats.write_seconds - written)
+    writing_time = stats.foreground_write_seconds - written
+    stats.exchange_seconds += time.perf_counter() - started - writing_time
     return error
+
+
+def flush(session: Session) -> None:
+    """Collective in write modes (nothing to do when reading): wait until this rank's
+    background writes (``async_writes``) are done, then agree, so that every rank raises the
+    first error any rank's background writes met (the session then fails) and, once it
+    returns, every rank's bytes are written (to the operating system: the plan's ``fsync``
+    makes them durable at close)."""
+    session.require_open()
+    if session.writing is None:
+        return
+    session.wait_writes()  # its error is this rank's part of the round
+    session.enter("flush")
 
 
 TRANSFERS: dict[Transfer, Callable[[Session, Sequence[PreparedWrite]], BaseException | None]] = {

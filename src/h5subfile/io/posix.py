@@ -12,12 +12,13 @@ import os
 import stat
 import time
 from dataclasses import dataclass, field, fields
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 
 from ..errors import MissingFileError, TruncatedFileError
 from .profile import PosixRecord, Profile
+from .writebehind import QueuedFile, WriteBehind
 
 #: The largest number of bytes passed to one pread/pwrite system call.
 MAX_TRANSFER = 1 << 30
@@ -26,6 +27,12 @@ MAX_BUFFERS = 1024
 
 #: A piece of positioned I/O: (byte offset in the file, the bytes or the buffer to fill).
 Piece = tuple[int, memoryview]
+
+
+class PieceWriter(Protocol):
+    """What writers are handed: a :class:`RawFile`, or a file of a write-behind pool."""
+
+    def write_pieces(self, pieces: list[Piece], owned: bool = False) -> None: ...
 
 
 def coalesce(pieces: list[Piece], limit: int) -> list[tuple[int, list[memoryview]]]:
@@ -67,21 +74,39 @@ class IOStats:
     compress_seconds: float = 0.0
     #: time moving data between ranks (two-phase I/O, chunk parts, compressed chunks)
     exchange_seconds: float = 0.0
+    #: with write-behind (``async_writes``): the caller's time handing writes over (copying
+    #: their bytes, waiting for room in the buffer) and waiting for them to be done (flush,
+    #: reads, close); the writes themselves, in the background, are ``write_seconds``
+    async_wait_seconds: float = 0.0
+    #: the session writes behind: its writes are in the background (``write_seconds``), the
+    #: caller's share of them is ``async_wait_seconds``
+    write_behind: bool = field(default=False, repr=False, compare=False)
     #: where every system call of :class:`RawFile` is also recorded with its offset, length and
     #: times (docs/PROFILING.md); None (the default) costs one test per call
     profile: Profile | None = field(default=None, repr=False, compare=False)
 
     @property
+    def foreground_write_seconds(self) -> float:
+        """The caller's time in data writes: the writes themselves, or, writing behind, the
+        time handing them over and waiting for them (``async_wait_seconds``)."""
+        return self.async_wait_seconds if self.write_behind else self.write_seconds
+
+    @property
     def data_write_seconds(self) -> float:
-        """Everything the data path of a write took: writes, compression, exchanges."""
-        return self.write_seconds + self.compress_seconds + self.exchange_seconds
+        """Everything the data path of a write took the caller: writes (writing behind: the
+        time handing them over and waiting for them), compression, exchanges."""
+        return self.foreground_write_seconds + self.compress_seconds + self.exchange_seconds
 
     @property
     def data_read_seconds(self) -> float:
         return self.read_seconds + self.compress_seconds + self.exchange_seconds
 
     def as_dict(self) -> dict[str, float]:
-        return {f.name: getattr(self, f.name) for f in fields(self) if f.name != "profile"}
+        return {
+            f.name: getattr(self, f.name)
+            for f in fields(self)
+            if f.name not in ("profile", "write_behind")
+        }
 
 
 class FileCalls:
@@ -254,8 +279,10 @@ class RawFile:
         """Write all of ``data`` at byte ``offset`` (in calls of at most ``transfer_size``)."""
         self.write_pieces([(offset, data)])
 
-    def write_pieces(self, pieces: list[Piece]) -> None:
-        """Write every (offset, bytes) piece; neighbours on disk go out in one vectored call."""
+    def write_pieces(self, pieces: list[Piece], owned: bool = False) -> None:
+        """Write every (offset, bytes) piece; neighbours on disk go out in one vectored call
+        (``owned``: whether the caller gives the buffers up, which matters only to a
+        write-behind file, :class:`~.writebehind.QueuedFile`)."""
         started = time.perf_counter()
         calls, nbytes = self._vectored(pieces, os.pwritev, self._wrote_nothing)
         self.stats.writes += calls
@@ -370,15 +397,31 @@ def _remaining(buffers: list[memoryview], done: int) -> list[memoryview]:
 
 
 class FilePool:
-    """Open :class:`RawFile` objects by path, opened on first use and closed together."""
+    """Open :class:`RawFile` objects by path, opened on first use and closed together.
 
-    def __init__(self, writable: bool, stats: IOStats, transfer_size: int | None = None):
+    ``write_behind`` (bytes; writable pools): the pool's writers hand their writes to a
+    :class:`~.writebehind.WriteBehind` queue holding at most that many bytes; its thread opens
+    and writes the files, and :meth:`sync_all`, :meth:`close_all` wait for it first.
+    """
+
+    def __init__(
+        self,
+        writable: bool,
+        stats: IOStats,
+        transfer_size: int | None = None,
+        write_behind: int | None = None,
+    ):
         self.writable = writable
         self.stats = stats
         self.transfer_size = transfer_size
         self._files: dict[str, RawFile] = {}
+        #: the write-behind queue (None: writes are made by the caller)
+        self.queue = WriteBehind(write_behind, self.get, stats) if write_behind else None
+        self._queued: dict[str, QueuedFile] = {}
 
     def get(self, path: str) -> RawFile:
+        """The open file at ``path`` (opened now if needed). With write-behind, only the
+        queue's thread calls it until the queue is drained."""
         handle = self._files.get(path)
         if handle is None:
             handle = self._files[path] = RawFile(
@@ -386,11 +429,39 @@ class FilePool:
             )
         return handle
 
+    def writer(self, path: str) -> PieceWriter:
+        """What writes to ``path``: the file itself, or with write-behind a
+        :class:`~.writebehind.QueuedFile` whose writes go through the queue."""
+        if self.queue is None:
+            return self.get(path)
+        queued = self._queued.get(path)
+        if queued is None:
+            queued = self._queued[path] = QueuedFile(path, self.queue)
+        return queued
+
+    def wait(self) -> BaseException | None:
+        """Wait for the queued writes (if any); the first error they met, or None."""
+        return None if self.queue is None else self.queue.wait()
+
+    def error(self) -> BaseException | None:
+        """The first error met by the queued writes so far, without waiting."""
+        return None if self.queue is None else self.queue.error()
+
     def sync_all(self) -> None:
+        self.wait()
         for handle in self._files.values():
             handle.sync()
 
     def close_all(self) -> None:
+        if self.queue is not None:
+            self.queue.close()
         files, self._files = self._files, {}
         for handle in files.values():
             handle.close()
+
+    def abandon(self) -> None:
+        """Close without waiting for queued writes (they are dropped); a file the queue's
+        thread may still be writing (it did not end in time) is left open."""
+        if self.queue is not None and not self.queue.stop():
+            return
+        self.close_all()

@@ -10,6 +10,11 @@ against, through parallel HDF5 with h5py's ``mpio`` driver into one shared file
 (:func:`run_vpic_phdf5`: each rank writes its contiguous block with independent or collective
 ``H5Dwrite`` calls, as h5bench does). Both go through :func:`write_vpic`, so the data, the timing
 and the metrics are defined once.
+
+``compute_time`` emulates the simulation's computation between steps as h5bench's
+``EMULATED_COMPUTE_TIME_PER_TIMESTEP`` does: a sleep after each step's writes have returned,
+none after the last step; writing behind (``async_writes``), the background writes go on
+during it.
 """
 
 from __future__ import annotations
@@ -23,6 +28,7 @@ from mpi4py import MPI
 
 from ..files import File
 from ..layout.vpic import BYTES_PER_PARTICLE, FIELDS, step_name
+from ..units import parse_duration
 from .metrics import Metrics, reduce_metrics
 
 KERNEL_ATTR = "kernel"
@@ -55,7 +61,12 @@ class Sink(Protocol):
     def write_step(self, name: str, data: dict[str, np.ndarray]) -> None: ...
 
     def raw_seconds(self) -> float:
-        """Seconds this rank spent inside its data writes so far."""
+        """Seconds this rank spent inside its data writes so far (writing behind: handing
+        them over and waiting for them)."""
+        ...
+
+    def background_seconds(self) -> float | None:
+        """Writing behind: the seconds of the background writes so far; None otherwise."""
         ...
 
 
@@ -65,6 +76,7 @@ def write_vpic(
     steps: int,
     comm: MPI.Intracomm,
     progress: Callable[[int, int], None] | None = None,
+    compute_time: float = 0.0,
 ) -> Metrics:
     """Collective: the VPIC-IO kernel, timed as h5bench does, writing through
     ``open_sink(first, total)`` (this rank's first particle, every rank's particles).
@@ -72,13 +84,16 @@ def write_vpic(
     Observed time runs from before the sink is opened to after it is closed (after a barrier,
     data generation excluded: each step's values are made, then a barrier, untimed, so that no
     rank's I/O waits for another rank still making its data); raw time is what the sink spent
-    inside its data writes. ``progress(done, total)``, if given, is called with the steps
-    written so far.
+    inside its data writes, read after the close (writing behind, the close waits for the last
+    writes). ``compute_time`` seconds of emulated computation follow each step but the last
+    (h5bench's placement); they are left out of the observed time and counted in the observed
+    time per step. ``progress(done, total)``, if given, is called with the steps written so
+    far.
     """
     counts = comm.allgather(particles)
     first = sum(counts[: comm.rank])
     gids = np.arange(first, first + particles, dtype=np.uint64)
-    excluded = 0.0
+    excluded = computed = 0.0
     if progress:
         progress(0, steps)
     comm.Barrier()
@@ -93,9 +108,22 @@ def write_vpic(
             sink.write_step(step_name(step), data)
             if progress:
                 progress(step + 1, steps)
-        raw = sink.raw_seconds()
-    observed = time.perf_counter() - started - excluded
-    return reduce_metrics(comm, "write", particles * BYTES_PER_PARTICLE * steps, raw, observed)
+            if compute_time > 0 and step < steps - 1:  # h5bench: none after the last step
+                t = time.perf_counter()
+                time.sleep(compute_time)
+                computed += time.perf_counter() - t
+    raw, background = sink.raw_seconds(), sink.background_seconds()
+    with_compute = time.perf_counter() - started - excluded
+    return reduce_metrics(
+        comm,
+        "write",
+        particles * BYTES_PER_PARTICLE * steps,
+        raw,
+        with_compute - computed,
+        steps=steps,
+        compute_seconds=computed,
+        background_seconds=background,
+    )
 
 
 class _H5SubfileSink:
@@ -125,6 +153,10 @@ class _H5SubfileSink:
     def raw_seconds(self) -> float:
         return self.file.stats.data_write_seconds
 
+    def background_seconds(self) -> float | None:
+        stats = self.file.stats
+        return stats.write_seconds if stats.write_behind else None
+
 
 def run_vpic(
     path: str,
@@ -133,19 +165,23 @@ def run_vpic(
     comm: MPI.Intracomm | None = None,
     progress: Callable[[int, int], None] | None = None,
     profile: str | None = None,
+    compute_time: float | str = 0.0,
     **plan: Any,
 ) -> Metrics:
     """Collective: write ``steps`` VPIC-IO steps of ``particles`` particles per rank to ``path``.
 
-    ``plan`` goes to :class:`~h5subfile.File` (``subfiles``, ``ranks_per_subfile``, ``fsync``),
-    and so does ``profile`` (the folder the session's profile goes to; None: not profiled).
+    ``plan`` goes to :class:`~h5subfile.File` (``subfiles``, ``ranks_per_subfile``, ``fsync``,
+    ``async_writes``...), and so does ``profile`` (the folder the session's profile goes to;
+    None: not profiled). ``compute_time``: emulated computation after each step but the last,
+    in seconds or as ``"0.5s"``, ``"500ms"`` (see :func:`write_vpic`).
     """
     comm = MPI.COMM_WORLD if comm is None else comm
+    seconds = parse_duration(compute_time)
 
     def open_sink(first: int, total: int) -> Sink:
         return _H5SubfileSink(path, comm, plan, profile)
 
-    return write_vpic(open_sink, particles, steps, comm, progress)
+    return write_vpic(open_sink, particles, steps, comm, progress, seconds)
 
 
 class _ParallelHDF5Sink:
@@ -197,6 +233,9 @@ class _ParallelHDF5Sink:
     def raw_seconds(self) -> float:
         return self.raw
 
+    def background_seconds(self) -> float | None:
+        return None
+
 
 def run_vpic_phdf5(
     path: str,
@@ -205,12 +244,14 @@ def run_vpic_phdf5(
     comm: MPI.Intracomm | None = None,
     progress: Callable[[int, int], None] | None = None,
     collective: bool = False,
+    compute_time: float | str = 0.0,
 ) -> Metrics:
     """Collective: the same kernel through parallel HDF5 into one shared file (the baseline
     h5subfile is measured against). Needs an h5py built with MPI (``make phdf5``)."""
     comm = MPI.COMM_WORLD if comm is None else comm
+    seconds = parse_duration(compute_time)
 
     def open_sink(first: int, total: int) -> Sink:
         return _ParallelHDF5Sink(path, comm, first, particles, total, collective)
 
-    return write_vpic(open_sink, particles, steps, comm, progress)
+    return write_vpic(open_sink, particles, steps, comm, progress, seconds)

@@ -1,0 +1,325 @@
+"""Write-behind (``File(..., async_writes=True)``): one background thread per write session
+performs the session's writes in the order they were submitted, while the caller goes on.
+
+- **Ownership.** :meth:`WriteBehind.submit` copies the pieces' bytes into memory the queue
+  owns before it returns, so the caller may reuse or change its buffers at once; buffers the
+  library made for the write and never touches again are handed over without a copy
+  (``owned=True``: two-phase windows, compressed chunks).
+- **Bound.** The queue holds at most ``limit`` bytes (copied or handed over, not yet written):
+  a submit waits while its bytes would go beyond it. A write larger than the whole buffer is
+  cut into parts that each fit, queued one after the other.
+- **Errors.** The first error met in the background is kept, mapped into the hierarchy
+  (:func:`~h5subfile.errors.as_error`) with the file named; no later job is attempted (its
+  bytes are dropped) and every job not done is listed by :meth:`WriteBehind.lost`, so that the
+  session leaves out what they held. :meth:`WriteBehind.error` looks without waiting,
+  :meth:`WriteBehind.wait` drains the queue first; a submit after an error raises it.
+- **Files** are opened in the background, on their first write (``opener``), so a file that
+  cannot be opened is a background error like a failed write.
+- **Counting.** The background writes go through :class:`~.posix.RawFile`, counted in the
+  session's ``IOStats`` (and profile) as ever; while the queue is in use the caller does no
+  positioned I/O of its own on the session's counters (reads wait for the queue first), so
+  no count is updated from two threads. The caller's time in :meth:`~WriteBehind.submit` and
+  :meth:`~WriteBehind.wait` (copying, waiting for room or for the writes) is
+  ``IOStats.async_wait_seconds``.
+
+One thread submits (the rank's own); positioned writes release the GIL, so the caller's work
+overlaps them.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import deque
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from ..errors import as_error, keep_errno
+
+if TYPE_CHECKING:
+    from .posix import IOStats, Piece, RawFile
+
+#: Seconds :meth:`WriteBehind.stop` waits for the job under way to end (it cannot be cut).
+STOP_WAIT = 30.0
+
+
+@dataclass(frozen=True)
+class Lost:
+    """What a job that failed or was dropped did not store in ``file``: byte ``ranges``
+    ([start, end) each), or the chunks of source ``dataset`` in it, or (neither) anything
+    this session wrote there."""
+
+    file: str
+    ranges: tuple[tuple[int, int], ...] = ()
+    dataset: str = ""
+
+
+@dataclass(frozen=True)
+class _Job:
+    run: Callable[[], None]
+    nbytes: int  # counted against the bound until the job is done
+    lost: tuple[Lost, ...]
+    file: str  # named in the error if it fails
+
+
+def split(pieces: Sequence[Piece], limit: int) -> list[list[Piece]]:
+    """The pieces in parts of at most ``limit`` bytes each, in order (a piece larger than
+    what is left of a part is cut); empty pieces are dropped."""
+    parts: list[list[Piece]] = []
+    current: list[Piece] = []
+    size = 0
+    for offset, data in pieces:
+        done = 0
+        while done < len(data):
+            if size == limit:
+                parts.append(current)
+                current, size = [], 0
+            take = min(len(data) - done, limit - size)
+            current.append((offset + done, data[done : done + take]))
+            size += take
+            done += take
+    if current:
+        parts.append(current)
+    return parts
+
+
+def byte_ranges(pieces: Sequence[Piece]) -> tuple[tuple[int, int], ...]:
+    """The [start, end) ranges the pieces cover, neighbours merged."""
+    ranges: list[tuple[int, int]] = []
+    for offset, data in sorted(pieces, key=lambda piece: piece[0]):
+        end = offset + len(data)
+        if ranges and offset <= ranges[-1][1]:
+            ranges[-1] = (ranges[-1][0], max(end, ranges[-1][1]))
+        else:
+            ranges.append((offset, end))
+    return tuple(ranges)
+
+
+def _copied(part: Sequence[Piece], nbytes: int) -> list[Piece]:
+    """The part's pieces, their bytes copied into one buffer of the queue's."""
+    buffer = np.empty(nbytes, dtype=np.uint8)
+    view = buffer.data
+    copied: list[Piece] = []
+    at = 0
+    for offset, data in part:
+        length = len(data)
+        buffer[at : at + length] = np.frombuffer(data, dtype=np.uint8)
+        copied.append((offset, view[at : at + length]))
+        at += length
+    return copied
+
+
+def in_background(exc: BaseException, file: str) -> BaseException:
+    """``exc``, met by a background job on ``file``, as the error of the hierarchy it maps to,
+    saying where and that it was written in the background (errno kept)."""
+    mapped = as_error(exc)
+    where = "" if file in str(mapped) else f", writing {file}"
+    error = type(mapped)(f"{mapped}{where} (in the background: async_writes)")
+    keep_errno(error, getattr(mapped, "errno", None))
+    error.__cause__ = exc
+    return error
+
+
+class WriteBehind:
+    """The write-behind queue of one write session on one rank (see the module's docstring).
+
+    Parameters
+    ----------
+    limit
+        The most bytes held at once (bytes).
+    opener
+        Opens a file by path for writing (called in the background, on its first write).
+    stats
+        Where the caller's time in submit and wait is counted (``async_wait_seconds``).
+    """
+
+    def __init__(self, limit: int, opener: Callable[[str], RawFile], stats: IOStats) -> None:
+        if limit < 1:
+            raise ValueError(f"write-behind limit must be positive, not {limit}")
+        self.limit = limit
+        self.opener = opener
+        self.stats = stats
+        self.high_water = 0  # the most bytes held at once so far
+        self._cond = threading.Condition()
+        self._jobs: deque[_Job] = deque()
+        self._held = 0
+        self._error: BaseException | None = None
+        self._lost: list[Lost] = []
+        self._closing = False  # no more jobs: the thread ends once the queue is empty
+        self._dropping = False  # queued jobs are dropped, not run (abandon)
+        self._thread: threading.Thread | None = None
+
+    # the caller's side ------------------------------------------------------------------------
+    def submit(self, target: RawFile | str, pieces: Sequence[Piece], owned: bool = False) -> None:
+        """Queue a positioned write of ``pieces`` to ``target`` (a file, or a path opened in the
+        background); returns once the queue holds their bytes (copied unless ``owned``: then
+        the caller never touches those buffers again). Waits while the queue is full; raises
+        the error kept from an earlier job."""
+        started = time.perf_counter()
+        try:
+            path = target if isinstance(target, str) else target.path
+            for part in split(pieces, self.limit):
+                nbytes = sum(len(data) for _, data in part)
+                self._reserve(nbytes)
+                try:
+                    held = part if owned else _copied(part, nbytes)
+                except BaseException:
+                    self._release(nbytes)
+                    raise
+                write = _writer(self.opener, target, held)
+                self._push(_Job(write, nbytes, (Lost(path, byte_ranges(held)),), path))
+        finally:
+            self.stats.async_wait_seconds += time.perf_counter() - started
+
+    def submit_call(
+        self, work: Callable[[], None], nbytes: int, lost: tuple[Lost, ...], file: str
+    ) -> None:
+        """Queue ``work`` (it writes ``file``, holding ``nbytes`` bytes the caller handed over,
+        counted against the bound; ``lost``: what it stores, should it fail or be dropped)."""
+        started = time.perf_counter()
+        try:
+            nbytes = min(nbytes, self.limit)  # one job larger than the buffer still goes
+            self._reserve(nbytes)
+            self._push(_Job(work, nbytes, lost, file))
+        finally:
+            self.stats.async_wait_seconds += time.perf_counter() - started
+
+    def wait(self) -> BaseException | None:
+        """Wait until every queued job is done; the kept error, if any (not raised)."""
+        started = time.perf_counter()
+        with self._cond:
+            while self._jobs and self._alive():
+                self._cond.wait(0.5)
+            self._drop_if_dead()
+            error = self._error
+        self.stats.async_wait_seconds += time.perf_counter() - started
+        return error
+
+    def error(self) -> BaseException | None:
+        """The first error met in the background so far (None), without waiting."""
+        return self._error
+
+    def lost(self) -> list[Lost]:
+        """What the jobs that failed or were dropped did not store."""
+        with self._cond:
+            return list(self._lost)
+
+    @property
+    def held(self) -> int:
+        """Bytes held now (queued or being written)."""
+        return self._held
+
+    def close(self) -> None:
+        """Wait for the queued jobs, then end the thread (a later submit raises)."""
+        self.wait()
+        self._end(drop=False, timeout=None)
+
+    def stop(self, timeout: float = STOP_WAIT) -> bool:
+        """Drop the queued jobs and end the thread (abandoning the session): waits at most
+        ``timeout`` seconds for the job under way. Returns whether the thread ended."""
+        return self._end(drop=True, timeout=timeout)
+
+    # inside -----------------------------------------------------------------------------------
+    def _reserve(self, nbytes: int) -> None:
+        with self._cond:
+            while self._error is None and self._held and self._held + nbytes > self.limit:
+                if not self._alive():
+                    self._drop_if_dead()
+                    break
+                self._cond.wait(0.5)
+            if self._error is not None:
+                raise self._error
+            if self._closing:
+                raise RuntimeError("the write-behind queue is closed")
+            self._held += nbytes
+            self.high_water = max(self.high_water, self._held)
+
+    def _release(self, nbytes: int) -> None:
+        with self._cond:
+            self._held -= nbytes
+            self._cond.notify_all()
+
+    def _push(self, job: _Job) -> None:
+        with self._cond:
+            self._jobs.append(job)
+            if self._thread is None:
+                self._thread = threading.Thread(
+                    target=self._run, name="h5subfile-write-behind", daemon=True
+                )
+                self._thread.start()
+            self._cond.notify_all()
+
+    def _alive(self) -> bool:
+        return self._thread is not None and self._thread.is_alive()
+
+    def _drop_if_dead(self) -> None:
+        """Under the lock: jobs left by a thread that ended (never expected) are lost."""
+        if self._jobs and not self._alive():
+            if self._error is None:
+                self._error = RuntimeError("the write-behind thread ended with writes queued")
+            while self._jobs:
+                job = self._jobs.popleft()
+                self._held -= job.nbytes
+                self._lost.extend(job.lost)
+
+    def _end(self, drop: bool, timeout: float | None) -> bool:
+        with self._cond:
+            self._closing = True
+            self._dropping = self._dropping or drop
+            thread = self._thread
+            self._cond.notify_all()
+        if thread is None:
+            return True
+        thread.join(timeout)
+        return not thread.is_alive()
+
+    def _run(self) -> None:
+        """The background thread: run the jobs in order; after an error, drop the rest."""
+        while True:
+            with self._cond:
+                while not self._jobs and not self._closing:
+                    self._cond.wait()
+                if not self._jobs:
+                    return
+                job = self._jobs[0]
+                skip = self._error is not None or self._dropping
+            failure: BaseException | None = None
+            if not skip:
+                try:
+                    job.run()
+                except BaseException as exc:  # noqa: BLE001 - kept, raised by the caller
+                    failure = exc
+            with self._cond:
+                self._jobs.popleft()
+                self._held -= job.nbytes
+                if failure is not None and self._error is None:
+                    self._error = in_background(failure, job.file)
+                if skip or failure is not None:
+                    self._lost.extend(job.lost)
+                self._cond.notify_all()
+
+
+def _writer(
+    opener: Callable[[str], RawFile], target: RawFile | str, pieces: list[Piece]
+) -> Callable[[], None]:
+    def write() -> None:
+        raw = opener(target) if isinstance(target, str) else target
+        raw.write_pieces(pieces)
+
+    return write
+
+
+class QueuedFile:
+    """A file of a write-behind pool (:class:`~.posix.FilePool`): ``write_pieces`` hands the
+    pieces to the queue and returns; the file is opened and written in the background."""
+
+    def __init__(self, path: str, queue: WriteBehind) -> None:
+        self.path = path
+        self.queue = queue
+
+    def write_pieces(self, pieces: list[Piece], owned: bool = False) -> None:
+        """Queue the pieces (copied unless ``owned``: see :meth:`WriteBehind.submit`)."""
+        self.queue.submit(self.path, pieces, owned)
