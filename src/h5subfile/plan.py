@@ -282,6 +282,14 @@ PLAN_FIELDS: tuple[PlanField, ...] = (
         default_label="256m",
     ),
     PlanField(
+        "async_zero_copy",
+        "H5SUBFILE_ASYNC_ZERO_COPY",
+        "with async_writes: no copy; the arrays written must stay unchanged until flush(), "
+        "commit() or close() returns (as ADIOS2's deferred Put)",
+        parse_bool("async_zero_copy"),
+        switch=True,
+    ),
+    PlanField(
         "commit_every_step",
         "H5SUBFILE_COMMIT_EVERY_STEP",
         "commit the file each time a collective call starts a new top-level group (a step), so "
@@ -331,6 +339,10 @@ class Plan:
         bytes (None: 256 MiB; a write waits for room). Errors met in the background are
         raised on every rank at the next collective call (``flush``, ``close`` wait for the
         writes).
+    async_zero_copy
+        With ``async_writes``: the background thread writes straight from the caller's arrays
+        (no copy), which must stay unchanged until ``flush()``, ``commit()`` or ``close()``
+        returns; they still count against ``async_buffer_size``.
     commit_every_step
         Commit the file (``File.commit``) whenever a collective call starts a new top-level
         group: the steps before it are complete, and readers following the file see them.
@@ -348,6 +360,7 @@ class Plan:
     transfer_size: int | None = None
     async_writes: bool = False
     async_buffer_size: int | None = None
+    async_zero_copy: bool = False
     commit_every_step: bool = False
 
     def __post_init__(self) -> None:

@@ -63,14 +63,22 @@ def _expected(size: int, chunked: bool) -> dict[str, np.ndarray]:
 
 
 def _spoil(*arrays: np.ndarray) -> None:
-    """What the caller may do once a write returns: reuse its buffers."""
+    """What the caller may do once a write returns: reuse its buffers (not with
+    async_zero_copy, whose contract is to leave them alone until flush, commit or close)."""
+    if _ZERO_COPY:
+        return
     for array in arrays:
         array.reshape(-1).view(np.uint8)[...] = 0x5A
+
+
+_ZERO_COPY = False  # set while _write writes with async_zero_copy
 
 
 def _write(path: Path, rank: int, size: int, **plan: object) -> dict[str, float]:
     """Collective: the same datasets through every kind of call; each array is spoiled as soon
     as its write returns. Returns this rank's I/O counters."""
+    global _ZERO_COPY
+    _ZERO_COPY = bool(plan.get("async_zero_copy"))
     chunked = "compression" in plan
     with hs.File(path, "w", **plan) as f:
         x, ids = _x(rank), np.arange(_x(rank).size, dtype="i8") + rank
@@ -151,6 +159,22 @@ def test_background_writes_store_what_foreground_writes_store(
     assert background["bytes_written"] == foreground["bytes_written"]
     assert foreground["async_wait_seconds"] == 0
     assert background["async_wait_seconds"] > 0 or not background["bytes_written"]
+
+
+@pytest.mark.parametrize("kind", ["direct", "master"])
+def test_zero_copy_background_writes_store_the_same_bytes(
+    comm: MPI.Intracomm, shared_tmp: Path, kind: str
+) -> None:
+    rank, size = comm.rank, comm.size
+    plan = dict(PATHS[kind], async_writes=True, async_buffer_size=BUFFER, async_zero_copy=True)
+    stats = _write(shared_tmp / "zero.h5", rank, size, **plan)
+    found = on_root(comm, lambda: _digests([shared_tmp / "zero.h5"]))
+    want = {
+        name: hashlib.sha256(np.ascontiguousarray(a).tobytes()).hexdigest()
+        for name, a in _expected(size, False).items()
+    }
+    assert found[str(shared_tmp / "zero.h5")] == want
+    assert stats["bytes_written"] > 0
 
 
 def test_a_full_disk_is_raised_on_every_rank_and_close_keeps_what_was_stored(

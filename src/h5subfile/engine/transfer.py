@@ -83,7 +83,8 @@ def put_independent(session: Session, request: WriteRequest) -> None:
     target = write.target
     hashing = integrity.start_hashing([write])
     writing.pool.writer(target.file).write_pieces(
-        box_pieces(target.offset, target.extent, write.box, write.data)
+        box_pieces(target.offset, target.extent, write.box, write.data),
+        owned=session.plan.async_zero_copy,
     )
     integrity.finish_hashing(session, [write], hashing, ok=True)
     record_written(session, write)
@@ -126,7 +127,8 @@ def write_direct(session: Session, writes: Sequence[PreparedWrite]) -> BaseExcep
         for file, _, piece in _pieces(writes):
             by_file.setdefault(file, []).append(piece)
         for file, pieces in by_file.items():
-            writing.pool.writer(file).write_pieces(pieces)
+            # async_zero_copy: the caller keeps its arrays unchanged until flush/commit/close
+            writing.pool.writer(file).write_pieces(pieces, owned=session.plan.async_zero_copy)
     except Exception as exc:  # noqa: BLE001 - agreed on every rank by the caller
         return exc
     return None
