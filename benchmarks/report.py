@@ -26,6 +26,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+import async_overlap  # noqa: E402
 import checksum_cost  # noqa: E402
 import metadata_scaling  # noqa: E402
 import open_scaling  # noqa: E402
@@ -49,6 +50,7 @@ DATA = {
     "repack": "repack-results.json",
     "checksums": "checksum-cost.json",
     "profile": "profile-cost.json",
+    "async": "async-overlap.json",
 }
 PAPER_TITLE = paper_experiment.TITLE
 SHORT = {PAPER_TITLE: "VPIC-IO / IOR"}
@@ -575,6 +577,23 @@ def profile_summary(data: dict) -> list[tuple[str, str, str]]:
     ]
 
 
+def async_summary(data: dict) -> list[tuple[str, str, str]]:
+    cells = [
+        f"compute {r['compute']:g} s: **{checksum_cost.cell(r['ratios']['async / sync'], 2)}**"
+        f", zero copy **{checksum_cost.cell(r['ratios'][async_overlap.ZERO], 2)}** "
+        f"(null {checksum_cost.cell(r['ratios'][async_overlap.NULL], 2)})"
+        for r in data["results"]
+    ]
+    return [
+        (
+            f"Writing behind at {data['ranks']} ranks: VPIC time per step with compute, "
+            "async_writes / default (below 1: faster)",
+            "; ".join(cells),
+            async_overlap.TITLE,
+        )
+    ]
+
+
 def summary(data: dict[str, dict]) -> str:
     paper = data["paper"]
     m = paper["machine"]
@@ -587,6 +606,7 @@ def summary(data: dict[str, dict]) -> str:
         + open_summary(data["open"])
         + checksum_summary(data["checksums"])
         + profile_summary(data["profile"])
+        + async_summary(data["async"])
     )
     other = sorted(
         {
@@ -646,6 +666,7 @@ others run `report.py`):
 | [Integrity]({integrity}) | `docs/recorded-results.json` | by hand: `h5subfile vpic` runs of two checkouts alternated (in the section) |
 | [Cost of the checksums]({checksums}) | `docs/checksum-cost.json` | `.venv/bin/python benchmarks/checksum_cost.py --ranks 2 --rounds 15 --json docs/checksum-cost.json` |
 | [Cost of profiling]({profile}) | `docs/profile-cost.json` | `.venv/bin/python benchmarks/profile_cost.py --ranks 2 --rounds 40 --json docs/profile-cost.json` |
+| [Overlapping writes with compute]({async_}) | `docs/async-overlap.json` | `.venv/bin/python benchmarks/async_overlap.py --ranks 2 --rounds 5 --compute 0.5 0.2 --json docs/async-overlap.json` |
 | [Metadata at scale]({metadata}) | `docs/metadata-scaling.json` | `make phdf5 && .venv-phdf5/bin/python benchmarks/metadata_scaling.py --label LABEL` |
 | [Opening for reading at scale]({open}) | `docs/open-scaling.json` | `.venv/bin/python benchmarks/open_scaling.py --ranks 1 8 64 --writers 64 --json docs/open-scaling.json` |
 | [Master size]({master}) | `docs/master-size.json` | `.venv/bin/python benchmarks/master_size.py --repeats 5 --json docs/master-size.json` |
@@ -666,6 +687,7 @@ def build(data: dict[str, dict]) -> str:
         "integrity": anchor(rec["integrity"]["title"]),
         "checksums": anchor(checksum_cost.TITLE),
         "profile": anchor(profile_cost.TITLE),
+        "async_": anchor(async_overlap.TITLE),
         "metadata": anchor("Metadata at scale"),
         "master": anchor(MASTER_TITLE),
         "open": anchor(open_scaling.TITLE),
@@ -681,6 +703,7 @@ def build(data: dict[str, dict]) -> str:
         recorded(rec["integrity"]),
         checksum_cost.render(data["checksums"]),
         profile_cost.render(data["profile"]),
+        async_overlap.render(data["async"]),
         metadata_scaling.render(data["metadata"]),
         open_scaling.render(data["open"]),
         master(data["master"]),
