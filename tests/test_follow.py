@@ -264,3 +264,43 @@ def test_bdcats_follows_vpic(tmp_path: Path) -> None:
     assert refused.returncode == 2 and "cannot be profiled" in refused.stderr
     with h5py.File(path, "r") as f:
         assert sorted(f) == ["Timestep_0", "Timestep_1", "Timestep_2"]
+
+
+def test_a_file_rewritten_while_followed_is_refused_not_mixed(tmp_path: Path) -> None:
+    path = tmp_path / "rerun.h5"
+
+    def run(first: int, steps: int) -> None:
+        with hs.File(path, "w") as f:
+            for step in range(steps):
+                f.create_group(f"T{step}").write_dataset("x", np.full(3, first + step))
+                f.commit()
+
+    run(100, 2)
+    followed = hs.follow(path, timeout=5)
+    seen = [next(followed)["x"][:].tolist(), next(followed)["x"][:].tolist()]
+    run(200, 4)  # a new run of the same steps, past those already yielded
+    with pytest.raises(hs.H5SubfileError, match="was replaced while followed"):
+        next(followed)
+    assert seen == [[100] * 3, [101] * 3]
+
+
+def test_steps_leave_out_unfinished_groups_and_order_old_ones_naturally(tmp_path: Path) -> None:
+    path = tmp_path / "plain.h5"
+    with h5py.File(path, "w") as f:  # a file written without steps
+        for step in (10, 2, 1):
+            f.create_dataset(f"Timestep_{step}/x", data=np.arange(3))
+    with hs.File(path, "a") as f:
+        f.create_group("Timestep_11").write_dataset("x", np.arange(3))
+        declared = f.create_group("Timestep_12").create_dataset("x", (4,), "f8", block=slice(0, 4))
+        declared[0:2] = np.ones(2)
+        with pytest.raises(hs.IncompleteFileError, match="never wrote"):
+            f.commit()
+    with pytest.warns(RuntimeWarning, match="not completely written"):
+        f = hs.File(path, "r")
+    with f:
+        assert f.sessions[0]["extra"]["steps"] == [
+            "/Timestep_1",
+            "/Timestep_2",
+            "/Timestep_10",
+            "/Timestep_11",
+        ]

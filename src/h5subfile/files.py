@@ -15,7 +15,7 @@ import dataclasses
 import os
 import posixpath
 import sys
-from collections.abc import Iterator, Mapping, MutableMapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, MutableMapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -49,6 +49,18 @@ def _join(base: str, name: str) -> str:
         raise ObjectNotFoundError(f"invalid object name {name!r}")
     path = posixpath.normpath(name if name.startswith("/") else posixpath.join(base, name))
     return "/" + path.lstrip("/")
+
+
+def _valid_paths(base: str, names: Iterable[Any]) -> list[str]:
+    """The absolute paths of the valid ``names`` (an invalid one fails the call itself, in its
+    agreement round, the same on every rank)."""
+    paths = []
+    for name in names:
+        try:
+            paths.append(_join(base, name))
+        except ObjectNotFoundError:
+            pass
+    return paths
 
 
 class AttributeManager(MutableMapping[str, Any]):
@@ -249,7 +261,7 @@ class Group(_Object):
             ]
         except (H5SubfileError, ValueError, TypeError) as exc:
             error = exc
-        commit.step_boundary(session, [_join(self._path, name) for name in specs])
+        commit.step_boundary(session, _valid_paths(self._path, specs))
         paths = create.create_datasets(session, requests, error)
         return [Dataset(session, p) for p in paths]
 
@@ -310,7 +322,7 @@ class Group(_Object):
                 arrays.append(array)
         except (H5SubfileError, ValueError, TypeError) as exc:
             requests, error = None, exc
-        commit.step_boundary(session, [_join(self._path, name) for name in datasets])
+        commit.step_boundary(session, _valid_paths(self._path, datasets))
         paths = create.create_datasets(session, requests, error)
         transfer.put(session, [WriteRequest(p, a) for p, a in zip(paths, arrays)])
         return [Dataset(session, p) for p in paths]

@@ -7,14 +7,19 @@ rank of the follower what to do, one small broadcast per look:
 
 - the master changed since it was last opened: every rank opens it again (collective, as any
   ``File(path, "r")``) and the steps not yet yielded are yielded, in order;
-- no writer holds the file and the master is the one last opened: the writer closed it for
-  good, the iteration ends;
+- no writer holds the file and the master is the one last opened, opened again after the
+  writer was seen gone (whatever a network file system's caches say): the writer closed it
+  for good, the iteration ends;
 - the writer stopped without closing it (its claim is stale): every step it committed has
   been yielded, :class:`~h5subfile.errors.WriterStoppedError` says so;
 - nothing new for ``timeout`` seconds: :class:`~h5subfile.errors.FollowTimeoutError`.
 
 The claim is looked at before the master, so a writer that commits and releases its claim
-between the two looks is never mistaken for one that closed before its last commit. Readers
+between the two looks is never mistaken for one that closed before its last commit; a master
+with no claim yet is waited for (a writer claims the file before it makes anything). The steps
+yielded must stay the first steps of every master opened later, which must also have the same
+first write session: a file rewritten (mode "w") while followed raises instead of mixing two
+runs. Readers
 take no lock the writer waits for: the master is replaced by a rename (the follower keeps
 reading the copy it opened) or, changed in place, opened without HDF5's file lock.
 """
@@ -40,7 +45,6 @@ from .errors import (
 )
 from .files import File, Group
 from .io.claim import claim_state
-from .layout.names import partial_path
 from .mpi.collective import root_only
 
 #: Seconds between two looks at the master while nothing changes.
@@ -61,11 +65,17 @@ class _Decision:
 
 
 def _signature(path: str) -> tuple[int, ...] | None:
-    """What changes when the master is replaced or changed in place; None while missing."""
+    """What changes when the master is replaced or changed in place; None while missing.
+    Taken from an open file (``fstat``), which network file systems revalidate, where a
+    ``stat`` by name may answer from a cache of attributes."""
     try:
-        status = os.stat(path)
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
     except FileNotFoundError:
         return None
+    try:
+        status = os.fstat(fd)
+    finally:
+        os.close(fd)
     return (status.st_ino, status.st_dev, status.st_size, status.st_mtime_ns, status.st_ctime_ns)
 
 
@@ -77,15 +87,21 @@ class _Watch:
         self.timeout = timeout
         self.opened: tuple[int, ...] | None = None
         self.since = time.monotonic()
+        #: the master was opened after no writer was seen: the next unchanged look ends
+        self.final = False
 
     def look(self) -> _Decision:
         state, owner = claim_state(self.path)  # first: see the module's docstring
         signature = _signature(self.path)
-        if signature is not None and signature != self.opened:
+        gone = state in ("none", "stale")  # no writer at work (closed, or stopped)
+        if signature is not None and (signature != self.opened or (gone and not self.final)):
+            # With no writer, open once more even if nothing seems to have changed, so that
+            # the last commit is read whatever a file system's timestamps and caches say.
+            self.final = gone
             return _Decision("open", signature, state)
-        if signature is not None and state == "none":
+        if state == "none" and signature is not None:
             return _Decision("end", writer=state)
-        if state == "stale" or (signature is None and state == "none" and self._partial()):
+        if state == "stale":
             who = f" ({owner.describe()})" if owner is not None else ""
             return _Decision(
                 "stopped",
@@ -93,6 +109,7 @@ class _Watch:
                 message=f"the writer of {self.path}{who} stopped without closing it; every step "
                 "it committed was read, later steps never came",
             )
+        self.final = False
         if self.timeout is not None and time.monotonic() - self.since > self.timeout:
             waiting = "its first step" if self.opened is None else "a new step"
             return _Decision(
@@ -102,9 +119,6 @@ class _Watch:
                 f"{waiting}; writer: {state})",
             )
         return _Decision("wait", writer=state)
-
-    def _partial(self) -> bool:
-        return os.path.exists(partial_path(self.path))
 
 
 def follow(
@@ -133,6 +147,7 @@ def follow(
     watch = _Watch(path, timeout) if comm.rank == 0 else None
     current: File | None = None
     yielded: list[str] = []
+    origin: list[str] = []  # the first write session's uuid: the file the steps came from
     try:
         while True:
             decision = root_only(comm, watch.look if watch is not None else _nothing)
@@ -153,7 +168,7 @@ def follow(
             if current is None:
                 time.sleep(poll_interval)
                 continue
-            for step in _new_steps(current, yielded):
+            for step in _new_steps(current, yielded, origin):
                 group = current[step]
                 assert isinstance(group, Group)  # steps are groups (Catalog.steps)
                 yield group
@@ -184,11 +199,15 @@ def _open(path: str, comm: MPI.Comm, decision: _Decision, options: dict[str, Any
         raise
 
 
-def _new_steps(file: File, yielded: list[str]) -> list[str]:
-    """The steps of ``file`` after those already yielded; raises when the file no longer
-    holds them (it was replaced by another file meanwhile)."""
-    steps = file._session.catalog.steps()
-    if steps[: len(yielded)] != yielded:
+def _new_steps(file: File, yielded: list[str], origin: list[str]) -> list[str]:
+    """The steps of ``file`` after those already yielded; raises when the file is no longer
+    the one they came from (rewritten, mode "w", meanwhile: its first session differs)."""
+    catalog = file._session.catalog
+    first = catalog.record.sessions[0].uuid if catalog.record.sessions else ""
+    if not origin:
+        origin.append(first)
+    steps = catalog.steps()
+    if first != origin[0] or steps[: len(yielded)] != yielded:
         raise H5SubfileError(
             f"{file.filename} was replaced while followed: its steps are no longer "
             f"{', '.join(yielded[:3])}{'...' if len(yielded) > 3 else ''}"

@@ -65,6 +65,7 @@ EXPECTED = {
     ),
     "lossy_collective_write": ("DataShapeError", ["float64", "astype('int32')"]),
     "close_after_refused_writes": ("IncompleteFileError", ["/wd (ranks 0, 1, 2); /ws"]),
+    "invalid_name_on_one_rank": ("ObjectNotFoundError", ["[rank 1]", "invalid object name ''"]),
 }
 
 SCENARIOS: dict[str, Callable[[Scene], None]] = {}
@@ -129,6 +130,11 @@ def mismatched_shape(s: Scene) -> None:
 @scenario
 def mismatched_name(s: Scene) -> None:
     s.f.create_dataset(f"mn{s.rank % 2}", (10,), "f4")
+
+
+@scenario
+def invalid_name_on_one_rank(s: Scene) -> None:
+    s.f.write_datasets({"" if s.rank == 1 else "named": np.zeros(2, "f4")})
 
 
 @scenario

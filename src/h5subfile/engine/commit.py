@@ -87,7 +87,11 @@ def commit(session: Session) -> None:
         write_profile(session)
         raise published
     claim = writing.root.master.claim if writing.root is not None else None
-    continue_writing(session, claim)
+    try:
+        continue_writing(session, claim)
+    except BaseException:
+        write_profile(session)  # the file is closed (published as committed): as after close
+        raise
 
 
 def step_boundary(session: Session, paths: Iterable[str]) -> None:
@@ -301,7 +305,7 @@ def commit_on_root(
         for path in [*sorted(gone), *_empty_new_groups(session, gone)]:
             master.unlink(path)
             del session.catalog.nodes[path]
-    steps = session.catalog.new_steps()
+    steps = session.catalog.new_steps(writing.root.existing)
     master.commit(_session_subfiles(session), session.plan.fsync, steps, keep_claim)
     if not by_path and not lost:
         return ""

@@ -121,6 +121,8 @@ class Claim:
         job (``File.commit``): its record names ``session`` from now on."""
         assert self.fd is not None, "a released claim cannot be renewed"
         self.owner = dataclasses.replace(self.owner, session=session)
+        # Not synced: the lock, held throughout, is what other writers go by; the record
+        # only names the holder in their messages.
         os.ftruncate(self.fd, 0)
         os.pwrite(self.fd, self.owner.to_bytes(), 0)
 

@@ -454,6 +454,7 @@ class MasterWriter(SourceFile):
         record.sessions.append(self.session)
         if claim.recovered:
             self.catalog.problems.append(claim.recovered)
+            claim.recovered = None  # said once, not again by the next session of a commit
         remove_subfiles(self.folder, self.session.id)  # orphans of a crashed session
         if self.commit_mode == "in-place":
             self._write_record()

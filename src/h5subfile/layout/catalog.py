@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -183,31 +183,54 @@ class Catalog:
         """The file's completed steps, in the order they were committed (``File.commit``,
         docs/FORMAT.md, *Steps*): the top-level groups its closed write sessions recorded.
         A file whose sessions recorded none (written before steps were recorded, or by another
-        program) has as steps its top-level groups, in natural order (``Timestep_2`` before
-        ``Timestep_10``)."""
+        program) has as steps its top-level groups holding data, none of it unfinished, in
+        natural order (``Timestep_2`` before ``Timestep_10``)."""
         closed = [s for s in self.record.sessions if s.closed is not None]
         if not any(STEPS_KEY in s.extra for s in closed):
-            tops = [p for p in self.nodes if p.count("/") == 1 and p != "/"]
-            groups = [p for p in tops if self.nodes[p].kind == "group"]
-            return sorted(groups, key=_natural_key)
+            return sorted(self._finished_groups(), key=_natural_key)
         recorded = [path for s in closed for path in s.extra.get(STEPS_KEY, [])]
         return [p for p in recorded if p in self.nodes and self.nodes[p].kind == "group"]
 
-    def new_steps(self) -> list[str]:
-        """Top-level groups holding a dataset that no closed session recorded as a step yet,
-        in creation order: what a commit records as completed steps."""
+    def new_steps(self, existing: Collection[str] = ()) -> list[str]:
+        """What a commit records as completed steps: the top-level groups holding data, none
+        of it unfinished or incomplete, that no closed session recorded yet. Groups that were
+        in the file before the session (``existing``) come first, in natural order (a file
+        written without steps), then the session's own, in creation order."""
         recorded = {
             path
             for s in self.record.sessions
             if s.closed is not None
             for path in s.extra.get(STEPS_KEY, [])
         }
-        holding = {"/" + p.split("/", 2)[1] for p, n in self.nodes.items() if n.kind == "dataset"}
+        new = [p for p in self._finished_groups() if p not in recorded]
+        old = sorted((p for p in new if p in existing), key=_natural_key)
+        return old + [p for p in new if p not in existing]
+
+    def _finished_groups(self) -> list[str]:
+        """Top-level groups holding a dataset, none of whose datasets is unfinished or
+        incomplete, in catalogue order."""
+        holding: set[str] = set()
+        unfinished: set[str] = set()
+        for path, info in self.nodes.items():
+            if info.kind != "dataset" or path.count("/") < 2:
+                continue
+            top = "/" + path.split("/", 2)[1]
+            holding.add(top)
+            if _incomplete(info):
+                unfinished.add(top)
         return [
             p
-            for p, n in self.nodes.items()
-            if n.kind == "group" and p in holding and p not in recorded and p.count("/") == 1
+            for p, info in self.nodes.items()
+            if info.kind == "group" and p in holding and p not in unfinished
         ]
+
+
+def _incomplete(info: NodeInfo) -> bool:
+    """A dataset readers refuse as unfinished or incomplete (its layout is not parsed)."""
+    if info.problem is not None and info.problem[0] == "IncompleteFileError":
+        return True
+    layout = info.__dict__.get("layout")
+    return layout is not None and not layout.complete
 
 
 #: The key of a session's ``extra`` that lists the steps its commit completed.
