@@ -38,61 +38,29 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from docplot import run_facts  # noqa: E402
-from interleave import cell, spread  # noqa: E402
-
-from h5subfile.mpi.launch import mpiexec  # noqa: E402
+from interleave import cell, run_job, spread  # noqa: E402
 
 VARIANTS = ("sync", "async", "sync'", "I/O only", "async, zero copy")
 NULL = "null: sync' / sync"
 ZERO = "zero copy / sync"
 
-#: Run by every rank: argv = folder, particles, steps, rounds, compute seconds.
-JOB = """
-import json, os, shutil, sys, time
-from mpi4py import MPI
-from h5subfile.kernels.vpic import run_vpic
 
-comm = MPI.COMM_WORLD
-folder, particles, steps, rounds = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
-compute = float(sys.argv[5])
-VARIANTS = [dict(compute_time=compute), dict(compute_time=compute, async_writes=True),
-            dict(compute_time=compute), dict(compute_time=0.0),
-            dict(compute_time=compute, async_writes=True, async_zero_copy=True)]
-
-
-def one(name, options):
-    path = os.path.join(folder, name, "vpic.h5")
-    if comm.rank == 0:
-        os.makedirs(os.path.dirname(path))
-    comm.Barrier()
-    cpu = time.process_time()
-    m = run_vpic(path, particles, steps, comm, **options)
-    cpu = comm.allreduce(time.process_time() - cpu, op=MPI.MAX)
-    if comm.rank == 0:
-        shutil.rmtree(os.path.dirname(path))
-        os.sync()
-    comm.Barrier()
-    return m.observed_step_seconds, m.raw_seconds, cpu
-
-
-one("warm-up", VARIANTS[1])
-found = []
-for round_ in range(rounds):
-    for step in range(len(VARIANTS)):
-        index = (round_ + step) % len(VARIANTS)
-        found.append([round_, index, *one(f"run{round_}-{index}", VARIANTS[index])])
-if comm.rank == 0:
-    print(json.dumps(found))
-"""
+def variants(compute: float) -> list[dict]:
+    """The variants, in ``VARIANTS`` order, as ``interleave.run_job`` takes them."""
+    plans = [
+        dict(compute_time=compute),
+        dict(compute_time=compute, async_writes=True),
+        dict(compute_time=compute),
+        dict(compute_time=0.0),
+        dict(compute_time=compute, async_writes=True, async_zero_copy=True),
+    ]
+    return [{"plan": plan} for plan in plans]
 
 
 def run(ranks: int, folder: Path, particles: int, steps: int, rounds: int, compute: float) -> list:
-    command = [mpiexec(), "-n", str(ranks), sys.executable, "-c", JOB, str(folder)]
-    command += [str(particles), str(steps), str(rounds), str(compute)]
-    done = subprocess.run(command, capture_output=True, text=True, timeout=3600)
-    if done.returncode != 0:
-        sys.exit(f"failed: {' '.join(command)}\n{done.stderr[-2000:]}")
-    return json.loads(done.stdout)
+    """Rows ``[round, variant, observed seconds per step with compute, raw, cpu]``."""
+    rows = run_job(ranks, folder, particles, steps, rounds, {}, variants(compute))
+    return [[r, i, observed / steps, raw, cpu] for r, i, observed, raw, cpu in rows]
 
 
 def summarise(samples: list, rounds: int) -> dict:
