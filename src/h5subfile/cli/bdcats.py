@@ -115,27 +115,38 @@ READ_HELP = {
 def run(args: argparse.Namespace) -> int:
     from mpi4py import MPI
 
-    from ..kernels.bdcats import run_bdcats
+    from ..kernels.bdcats import follow_bdcats, run_bdcats
 
     comm = MPI.COMM_WORLD
-    if args.follow:
-        return _follow(args, comm, pattern_of(args))
-    check_input_file(comm, args.file)
-    profiled = profiling(args, comm.rank)
-    pattern = pattern_of(args)
+    if args.follow:  # a file that may not exist yet, reopened at every step
+        if args.profile or args.profile_trace is not None:
+            raise UsageError("--follow reads a file reopened at every step: it cannot be profiled")
+        profiled = None
+        kernel: Any = follow_bdcats
+        options: dict[str, Any] = {"timeout": args.timeout or None}
+    else:
+        check_input_file(comm, args.file)
+        profiled = profiling(args, comm.rank)
+        kernel, options = run_bdcats, {"profile": profiled.folder}
     with progress_line(args, comm.rank) as progress:
-        progress.phase("bdcats:", 0, lambda done, n: f"dataset {done}/{n} read", "dataset")
-        metrics = run_bdcats(
+        progress.phase(
+            "bdcats --follow:" if args.follow else "bdcats:",
+            0,
+            lambda done, n: f"dataset {done}/{n} read" if n else f"dataset {done} read",
+            "dataset",
+        )
+        metrics = kernel(
             args.file,
-            pattern,
+            pattern_of(args),
             comm,
             verify=args.verify,
             progress=progress,
-            profile=profiled.folder,
+            **options,
             **plan_arguments(args),
         )
     _report(args, comm, metrics)
-    profiled.announce(args, comm.rank, sys.stderr if args.json else None)
+    if profiled is not None:
+        profiled.announce(args, comm.rank, sys.stderr if args.json else None)
     return 0
 
 
@@ -152,27 +163,6 @@ def pattern_of(args: argparse.Namespace) -> Any:
         args.fraction,
         args.seed,
     )
-
-
-def _follow(args: argparse.Namespace, comm: Any, pattern: Any) -> int:
-    """``bdcats --follow``: every step as its commit lands."""
-    from ..kernels.bdcats import follow_bdcats
-
-    if args.profile or args.profile_trace is not None:
-        raise UsageError("--follow reads a file reopened at every step: it cannot be profiled")
-    with progress_line(args, comm.rank) as progress:
-        progress.phase("bdcats --follow:", 0, lambda done, n: f"dataset {done} read", "dataset")
-        metrics = follow_bdcats(
-            args.file,
-            pattern,
-            comm,
-            verify=args.verify,
-            timeout=args.timeout or None,
-            progress=progress,
-            **plan_arguments(args),
-        )
-    _report(args, comm, metrics)
-    return 0
 
 
 def _report(args: argparse.Namespace, comm: Any, metrics: Any) -> None:

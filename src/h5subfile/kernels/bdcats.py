@@ -114,11 +114,13 @@ def _step_datasets(f: File, name: str) -> list[tuple[str, Dataset]]:
 
 
 def _plan_reads(
-    f: File, path: str, pattern: Pattern, verify: bool, size: int
+    f: File, path: str, pattern: Pattern, verify: bool, size: int, only: str | None = None
 ) -> tuple[list[tuple[int, str, list[tuple[str, Dataset]]]], H5SubfileError | None]:
     """The steps to read (number, group name, datasets), or why the file cannot be read with
-    ``pattern`` by ``size`` ranks (the same on every rank: the catalogue is)."""
-    steps = sorted((int(m.group(1)), name) for name in f.keys() if (m := _STEP.match(name)))
+    ``pattern`` by ``size`` ranks (the same on every rank: the catalogue is). ``only``: the
+    one step to read (a followed step), else every ``Timestep_<n>`` group."""
+    names = f.keys() if only is None else [only]
+    steps = sorted((int(m.group(1)), name) for name in names if (m := _STEP.match(name)))
     if not steps:
         return [], CorruptFileError(f"{path} has no Timestep_<n> groups: not a VPIC-IO file")
     if verify and f.attrs.get(KERNEL_ATTR) != KERNEL_NAME:
@@ -194,36 +196,15 @@ def follow_bdcats(
     raw = 0.0
     for group in follow(path, comm, timeout=timeout, **plan):
         name = group.name.strip("/")
-        match = _STEP.match(name)
-        if match is None:
+        if _STEP.match(name) is None:
             continue  # not a VPIC-IO step
         before = group.file.stats.data_read_seconds
-        datasets, error = _follow_step(group.file, path, name, pattern, verify, comm.size)
+        reads, error = _plan_reads(group.file, path, pattern, verify, comm.size, only=name)
         agree(comm, error)
-        reading.step(
-            int(match.group(1)), name, datasets, lambda done: progress and progress(done, 0)
-        )
+        for step, _, datasets in reads:
+            reading.step(step, name, datasets, lambda done: progress and progress(done, 0))
         raw += group.file.stats.data_read_seconds - before
     return reading.metrics(raw, time.perf_counter() - started)
-
-
-def _follow_step(
-    f: File, path: str, name: str, pattern: Pattern, verify: bool, size: int
-) -> tuple[list[tuple[str, Dataset]], H5SubfileError | None]:
-    """One followed step's datasets, or why it cannot be read (the same on every rank)."""
-    if verify and f.attrs.get(KERNEL_ATTR) != KERNEL_NAME:
-        return [], CorruptFileError(
-            f"--verify needs a file written by 'h5subfile vpic'; {path} was not"
-        )
-    try:
-        datasets = _step_datasets(f, name)
-    except CorruptFileError as exc:
-        return [], exc
-    for _, dataset in datasets:
-        problem = check_pattern(pattern, dataset.name, dataset.shape[0], size)
-        if problem:
-            return [], H5SubfileError(problem)
-    return datasets, None
 
 
 class _Reading:
