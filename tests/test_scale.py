@@ -82,6 +82,7 @@ for name in ('fpp.h5', 'k16.h5'):
 
 
 @pytest.mark.slow
+@pytest.mark.scale
 def test_256_ranks_file_per_process_and_16_per_subfile(tmp_path: Path) -> None:
     # The collective timeout stays under the job's, so a stuck round names its ranks first.
     env = {"H5SUBFILE_COLLECTIVE_TIMEOUT": "500"}
