@@ -80,3 +80,56 @@ def test_an_answer_that_cannot_be_sent_is_the_same_error_on_every_rank(comm: MPI
         collective.root_decides(comm, None, None, lambda _: lambda: None, per_rank=False)
     with raises_on_every_rank(comm, RankFailedError, "pickle"):
         collective.root_only(comm, lambda: lambda: None)
+
+
+def _rounds(comm: MPI.Comm) -> int:
+    return collective._channel(comm).rounds
+
+
+@pytest.mark.parametrize("per_rank", [True, False])
+def test_messages_that_fit_a_slot_take_one_round_each_way(comm: MPI.Comm, per_rank: bool) -> None:
+    total = sum(range(comm.size))
+    before = _rounds(comm)
+    got = collective.root_decides(
+        comm, comm.rank, None, lambda g: [sum(g)] * comm.size if per_rank else sum(g), per_rank
+    )
+    assert got == total and _rounds(comm) - before == 2
+    before = _rounds(comm)
+    assert collective.allgather(comm, comm.rank) == list(range(comm.size))
+    assert collective.bcast(comm, "x" * 100 if comm.rank == 0 else None) == "x" * 100
+    assert _rounds(comm) - before == 2
+
+
+def test_messages_larger_than_a_slot_arrive_whole_in_more_rounds(comm: MPI.Comm) -> None:
+    """The last rank's value and rank 0's answer overflow their slots: rank 0 asks every rank
+    to send again (one answer round saying so, one round of the exact bytes), then answers
+    in two rounds; small values stay on one round each."""
+    width = collective.slot_bytes(comm.size)
+    big = np.arange(width, dtype="i8")  # 8 bytes per element: 8 slots' worth
+
+    def decide(gathered: list[object]) -> list[object]:
+        assert np.array_equal(gathered[-1], big)  # type: ignore[arg-type]
+        assert gathered[:-1] == list(range(comm.size - 1))
+        return [big * 2] + list(range(1, comm.size))
+
+    local = big if comm.rank == comm.size - 1 else comm.rank
+    before = _rounds(comm)
+    got = collective.root_decides(comm, local, None, decide)
+    if comm.rank == 0:
+        assert np.array_equal(got, big * 2)
+    else:
+        assert got == comm.rank
+    assert _rounds(comm) - before == 5
+    before = _rounds(comm)
+    gathered = collective.allgather(comm, local)
+    assert np.array_equal(gathered[-1], big) and gathered[:-1] == list(range(comm.size - 1))
+    assert np.array_equal(collective.bcast(comm, big if comm.rank == 0 else None), big)
+    assert _rounds(comm) - before == 4
+
+
+def test_the_slot_shrinks_with_the_ranks_so_rank_0_holds_at_most_4_mib() -> None:
+    assert collective.slot_bytes(1) == collective.slot_bytes(1024) == 4096
+    assert collective.slot_bytes(2048) == 2048
+    assert collective.slot_bytes(10**4) == 416
+    assert collective.slot_bytes(10**6) == 64
+    assert all(collective.slot_bytes(p) * p <= max(4 << 20, 64 * p) for p in (3, 777, 5000))

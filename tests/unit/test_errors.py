@@ -74,7 +74,7 @@ def test_failures_sent_between_ranks_keep_class_and_errno() -> None:
     """Ranks send (class name, message); the rebuilt error is the mapped class with the errno
     of the message, and an error of the hierarchy stays itself."""
     from h5subfile import errors
-    from h5subfile.mpi.collective import exception_for, rebuild
+    from h5subfile.mpi.failures import exception_for, rebuild
 
     error = rebuild([(1, ("PermissionError", "[Errno 13] Permission denied: '/ro/x.h5'"))], 3)
     assert type(error) is errors.PermissionDeniedError and isinstance(error, PermissionError)

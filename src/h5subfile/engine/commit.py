@@ -31,8 +31,9 @@ from ..errors import H5SubfileError, IncompleteFileError
 from ..io.writebehind import Lost
 from ..layout.catalog import NodeInfo
 from ..layout.regions import describe
-from ..mpi.collective import Failure, rebuild, root_decides
-from ..mpi.collective import describe as describe_error
+from ..mpi.collective import root_decides
+from ..mpi.failures import Failure, rebuild
+from ..mpi.failures import describe as describe_error
 from . import integrity
 from .profiling import add_measured_phases, finish_profile, phase
 from .session import Session, continue_writing

@@ -26,11 +26,9 @@ import numpy as np
 from mpi4py import MPI
 
 from .. import errors
+from .failures import Failure, describe, exception_for, rebuild
 
 T = TypeVar("T")
-
-#: (class name, message) of an exception, small enough to send.
-Failure = tuple[str, str]
 
 TIMEOUT_VARIABLE = "H5SUBFILE_COLLECTIVE_TIMEOUT"
 DEFAULT_TIMEOUT = 600.0  # seconds; 0 (or less): wait for ever
@@ -48,52 +46,6 @@ LONGEST_SLEEP = 0.05
 CHECK_EVERY = 0.01  # seconds between looks for other ranks' timeout notices while waiting
 GRACE = 1.0  # seconds a rank that gives up waits to hear where the others are
 _NOTICE = 1  # the tag of timeout notices on a communicator's status duplicate
-
-
-def describe(exc: BaseException) -> Failure:
-    return type(exc).__name__, str(exc)
-
-
-def _class_for(name: str, message: str = "") -> type[errors.H5SubfileError]:
-    """The class of the hierarchy a failure named ``name`` is raised as (an OSError by the
-    errno its message starts with; see :func:`errors.error_class`)."""
-    return errors.error_class(name, errors.errno_in(message))
-
-
-def _own(name: str) -> bool:
-    """Whether ``name`` is a class of the hierarchy (raised as itself, message unchanged)."""
-    return isinstance(getattr(errors, name, None), type) and issubclass(
-        getattr(errors, name), errors.H5SubfileError
-    )
-
-
-def exception_for(failure: Failure) -> errors.H5SubfileError:
-    """The exception one failure is raised as, with its errno kept."""
-    name, message = failure
-    return errors.keep_errno(_class_for(name, message)(message), errors.errno_in(message))
-
-
-def rebuild(failures: Sequence[tuple[int, Failure]], size: int) -> errors.H5SubfileError:
-    """One exception describing the failures of some ranks; identical on every rank."""
-    by_message: dict[Failure, list[int]] = {}
-    for rank, failure in failures:
-        by_message.setdefault(failure, []).append(rank)
-    parts = []
-    for (name, message), ranks in list(by_message.items())[:3]:
-        if size == 1 or len(ranks) == size:
-            where = ""
-        elif len(ranks) <= 8:
-            where = f"[rank{'s' if len(ranks) > 1 else ''} {', '.join(map(str, ranks))}] "
-        else:
-            where = f"[{len(ranks)} ranks: {ranks[0]}, {ranks[1]}, ... {ranks[-1]}] "
-        parts.append(where + ("" if _own(name) else f"{name}: ") + message)
-    if len(by_message) > 3:
-        parts.append(f"... and {len(by_message) - 3} other error(s)")
-    first_name, first_message = next(iter(by_message))
-    exc = _class_for(first_name, first_message)("; ".join(parts))
-    errors.keep_errno(exc, errors.errno_in(first_message))
-    exc.collective = True
-    return exc
 
 
 def collective_timeout() -> float | None:
@@ -345,8 +297,41 @@ def _polled(
 
 # Object collectives, polled: with more ranks than cores, MPI's blocking collectives spin and
 # starve the ranks that still work (a blocking barrier of 128 ranks on 2 cores took 1.6 s, a
-# polled round 0.12 s). Each is two rounds: the sizes, then the pickled bytes. The ``_bytes``
-# forms move objects pickled by the caller, who can then turn a pickling error into an answer.
+# polled round 0.12 s). Each round costs every rank a wake-up, so bytes travel in fixed-size
+# slots: a message that fits its slot (the common case: calls' arguments, answers, catalogues of
+# a few datasets) takes one round; a larger one a second round of its exact size. The
+# ``_bytes`` forms move objects pickled by the caller, who can then turn a pickling error into
+# an answer.
+SLOT_BUDGET = 1 << 22  # bytes of slots rank 0 holds for one round, whatever the ranks
+SLOT_MAX, SLOT_MIN = 4096, 64
+_HEAD = 16  # a slot starts with two int64: its flags and the message's length
+MORE = 1  # flag: the bytes did not fit (on one rank at least): a second round carries them
+RESEND = 2  # flag of an answer: a gathered message did not fit; every rank sends it again
+
+
+def slot_bytes(size: int) -> int:
+    """The slot of one rank in a round among ``size`` ranks: 4 KiB up to 1024 ranks, then
+    smaller, so that rank 0 holds at most 4 MiB of slots (never under 64 bytes)."""
+    return max(SLOT_MIN, min(SLOT_MAX, SLOT_BUDGET // max(size, 1))) // 8 * 8
+
+
+def _fill(slot: np.ndarray, data: np.ndarray | None, flags: int = 0) -> None:
+    """Write ``data`` into ``slot``: flags, length, and the bytes when they fit (they are not
+    copied when ``flags`` already says MORE)."""
+    size = 0 if data is None else data.size
+    fits = not flags & MORE and size <= slot.size - _HEAD
+    slot[:_HEAD].view(np.int64)[:] = (flags | (0 if fits else MORE), size)
+    if fits and size:
+        assert data is not None
+        slot[_HEAD : _HEAD + size] = data
+
+
+def _read_slot(slot: np.ndarray) -> tuple[int, int, np.ndarray | None]:
+    """(flags, length, the bytes, or None when they come in a second round)."""
+    flags, size = (int(v) for v in slot[:_HEAD].view(np.int64))
+    return flags, size, None if flags & MORE else slot[_HEAD : _HEAD + size]
+
+
 def _pickled(obj: Any) -> np.ndarray:
     """``obj`` as the bytes the object collectives move."""
     return np.frombuffer(pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL), dtype=np.uint8)
@@ -363,14 +348,12 @@ def _displacements(sizes: np.ndarray) -> np.ndarray:
     return displs
 
 
-def _gather_bytes(comm: MPI.Comm, data: np.ndarray, root: int = 0) -> list[np.ndarray] | None:
-    """Collective, polled: every rank's bytes on ``root`` (None elsewhere)."""
-    size = np.array([data.size], dtype=np.int64)
-    sizes = np.empty(comm.size, dtype=np.int64)
-    _polled(comm, lambda: comm.Igather(size, sizes, root=root), (size, sizes))
+def _gatherv(comm: MPI.Comm, data: np.ndarray, sizes: np.ndarray | None, root: int) -> list[Any]:
+    """One round: every rank's bytes on ``root``, whose ``sizes`` are known (else [])."""
     if comm.rank != root:
         _polled(comm, lambda: comm.Igatherv(data, None, root=root), data)
-        return None
+        return []
+    assert sizes is not None
     displs = _displacements(sizes)
     buffer = np.empty(int(sizes.sum()), dtype=np.uint8)
     spec = [buffer, sizes, displs, MPI.BYTE]
@@ -378,30 +361,78 @@ def _gather_bytes(comm: MPI.Comm, data: np.ndarray, root: int = 0) -> list[np.nd
     return [buffer[d : d + n] for d, n in zip(displs, sizes)]
 
 
-def _scatter_bytes(comm: MPI.Comm, parts: Sequence[np.ndarray] | None, root: int = 0) -> np.ndarray:
-    """Collective, polled: ``parts[r]`` (given on ``root``) to each rank r."""
-    sizes = np.zeros(comm.size, dtype=np.int64)
-    spec: list[Any] | None = None
+def _gather_bytes(comm: MPI.Comm, data: np.ndarray, root: int = 0) -> list[np.ndarray] | None:
+    """Collective, polled, two rounds: every rank's bytes on ``root`` (None elsewhere)."""
+    size = np.array([data.size], dtype=np.int64)
+    sizes = np.empty(comm.size, dtype=np.int64)
+    _polled(comm, lambda: comm.Igather(size, sizes, root=root), (size, sizes))
+    parts = _gatherv(comm, data, sizes, root)
+    return parts if comm.rank == root else None
+
+
+def _gather_slots(comm: MPI.Comm, data: np.ndarray, root: int = 0) -> list[Any] | None:
+    """Collective, polled, one round: on ``root``, each rank's (flags, length, bytes or None
+    when they did not fit: :func:`_regather`); None elsewhere."""
+    width = slot_bytes(comm.size)
+    mine = np.zeros(width, dtype=np.uint8)
+    _fill(mine, data)
+    slots = np.empty((comm.size, width), dtype=np.uint8) if comm.rank == root else None
+    spec = None if slots is None else [slots, width, MPI.BYTE]
+    _polled(comm, lambda: comm.Igather(mine, spec, root=root), (mine, spec))
+    return None if slots is None else [_read_slot(slot) for slot in slots]
+
+
+def _regather(comm: MPI.Comm, data: np.ndarray, slots: list[Any] | None) -> list[Any] | None:
+    """The round after an answer said RESEND: every rank's bytes, whose lengths rank 0 read
+    in the slots, in the form of :func:`_gather_slots`."""
+    sizes = None if slots is None else np.array([n for _, n, _ in slots], dtype=np.int64)
+    parts = _gatherv(comm, data, sizes, 0)
+    return None if slots is None else [(0, part.size, part) for part in parts]
+
+
+def _scatter_bytes(
+    comm: MPI.Comm, parts: Sequence[np.ndarray] | None, root: int = 0, flags: int = 0
+) -> tuple[int, np.ndarray]:
+    """Collective, polled: ``parts[r]`` (given on ``root``) to each rank r, with ``flags``:
+    one round when every part fits its slot, else two."""
+    width = slot_bytes(comm.size)
+    slots, spec = None, None
     if comm.rank == root:
         assert parts is not None and len(parts) == comm.size
-        sizes[:] = [p.size for p in parts]
-        spec = [np.concatenate(parts), sizes, _displacements(sizes), MPI.BYTE]
-    size = np.empty(1, dtype=np.int64)
-    _polled(comm, lambda: comm.Iscatter(sizes, size, root=root), (sizes, size))
-    mine = np.empty(int(size[0]), dtype=np.uint8)
-    _polled(comm, lambda: comm.Iscatterv(spec, mine, root=root), (spec, mine))
-    return mine
+        more = MORE if max(p.size for p in parts) > width - _HEAD else 0
+        slots = np.zeros((comm.size, width), dtype=np.uint8)
+        for slot, part in zip(slots, parts):
+            _fill(slot, part, flags | more)
+        spec = [slots, width, MPI.BYTE]
+    mine = np.empty(width, dtype=np.uint8)
+    _polled(comm, lambda: comm.Iscatter(spec, mine, root=root), (spec, mine))
+    got_flags, size, inline = _read_slot(mine)
+    if inline is not None:
+        return got_flags, inline
+    whole: list[Any] | None = None
+    if parts is not None and comm.rank == root:
+        sizes = np.array([p.size for p in parts], dtype=np.int64)
+        whole = [np.concatenate(parts), sizes, _displacements(sizes), MPI.BYTE]
+    got = np.empty(size, dtype=np.uint8)
+    _polled(comm, lambda: comm.Iscatterv(whole, got, root=root), (whole, got))
+    return got_flags, got
 
 
-def _bcast_bytes(comm: MPI.Comm, data: np.ndarray | None, root: int = 0) -> np.ndarray:
-    """Collective, polled: ``root``'s bytes on every rank."""
-    size = np.array([0 if data is None else data.size], dtype=np.int64)
-    _polled(comm, lambda: comm.Ibcast(size, root=root), size)
-    if comm.rank != root or data is None:
-        data = np.empty(int(size[0]), dtype=np.uint8)
-    got = data
+def _bcast_bytes(
+    comm: MPI.Comm, data: np.ndarray | None, root: int = 0, flags: int = 0
+) -> tuple[int, np.ndarray]:
+    """Collective, polled: ``root``'s bytes and ``flags`` on every rank; one round when the
+    bytes fit a slot, else two."""
+    slot = np.zeros(slot_bytes(comm.size), dtype=np.uint8)
+    if comm.rank == root:
+        _fill(slot, data, flags)
+    _polled(comm, lambda: comm.Ibcast(slot, root=root), slot)
+    got_flags, size, inline = _read_slot(slot)
+    if inline is not None:
+        return got_flags, inline
+    got = data if comm.rank == root and data is not None else np.empty(size, dtype=np.uint8)
     _polled(comm, lambda: comm.Ibcast(got, root=root), got)
-    return got
+    return got_flags, got
 
 
 def gather(comm: MPI.Comm, obj: Any, root: int = 0) -> list[Any] | None:
@@ -412,16 +443,24 @@ def gather(comm: MPI.Comm, obj: Any, root: int = 0) -> list[Any] | None:
 
 def bcast(comm: MPI.Comm, obj: Any, root: int = 0) -> Any:
     """Collective, polled: ``root``'s ``obj`` on every rank (``root`` keeps its own)."""
-    data = _bcast_bytes(comm, _pickled(obj) if comm.rank == root else None, root)
+    _, data = _bcast_bytes(comm, _pickled(obj) if comm.rank == root else None, root)
     return obj if comm.rank == root else _unpickled(data)
 
 
 def allgather(comm: MPI.Comm, obj: Any) -> list[Any]:
-    """Collective, polled: every rank's ``obj`` on every rank."""
+    """Collective, polled: every rank's ``obj`` on every rank; one round when every rank's
+    bytes fit a slot (each rank sees every slot, so all know whether a second is needed)."""
     data = _pickled(obj)
-    size = np.array([data.size], dtype=np.int64)
-    sizes = np.empty(comm.size, dtype=np.int64)
-    _polled(comm, lambda: comm.Iallgather(size, sizes), (size, sizes))
+    width = slot_bytes(comm.size)
+    mine = np.zeros(width, dtype=np.uint8)
+    _fill(mine, data)
+    slots = np.empty((comm.size, width), dtype=np.uint8)
+    _polled(comm, lambda: comm.Iallgather(mine, slots), (mine, slots))
+    read = [_read_slot(slot) for slot in slots]
+    inlines = [inline for _, _, inline in read if inline is not None]
+    if len(inlines) == comm.size:
+        return [_unpickled(inline) for inline in inlines]
+    sizes = np.array([size for _, size, _ in read], dtype=np.int64)
     displs = _displacements(sizes)
     buffer = np.empty(int(sizes.sum()), dtype=np.uint8)
     spec = [buffer, sizes, displs, MPI.BYTE]
@@ -533,7 +572,7 @@ def root_only(comm: MPI.Comm, fn: Callable[[], T], root: int = 0) -> T:
             data = _pickled((True, result))
         except Exception as exc:  # noqa: BLE001 - re-raised on every rank below
             data, cause = _pickled((False, describe(exc))), exc
-    ok, value = _unpickled(_bcast_bytes(comm, data, root))
+    ok, value = _unpickled(_bcast_bytes(comm, data, root)[1])
     if not ok:
         raise rebuild([(root, value)], 1) from cause
     return result if comm.rank == root else value
@@ -581,16 +620,25 @@ def root_decides(
         sent = _pickled((local, None if local_error is None else describe(local_error)))
     except Exception as exc:  # noqa: BLE001 - agreed below, like a local error
         sent = _pickled((None, describe(exc)))
-    gathered = _gather_bytes(comm, sent, root=0)
-    answers: list[np.ndarray] | None = None
-    cause: BaseException | None = None  # the original, kept as __cause__ on rank 0
-    if comm.rank == 0:
-        assert gathered is not None
-        answers, cause = _decided([_unpickled(g) for g in gathered], decide, per_rank, comm.size)
-    if per_rank:
-        ok, value = _unpickled(_scatter_bytes(comm, answers, root=0))
-    else:
-        ok, value = _unpickled(_bcast_bytes(comm, None if answers is None else answers[0], 0))
+    slots = _gather_slots(comm, sent, root=0)
+    while True:  # twice when some rank's bytes did not fit its slot: rank 0 asks for them
+        answers: list[np.ndarray] | None = None
+        cause: BaseException | None = None  # the original, kept as __cause__ on rank 0
+        flags = 0
+        if slots is not None:
+            if any(inline is None for _, _, inline in slots):
+                answers, flags = [np.empty(0, dtype=np.uint8)] * comm.size, RESEND
+            else:
+                gathered = [_unpickled(inline) for _, _, inline in slots if inline is not None]
+                answers, cause = _decided(gathered, decide, per_rank, comm.size)
+        if per_rank:
+            flags, data = _scatter_bytes(comm, answers, 0, flags)
+        else:
+            flags, data = _bcast_bytes(comm, None if answers is None else answers[0], 0, flags)
+        if not flags & RESEND:
+            break
+        slots = _regather(comm, sent, slots)
+    ok, value = _unpickled(data)
     if not ok:
         error = exception_for(value)
         error.collective = True
