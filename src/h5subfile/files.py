@@ -324,7 +324,7 @@ class Group(_Object):
             requests, error = None, exc
         commit.step_boundary(session, _valid_paths(self._path, datasets))
         paths = create.create_datasets(session, requests, error)
-        transfer.put(session, [WriteRequest(p, a) for p, a in zip(paths, arrays)])
+        transfer.put(session, [WriteRequest(p, a) for p, a in zip(paths, arrays)], entered=True)
         return [Dataset(session, p) for p in paths]
 
 

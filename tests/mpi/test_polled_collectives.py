@@ -1,11 +1,14 @@
 """The polled object collectives of rank 0's protocols (mpi/collective.py): every rank gets
 exactly what was sent, whatever the sizes (empty, small, several MiB, different per rank) and
 the root; a value or an answer that cannot be sent is the same error on every rank, never a
-hang (``H5SUBFILE_COLLECTIVE_TIMEOUT`` is short here, so a regression shows as a timeout)."""
+hang (``H5SUBFILE_COLLECTIVE_TIMEOUT`` is short here, so a regression shows as a timeout); and
+how many rounds they take (one each way when the bytes fit a slot, one agreement per
+``write_datasets``)."""
 
 from __future__ import annotations
 
 from collections.abc import Iterator
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -133,3 +136,27 @@ def test_the_slot_shrinks_with_the_ranks_so_rank_0_holds_at_most_4_mib() -> None
     assert collective.slot_bytes(10**4) == 416
     assert collective.slot_bytes(10**6) == 64
     assert all(collective.slot_bytes(p) * p <= max(4 << 20, 64 * p) for p in (3, 777, 5000))
+
+
+def test_write_datasets_is_one_agreement_round_whatever_the_datasets(
+    comm: MPI.Comm, shared_tmp: Path
+) -> None:
+    """Creating and writing many datasets is one call agreement (the creation's): the write
+    that follows in the same call takes none of its own; the data arrive bit for bit."""
+    import h5subfile as hs
+
+    path = shared_tmp / "rounds.h5"
+    arrays = {n: {f"d{i}": np.arange(3 + comm.rank) + 100 * i for i in range(n)} for n in (1, 16)}
+    with hs.File(path, "w", comm=comm) as f:
+        for n, data in arrays.items():
+            group = f.create_group(f"g{n}")
+            before = f._session.calls
+            group.write_datasets(data)
+            assert f._session.calls - before == 1
+    with hs.File(path, "r", comm=comm) as f:
+        for n, data in arrays.items():
+            for name in data:
+                whole = np.concatenate(
+                    [np.arange(3 + r) + 100 * int(name[1:]) for r in range(comm.size)]
+                )
+                assert np.array_equal(f[f"g{n}/{name}"][...], whole)

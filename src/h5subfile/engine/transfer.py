@@ -32,27 +32,33 @@ from .session import Session
 
 
 @phase("transfer")
-def put(session: Session, requests: Sequence[WriteRequest]) -> None:
+def put(session: Session, requests: Sequence[WriteRequest], entered: bool = False) -> None:
     """Collective: every rank writes its part of the given datasets (the same datasets, in
     the same order, on every rank); everything is checked and agreed first. An agreed error
-    marks the session as failed (see :func:`.commit.close`)."""
+    marks the session as failed (see :func:`.commit.close`).
+
+    ``entered``: the call's agreement round was made by the step before it in the same call
+    (``write_datasets`` creates the datasets first, which agreed the call and its names), so
+    the write takes no round of its own: a rank whose request fails writes nothing, and the
+    closing round raises its error on every rank."""
     try:
-        _put(session, requests)
+        _put(session, requests, entered)
     except H5SubfileError as exc:
         if session.writing is not None:
             session.writing.note_failure(exc)
         raise
 
 
-def _put(session: Session, requests: Sequence[WriteRequest]) -> None:
+def _put(session: Session, requests: Sequence[WriteRequest], entered: bool) -> None:
     prepared: list[PreparedWrite] = []
     error: BaseException | None = None
     try:
         prepared = [p for r in requests if (p := prepare(session, r)) is not None]
     except (H5SubfileError, ValueError, TypeError) as exc:
         error = exc
-    paths = ", ".join(r.path for r in requests)
-    session.enter("write", error, detail=paths, args=paths)
+    if not entered:
+        paths = ", ".join(r.path for r in requests)
+        session.enter("write", error, detail=paths, args=paths)
     # The transfers used by this call, from the catalogue and the plan: the same on every rank.
     used = {transfer_for(session.node(r.path).layout, session.plan) for r in requests}
     hashing = integrity.start_hashing(prepared)  # runs while the bytes are written
