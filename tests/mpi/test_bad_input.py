@@ -4,6 +4,7 @@ data written before it. Run on 3 ranks: the messages name them."""
 from __future__ import annotations
 
 import contextlib
+import os
 import warnings
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -53,6 +54,9 @@ EXPECTED = {
     "independent_write_to_chunked": ("SelectionError", ["/iw is chunked", "whole block"]),
     "mismatched_grouping_kind": ("CollectiveMismatchError", ["'node'"]),
     "mismatched_mode": ("CollectiveMismatchError", ["'r'", "'a'"]),
+    "bad_ranks_per_node_on_one_rank": ("PlanError", ["[rank 2]", "H5SUBFILE_RANKS_PER_NODE='x'"]),
+    "different_ranks_per_node": ("PlanError", ["H5SUBFILE_RANKS_PER_NODE differs", "1, 3"]),
+    "plan_error_on_one_rank_with_others_agreeing": ("PlanError", ["[rank 1]", "subfiles=0"]),
     "create_exclusive_existing": ("FileExistsH5SubfileError", ["excl.h5 exists"]),
     "missing_file": ("MissingFileError", ["nothing-here.h5 does not exist"]),
     "not_hdf5": ("CorruptFileError", ["cannot be opened as HDF5"]),
@@ -261,6 +265,42 @@ def mismatched_grouping_kind(s: Scene) -> None:
 @scenario
 def mismatched_mode(s: Scene) -> None:
     hs.File(f"{s.folder}/excl.h5", "r" if s.rank == 1 else "a")
+
+
+@contextlib.contextmanager
+def _ranks_per_node(value: str | None) -> Iterator[None]:
+    """H5SUBFILE_RANKS_PER_NODE set to ``value`` (None: unset) on this rank, then restored."""
+    name = "H5SUBFILE_RANKS_PER_NODE"
+    before = os.environ.get(name)
+    if value is None:
+        os.environ.pop(name, None)
+    else:
+        os.environ[name] = value
+    try:
+        yield
+    finally:
+        if before is None:
+            os.environ.pop(name, None)
+        else:
+            os.environ[name] = before
+
+
+@scenario
+def bad_ranks_per_node_on_one_rank(s: Scene) -> None:
+    with _ranks_per_node("x" if s.rank == 2 else "1"):
+        hs.File(f"{s.folder}/other.h5", "w", subfiles="node")
+
+
+@scenario
+def different_ranks_per_node(s: Scene) -> None:
+    with _ranks_per_node("3" if s.rank == 0 else "1"):
+        hs.File(f"{s.folder}/other.h5", "w", subfiles="node")
+
+
+@scenario
+def plan_error_on_one_rank_with_others_agreeing(s: Scene) -> None:
+    # The failing rank's arguments are not compared: its error is raised, not a mismatch.
+    hs.File(f"{s.folder}/other.h5", "w", subfiles=0 if s.rank == 1 else 2)
 
 
 @scenario

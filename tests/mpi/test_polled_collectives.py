@@ -86,7 +86,7 @@ def test_an_answer_that_cannot_be_sent_is_the_same_error_on_every_rank(comm: MPI
 
 
 def _rounds(comm: MPI.Comm) -> int:
-    return collective._channel(comm).rounds
+    return collective.channel_of(comm).rounds
 
 
 @pytest.mark.parametrize("per_rank", [True, False])

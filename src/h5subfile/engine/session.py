@@ -48,7 +48,7 @@ from ..layout.integrity import PieceSum, identity
 from ..layout.names import SourcePaths, subfile_relpath
 from ..layout.record import DatasetLayout, FileRecord
 from ..layout.sharing import broadcast_limit
-from ..mpi.collective import Call, agree, checked_collective, root_only, waited
+from ..mpi.collective import Call, agree, root_only, waited
 from ..mpi.nodes import node_of_ranks
 from ..plan import READ_FIELDS, Plan
 from . import autoplan
@@ -331,39 +331,38 @@ def open_session(
 ) -> Session:
     """Collective: open ``path`` in ``mode`` on every rank of ``comm``.
 
-    Every rank checks its plan; then every rank's (path, mode, plan, profile folder) must be
-    the same before any mode-specific collective (for reading, that check and rank 0's scan of
-    the master share one round). ``profile``: the folder of this session's profile
+    Every rank checks its plan; the call's agreement round then checks that every rank's
+    (path, mode, plan, profile folder, plan choice) is the same, before any mode-specific
+    collective. For reading, rank 0 then scans the master and broadcasts the catalogue (one
+    more round, two for a large catalogue). ``profile``: the folder of this session's profile
     (engine/profiling.py), None when not profiled. ``choice="auto"``: the plan fields not
     given come from the matching tuning profile (engine/autoplan.py).
     """
     plan, error, profiled = None, None, None
+    path = os.path.abspath(path)
     try:
         autoplan.check_choice(choice)
         plan = parse_plan(mode, fields)
         profiled = new_profile(int(comm.rank)) if profile else None  # agreed just below
     except H5SubfileError as exc:
         error = exc
-    path = os.path.abspath(path)
-    agree(comm, error, Call("File", 0, f"(mode {mode!r})", args=f"plan={choice}", file=path))
+    # Compared by hash in the round (a rank whose plan failed raises its error instead).
+    signature = "" if plan is None else repr((mode, plan.to_dict(), profile, f"plan={choice}"))
+    agree(comm, error, Call("File", 0, f"(mode {mode!r})", args=f"{path} {signature}", file=path))
     assert plan is not None
     source = ""
     if choice == autoplan.AUTO:
         merged, source = autoplan.resolve(comm, path, mode, fields)
         plan = parse_plan(mode, merged)  # the same inputs on every rank: the same outcome
-    signature = ("open", path, mode, plan.to_dict(), profile)
-    whole: list[Catalog] = []  # rank 0's: every layout and identity
+    whole: list[Catalog] = []  # rank 0's, when reading: every layout and identity
 
-    def scan() -> Catalog | None:
-        if mode != "r":
-            return None
+    def scan() -> Catalog:
         whole.append(open_for_reading(path, profiled))
         return whole[0].for_readers(broadcast_limit())
 
-    catalog = checked_collective(comm, "File(path, mode, ...)", signature, scan)
+    catalog = root_only(comm, scan) if mode == "r" else None
     started = start_profile(comm, profiled)
-    if mode == "r":
-        assert catalog is not None
+    if catalog is not None:
         session = Session(path, mode, comm, plan, whole[0] if whole else catalog)
         session.fetch_withheld()
     else:
@@ -385,15 +384,15 @@ def _begin_writing(
     profile: Profile | None = None,
     source: str = "",
 ) -> Session:
-    """Collective: the grouping (every rank, same inputs), then rank 0 opens the master."""
+    """Collective: the grouping, then rank 0 opens the master. Every rank plans the grouping
+    from the same inputs (the plan agreed at open, the node of every rank), so it succeeds or
+    raises the same error on every rank without a round of its own."""
     nodes = node_of_ranks(comm) if plan.grouping == "node" else None
-    grouping, error = None, None
     try:
         grouping = plan_groups(comm.size, plan, nodes)
     except H5SubfileError as exc:
-        error = exc
-    agree(comm, error)
-    assert grouping is not None
+        exc.collective = True  # the same on every rank
+        raise
     opened = _open_master(path, mode, comm, plan, grouping, profile, source)
     session = Session(path, mode, comm, plan, opened.catalog, opened.data_path)
     _attach_writing(session, grouping, opened, profile)

@@ -1,4 +1,8 @@
-"""Groups and attributes (collective): rank 0 changes the master, every rank learns the result."""
+"""Groups and attributes (collective): rank 0 changes the master, every rank learns the result.
+
+Each call is two rounds: the call's agreement round (:meth:`.session.Session.enter`), which also
+checks that every rank passed the same arguments, then rank 0's change, broadcast with its
+result or error (:func:`~h5subfile.mpi.collective.root_only`)."""
 
 from __future__ import annotations
 
@@ -11,7 +15,7 @@ from ..errors import ObjectExistsError, ObjectNotFoundError
 from ..io.master import MasterWriter
 from ..layout.catalog import NodeInfo
 from ..layout.record import is_reserved
-from ..mpi.collective import checked_collective
+from ..mpi.collective import root_only
 from .session import Session
 
 
@@ -25,7 +29,7 @@ def _master(session: Session) -> MasterWriter:
 def create_group(session: Session, path: str) -> None:
     """Collective: create group ``path`` and its missing parents."""
     session.require_writable("create_group")
-    session.enter("create_group", detail=path)
+    session.enter("create_group", detail=path, args=path)  # the same path on every rank
     catalog = session.catalog
 
     def create_on_root() -> list[str]:
@@ -35,9 +39,7 @@ def create_group(session: Session, path: str) -> None:
         _master(session).create_group(path)
         return new
 
-    created = checked_collective(
-        session.comm, "create_group", ("create_group", path), create_on_root
-    )
+    created = root_only(session.comm, create_on_root)
     for new_path in created:
         catalog.nodes[new_path] = NodeInfo("group")
 
@@ -59,14 +61,10 @@ def set_attr(session: Session, path: str, name: str, value: Any) -> None:
     session.require_writable(f"setting attribute {name!r}")
     if not isinstance(name, str) or not name or is_reserved(name):
         raise ValueError(f"attribute name {name!r} is invalid or reserved for h5subfile")
-    session.enter("attrs set", detail=f"{path}.attrs[{name!r}]")
-    signature = ("attrs.set", path, name, value_signature(value))
-    stored = checked_collective(
-        session.comm,
-        f"{path}.attrs[{name!r}] = ...",
-        signature,
-        lambda: _master(session).set_attr(path, name, value),
-    )
+    where = f"{path}.attrs[{name!r}]"
+    # The same object, name and value on every rank, checked in the call's own round.
+    session.enter("attrs set", detail=where, args=f"{where} = {value_signature(value)!r}")
+    stored = root_only(session.comm, lambda: _master(session).set_attr(path, name, value))
     session.node(path).attrs[name] = stored
 
 
@@ -76,11 +74,7 @@ def delete_attr(session: Session, path: str, name: str) -> None:
     attrs = session.node(path).attrs
     if name not in attrs:
         raise ObjectNotFoundError(f"no attribute {name!r} on {path}")
-    session.enter("attrs delete", detail=f"{path}.attrs[{name!r}]")
-    checked_collective(
-        session.comm,
-        f"del {path}.attrs[{name!r}]",
-        ("attrs.del", path, name),
-        lambda: _master(session).delete_attr(path, name),
-    )
+    where = f"{path}.attrs[{name!r}]"
+    session.enter("attrs delete", detail=where, args=f"del {where}")
+    root_only(session.comm, lambda: _master(session).delete_attr(path, name))
     del attrs[name]

@@ -5,21 +5,20 @@ Rules (see STYLE.md): validate locally, agree globally; work for one rank goes t
 :func:`root_only` or :func:`root_decides`, which broadcast the result or the exception.
 
 Every collective call of a file starts with one agreement round (:func:`agree` with a
-:class:`Call`): a non-blocking allreduce of the error flag and of a hash of the call's name
-and number, polled with short sleeps. Ranks whose calls differ all raise
-CollectiveMismatchError naming them; ranks that wait longer than
+:class:`Call`): a non-blocking allreduce of the error flag and of hashes of the call's name
+and number and of its arguments, polled (:mod:`.rounds`). Ranks whose calls or arguments
+differ all raise CollectiveMismatchError naming them; ranks that wait longer than
 ``H5SUBFILE_COLLECTIVE_TIMEOUT`` seconds raise CollectiveTimeoutError naming the ranks that
-never arrived (docs/ARCHITECTURE.md, "Collective discipline").
+never arrived (docs/ARCHITECTURE.md, "Collective discipline"). The object collectives
+(:func:`gather`, :func:`bcast`, :func:`allgather`) and rank 0's protocols (:func:`root_only`,
+:func:`root_decides`, :func:`root_plans`) are polled rounds too.
 """
 
 from __future__ import annotations
 
-import hashlib
-import os
 import pickle
-import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, TypeVar
 
 import numpy as np
@@ -27,82 +26,23 @@ from mpi4py import MPI
 
 from .. import errors
 from .failures import Failure, describe, exception_for, rebuild
+from .rounds import (  # noqa: F401 - Call, waited and the timeout names are this module's API too
+    DEFAULT_TIMEOUT,
+    GRACE,
+    TIMEOUT_VARIABLE,
+    Call,
+    allreduce_max,
+    by_value,
+    call_hash,
+    channel_of,
+    collective_timeout,
+    files_text,
+    polled,
+    ranks_text,
+    waited,
+)
 
 T = TypeVar("T")
-
-TIMEOUT_VARIABLE = "H5SUBFILE_COLLECTIVE_TIMEOUT"
-DEFAULT_TIMEOUT = 600.0  # seconds; 0 (or less): wait for ever
-#: Polling: spin on MPI_Test this long, then sleep between tests, doubling from FIRST_SLEEP to
-#: LAST_SLEEP (seconds; docs/BENCHMARKS.md measures the cost).
-SPIN = 50e-6
-YIELD_FOR = 2e-3  # then yield the CPU between tests (sched_yield) until this, then sleep
-FIRST_SLEEP = 20e-6
-LAST_SLEEP = 1e-3
-#: A rank that has waited t seconds sleeps up to PATIENCE * t between tests (at most
-#: LONGEST_SLEEP): with more ranks than cores, ranks waking every millisecond to test took most
-#: of the CPU from the rank they waited for (a 16 ms plan took 0.5 s at 128 ranks on 2 cores).
-PATIENCE = 0.1
-LONGEST_SLEEP = 0.05
-CHECK_EVERY = 0.01  # seconds between looks for other ranks' timeout notices while waiting
-GRACE = 1.0  # seconds a rank that gives up waits to hear where the others are
-_NOTICE = 1  # the tag of timeout notices on a communicator's status duplicate
-
-
-def collective_timeout() -> float | None:
-    """``H5SUBFILE_COLLECTIVE_TIMEOUT`` in seconds (default 600), or None (0: no timeout)."""
-    raw = os.environ.get(TIMEOUT_VARIABLE, "").strip()
-    try:
-        seconds = float(raw) if raw else DEFAULT_TIMEOUT
-    except ValueError:
-        seconds = DEFAULT_TIMEOUT  # not worth failing one rank over: ranks share it anyway
-    return seconds if seconds > 0 else None
-
-
-@dataclass(frozen=True)
-class Call:
-    """A collective call, as the ranks agree on it at its start.
-
-    ``name`` and ``seq`` (its number among the calls on its file) must be the same on every
-    rank, otherwise the ranks are out of step. ``args``, when given, must be the same too (the
-    datasets of a write...), otherwise it is an argument mismatch. ``detail`` and ``file`` are
-    only shown in messages.
-    """
-
-    name: str
-    seq: int
-    detail: str = ""
-    args: str | None = None
-    file: str = ""
-
-    def describe(self) -> str:
-        return f"{self.name}{' ' + self.detail if self.detail else ''} (call #{self.seq})"
-
-
-def call_hash(text: str) -> int:
-    """A positive 62-bit hash of ``text``, the same in every process (unlike ``hash``)."""
-    digest = hashlib.blake2b(text.encode(), digest_size=8).digest()
-    return (int.from_bytes(digest, "little") >> 2) or 1
-
-
-def _ranks(ranks: Sequence[int]) -> str:
-    if len(ranks) == 1:
-        return f"rank {ranks[0]}"
-    if len(ranks) <= 8:
-        return "ranks " + ", ".join(map(str, ranks))
-    return f"{len(ranks)} ranks: {ranks[0]}, {ranks[1]}, ... {ranks[-1]}"
-
-
-def _by_value(values: Sequence[T]) -> list[tuple[T, list[int]]]:
-    """Each distinct value with the ranks that hold it, in order of first appearance."""
-    grouped: dict[T, list[int]] = {}
-    for rank, value in enumerate(values):
-        grouped.setdefault(value, []).append(rank)
-    return list(grouped.items())
-
-
-def _files(files: Sequence[str]) -> str:
-    named = sorted({f for f in files if f})
-    return f" on {', '.join(named)}" if named else ""
 
 
 @dataclass(frozen=True)
@@ -119,13 +59,13 @@ class _Arrival:
 def out_of_step(arrivals: Sequence[_Arrival]) -> errors.CollectiveMismatchError:
     """The error of ranks that made different collective calls; identical on every rank."""
     parts = []
-    for (call, failure), ranks in _by_value([(a.call, a.failure) for a in arrivals]):
-        text = f"[{_ranks(ranks)}] {call or 'a step inside an earlier call'}"
+    for (call, failure), ranks in by_value([(a.call, a.failure) for a in arrivals]):
+        text = f"[{ranks_text(ranks)}] {call or 'a step inside an earlier call'}"
         if failure is not None and failure[1] not in call:
             text += f", failing with {failure[0]}: {failure[1]}"
         parts.append(text)
     exc = errors.CollectiveMismatchError(
-        f"collective calls out of step{_files([a.file for a in arrivals])}: {'; '.join(parts)}. "
+        f"collective calls out of step{files_text([a.file for a in arrivals])}: {'; '.join(parts)}. "
         "Every rank must make the same collective calls in the same order (a rank skipped or "
         "reordered a call, or left the file after an error of its own)"
     )
@@ -136,8 +76,8 @@ def out_of_step(arrivals: Sequence[_Arrival]) -> errors.CollectiveMismatchError:
 def _crossed(ranks: Sequence[int], mine: _Arrival) -> errors.CollectiveMismatchError:
     """The error of a round whose exchange met another collective operation on some ranks."""
     exc = errors.CollectiveMismatchError(
-        f"collective calls out of step{_files([mine.file])}: while this rank was in "
-        f"{mine.call or 'a step inside a call'}, {_ranks(ranks)} made another collective call "
+        f"collective calls out of step{files_text([mine.file])}: while this rank was in "
+        f"{mine.call or 'a step inside a call'}, {ranks_text(ranks)} made another collective call "
         "on the same communicator (not one of this file's). Every rank must make the same "
         "collective calls in the same order; the communicator is now unusable: end the job"
     )
@@ -145,11 +85,21 @@ def _crossed(ranks: Sequence[int], mine: _Arrival) -> errors.CollectiveMismatchE
     return exc
 
 
+#: How many different argument lists a mismatch error shows (each with its ranks).
+SHOWN_ARGUMENTS = 4
+
+
 def _argument_mismatch(arrivals: Sequence[_Arrival]) -> errors.CollectiveMismatchError:
-    shown = "; ".join(f"[{_ranks(r)}] {args}" for args, r in _by_value([a.args for a in arrivals]))
+    """The error of ranks that made the same call with different arguments (ranks that failed
+    before they had arguments to compare are left out); identical on every rank."""
+    found = by_value([a.args if a.failure is None else None for a in arrivals])
+    found = [(args, ranks) for args, ranks in found if args is not None]
+    shown = "; ".join(f"[{ranks_text(r)}] {args}" for args, r in found[:SHOWN_ARGUMENTS])
+    if len(found) > SHOWN_ARGUMENTS:
+        shown += f"; and {len(found) - SHOWN_ARGUMENTS} more different argument lists"
     exc = errors.CollectiveMismatchError(
         f"collective call {arrivals[0].call} made with different arguments on different "
-        f"ranks{_files([a.file for a in arrivals])}: {shown}"
+        f"ranks{files_text([a.file for a in arrivals])}: {shown}"
     )
     exc.collective = True
     return exc
@@ -160,7 +110,8 @@ def agree(comm: MPI.Comm, error: BaseException | None, call: Call | None = None)
 
     With ``call`` (the first round of a collective call), also raise CollectiveMismatchError
     on every rank when the ranks are in different calls (or the same call with different
-    ``args``). Waiting ranks poll; after ``H5SUBFILE_COLLECTIVE_TIMEOUT`` seconds they raise
+    ``args``, compared among the ranks without an ``error``: a rank that failed raises its
+    error instead). Waiting ranks poll; after ``H5SUBFILE_COLLECTIVE_TIMEOUT`` seconds they raise
     CollectiveTimeoutError. The common case (no error, same call) costs one small allreduce.
     """
     agreed = isinstance(error, errors.H5SubfileError) and error.collective
@@ -185,114 +136,14 @@ def agree(comm: MPI.Comm, error: BaseException | None, call: Call | None = None)
         raise _crossed(crossed, mine) from error
     if not in_step:
         raise out_of_step(arrivals) from error
-    if not same_args:
+    # A rank that failed has no arguments worth comparing: its error is the one to raise,
+    # unless the others disagree among themselves too.
+    if not same_args and len({a.args for a in arrivals if a.failure is None}) > 1:
         raise _argument_mismatch(arrivals) from error
     failures = [(rank, a.failure) for rank, a in enumerate(arrivals) if a.failure is not None]
     if error is not None and all(a.agreed and a.failure == mine.failure for a in arrivals):
         raise error  # already the same on every rank: raised as itself
     raise rebuild(failures, comm.size) from error
-
-
-# The agreement round: a non-blocking allreduce, polled, with a timeout -----------------------
-@dataclass(frozen=True)
-class _Notice:
-    """What a rank that gives up waiting tells the others: where it waited."""
-
-    round: int
-    rank: int
-    call: str
-    file: str
-    waited: float
-
-
-@dataclass
-class _Channel:
-    """Per communicator (cached on it as an MPI attribute): the number of agreement rounds
-    so far (the same on every rank) and a duplicate of it for timeout notices."""
-
-    rounds: int = 0
-    status: MPI.Comm | None = None
-    dup: tuple[MPI.Comm, MPI.Request] | None = None  # the duplicate until its Idup completes
-    notices: dict[int, dict[int, _Notice]] = field(default_factory=dict)  # by round, by rank
-    sends: list[MPI.Request] = field(default_factory=list)
-    given_up: list[Any] = field(default_factory=list)  # requests (and buffers) left pending
-    waited: float = 0.0  # seconds this rank spent polling rounds that were not yet complete
-    waits: int = 0  # how many rounds it had to wait for
-
-    def progress(self) -> None:
-        """Finish the duplicate once every rank has made it; receive notices (local)."""
-        if self.dup is not None and self.dup[1].Test():
-            self.status, self.dup = self.dup[0], None
-        if self.status is None:
-            return
-        probe = MPI.Status()
-        # A message that came while this rank was not in MPI shows at the second probe.
-        while self.status.Iprobe(MPI.ANY_SOURCE, _NOTICE, probe) or self.status.Iprobe(
-            MPI.ANY_SOURCE, _NOTICE, probe
-        ):
-            notice: _Notice = self.status.recv(source=probe.Get_source(), tag=_NOTICE)
-            if notice.round >= self.rounds:  # older ones are stale: that round is over
-                self.notices.setdefault(notice.round, {})[notice.rank] = notice
-        self.sends = [s for s in self.sends if not s.Test()]
-
-
-_KEYVAL: int | None = None
-
-
-def _channel(comm: MPI.Comm) -> _Channel:
-    """This communicator's channel; made (with a non-blocking duplicate) on its first round."""
-    global _KEYVAL
-    if _KEYVAL is None:
-        _KEYVAL = MPI.Comm.Create_keyval()
-    channel = comm.Get_attr(_KEYVAL)
-    if channel is None:
-        channel = _Channel(dup=comm.Idup())
-        comm.Set_attr(_KEYVAL, channel)
-    assert isinstance(channel, _Channel)
-    return channel
-
-
-def waited(comm: MPI.Comm) -> tuple[float, int]:
-    """Seconds this rank has spent waiting in the polled rounds on ``comm`` (for other ranks
-    to arrive), and in how many rounds: totals since the communicator's first round."""
-    channel = None if _KEYVAL is None else comm.Get_attr(_KEYVAL)
-    return (channel.waited, channel.waits) if isinstance(channel, _Channel) else (0.0, 0)
-
-
-def allreduce_max(comm: MPI.Comm, sent: np.ndarray, call: Call | None) -> np.ndarray:
-    """Collective: the element-wise maximum of ``sent`` over the ranks, by a non-blocking
-    allreduce polled with short sleeps; CollectiveTimeoutError after the timeout."""
-    got = np.empty_like(sent)
-    _polled(comm, lambda: comm.Iallreduce(sent, got, op=MPI.MAX), (sent, got), call)
-    return got
-
-
-def _polled(
-    comm: MPI.Comm, start: Callable[[], MPI.Request], buffers: Any, call: Call | None = None
-) -> None:
-    """One round: start a non-blocking collective (after the communicator's channel exists:
-    every rank posts the same operations in the same order) and poll it to completion,
-    sleeping between tests; CollectiveTimeoutError after the timeout, or when the others
-    gave up waiting for this rank. ``buffers`` stay referenced until the request completes."""
-    channel = _channel(comm)
-    channel.rounds += 1
-    request = start()
-    if not request.Test():
-        began = time.monotonic()
-        try:
-            _wait(comm, channel, request, buffers, call)
-        finally:
-            channel.waited += time.monotonic() - began
-            channel.waits += 1
-    if channel.dup is not None:
-        # Every rank posted the duplicate before this round, which every rank has now
-        # reached: it completes. Left pending, MPI would report it at exit.
-        channel.dup[1].Wait()
-        channel.status, channel.dup = channel.dup[0], None
-    channel.progress()  # one probe: did the others give up waiting for this rank?
-    late = channel.notices.pop(channel.rounds, None)
-    if late:  # they have left this call: going on would wait for them in its next steps
-        raise _arrived_late(comm, late, call)
 
 
 # Object collectives, polled: with more ranks than cores, MPI's blocking collectives spin and
@@ -351,13 +202,13 @@ def _displacements(sizes: np.ndarray) -> np.ndarray:
 def _gatherv(comm: MPI.Comm, data: np.ndarray, sizes: np.ndarray | None, root: int) -> list[Any]:
     """One round: every rank's bytes on ``root``, whose ``sizes`` are known (else [])."""
     if comm.rank != root:
-        _polled(comm, lambda: comm.Igatherv(data, None, root=root), data)
+        polled(comm, lambda: comm.Igatherv(data, None, root=root), data)
         return []
     assert sizes is not None
     displs = _displacements(sizes)
     buffer = np.empty(int(sizes.sum()), dtype=np.uint8)
     spec = [buffer, sizes, displs, MPI.BYTE]
-    _polled(comm, lambda: comm.Igatherv(data, spec, root=root), (data, spec))
+    polled(comm, lambda: comm.Igatherv(data, spec, root=root), (data, spec))
     return [buffer[d : d + n] for d, n in zip(displs, sizes)]
 
 
@@ -365,7 +216,7 @@ def _gather_bytes(comm: MPI.Comm, data: np.ndarray, root: int = 0) -> list[np.nd
     """Collective, polled, two rounds: every rank's bytes on ``root`` (None elsewhere)."""
     size = np.array([data.size], dtype=np.int64)
     sizes = np.empty(comm.size, dtype=np.int64)
-    _polled(comm, lambda: comm.Igather(size, sizes, root=root), (size, sizes))
+    polled(comm, lambda: comm.Igather(size, sizes, root=root), (size, sizes))
     parts = _gatherv(comm, data, sizes, root)
     return parts if comm.rank == root else None
 
@@ -378,7 +229,7 @@ def _gather_slots(comm: MPI.Comm, data: np.ndarray, root: int = 0) -> list[Any] 
     _fill(mine, data)
     slots = np.empty((comm.size, width), dtype=np.uint8) if comm.rank == root else None
     spec = None if slots is None else [slots, width, MPI.BYTE]
-    _polled(comm, lambda: comm.Igather(mine, spec, root=root), (mine, spec))
+    polled(comm, lambda: comm.Igather(mine, spec, root=root), (mine, spec))
     return None if slots is None else [_read_slot(slot) for slot in slots]
 
 
@@ -405,7 +256,7 @@ def _scatter_bytes(
             _fill(slot, part, flags | more)
         spec = [slots, width, MPI.BYTE]
     mine = np.empty(width, dtype=np.uint8)
-    _polled(comm, lambda: comm.Iscatter(spec, mine, root=root), (spec, mine))
+    polled(comm, lambda: comm.Iscatter(spec, mine, root=root), (spec, mine))
     got_flags, size, inline = _read_slot(mine)
     if inline is not None:
         return got_flags, inline
@@ -414,7 +265,7 @@ def _scatter_bytes(
         sizes = np.array([p.size for p in parts], dtype=np.int64)
         whole = [np.concatenate(parts), sizes, _displacements(sizes), MPI.BYTE]
     got = np.empty(size, dtype=np.uint8)
-    _polled(comm, lambda: comm.Iscatterv(whole, got, root=root), (whole, got))
+    polled(comm, lambda: comm.Iscatterv(whole, got, root=root), (whole, got))
     return got_flags, got
 
 
@@ -426,12 +277,12 @@ def _bcast_bytes(
     slot = np.zeros(slot_bytes(comm.size), dtype=np.uint8)
     if comm.rank == root:
         _fill(slot, data, flags)
-    _polled(comm, lambda: comm.Ibcast(slot, root=root), slot)
+    polled(comm, lambda: comm.Ibcast(slot, root=root), slot)
     got_flags, size, inline = _read_slot(slot)
     if inline is not None:
         return got_flags, inline
     got = data if comm.rank == root and data is not None else np.empty(size, dtype=np.uint8)
-    _polled(comm, lambda: comm.Ibcast(got, root=root), got)
+    polled(comm, lambda: comm.Ibcast(got, root=root), got)
     return got_flags, got
 
 
@@ -455,7 +306,7 @@ def allgather(comm: MPI.Comm, obj: Any) -> list[Any]:
     mine = np.zeros(width, dtype=np.uint8)
     _fill(mine, data)
     slots = np.empty((comm.size, width), dtype=np.uint8)
-    _polled(comm, lambda: comm.Iallgather(mine, slots), (mine, slots))
+    polled(comm, lambda: comm.Iallgather(mine, slots), (mine, slots))
     read = [_read_slot(slot) for slot in slots]
     inlines = [inline for _, _, inline in read if inline is not None]
     if len(inlines) == comm.size:
@@ -464,100 +315,8 @@ def allgather(comm: MPI.Comm, obj: Any) -> list[Any]:
     displs = _displacements(sizes)
     buffer = np.empty(int(sizes.sum()), dtype=np.uint8)
     spec = [buffer, sizes, displs, MPI.BYTE]
-    _polled(comm, lambda: comm.Iallgatherv(data, spec), (data, spec))
+    polled(comm, lambda: comm.Iallgatherv(data, spec), (data, spec))
     return [_unpickled(buffer[d : d + n]) for d, n in zip(displs, sizes)]
-
-
-def _wait(
-    comm: MPI.Comm, channel: _Channel, request: MPI.Request, buffers: Any, call: Call | None
-) -> None:
-    """Poll ``request`` (spin briefly, yield the CPU between tests for YIELD_FOR, then sleep,
-    doubling the pause up to LAST_SLEEP) until it
-    completes, the timeout passes or another rank says it gave up waiting."""
-    timeout = collective_timeout()
-    started = time.monotonic()
-    checked = started
-    pause = 0.0
-    while True:
-        now = time.monotonic()
-        if now - started >= YIELD_FOR:
-            time.sleep(pause)
-            longest = min(max(LAST_SLEEP, (now - started) * PATIENCE), LONGEST_SLEEP)
-            pause = min(max(2 * pause, FIRST_SLEEP), longest)
-            now = time.monotonic()
-        elif now - started >= SPIN:
-            os.sched_yield()  # runnable ranks (oversubscribed) go first; otherwise no delay
-        if request.Test():
-            return
-        if now - checked >= CHECK_EVERY:
-            checked = now
-            channel.progress()
-            if channel.notices.get(channel.rounds):
-                break
-        if timeout is not None and now - started >= timeout:
-            break
-    channel.given_up.append((request, buffers))  # never completes here; keep its buffers
-    raise _give_up(comm, channel, call, time.monotonic() - started)
-
-
-def _give_up(
-    comm: MPI.Comm, channel: _Channel, call: Call | None, waited: float
-) -> errors.CollectiveTimeoutError:
-    """Tell the others where this rank waited, hear where they wait, name the ranks that
-    never arrived (the same message on every waiting rank)."""
-    timeout = collective_timeout()
-    limit = f"{timeout:g} s" if timeout is not None else "no time limit"
-    where = "" if call is None else call.describe()
-    mine = _Notice(channel.rounds, comm.rank, where, "" if call is None else call.file, waited)
-    channel.progress()
-    if channel.status is None:  # the first round on this communicator: no way to ask
-        exc = errors.CollectiveTimeoutError(
-            f"collective call {where or 'step'}{_files([mine.file])} timed out after "
-            f"{waited:.0f} s ({TIMEOUT_VARIABLE}: {limit}); it is the first collective call "
-            "on this communicator, so which ranks never arrived is unknown"
-        )
-        exc.collective = False
-        return exc
-    for rank in range(comm.size):
-        if rank != comm.rank:
-            channel.sends.append(channel.status.isend(mine, dest=rank, tag=_NOTICE))
-    heard = channel.notices.setdefault(channel.rounds, {})
-    deadline = time.monotonic() + GRACE
-    while len(heard) < comm.size - 1 and time.monotonic() < deadline:
-        time.sleep(1e-3)
-        channel.progress()
-    heard = channel.notices.pop(channel.rounds, {})
-    heard[comm.rank] = mine
-    missing = [r for r in range(comm.size) if r not in heard]
-    waiting = _by_value([heard[r].call if r in heard else None for r in range(comm.size)])
-    said = "; ".join(
-        f"{_ranks(ranks)} wait{'s' if len(ranks) == 1 else ''} in {call or 'a step inside a call'}"
-        for call, ranks in waiting
-        if call is not None
-    )
-    gone = f"{_ranks(missing)} never arrived" if missing else "every rank is waiting"
-    return errors.CollectiveTimeoutError(
-        f"collective call timed out ({TIMEOUT_VARIABLE}: {limit}){_files([mine.file])}: "
-        f"{gone}; {said}. The communicator's collective calls are now out of step: end the job"
-    )
-
-
-def _arrived_late(
-    comm: MPI.Comm, notices: dict[int, _Notice], call: Call | None
-) -> errors.CollectiveTimeoutError:
-    """The error of a rank that arrived after the others had given up waiting for it."""
-    where = "a step inside a call" if call is None else call.describe()
-    by_call: dict[str, list[int]] = {}
-    for rank in sorted(notices):
-        by_call.setdefault(notices[rank].call or "a step inside a call", []).append(rank)
-    waited = "; ".join(f"{_ranks(ranks)} in {c}" for c, ranks in by_call.items())
-    seconds = max(n.waited for n in notices.values())
-    return errors.CollectiveTimeoutError(
-        f"rank {comm.rank} arrived at {where}{_files([call.file if call else ''])} after "
-        f"{_ranks(sorted(notices))} had given up waiting for it for {seconds:.0f} s "
-        f"({TIMEOUT_VARIABLE}; {waited}). The communicator's collective calls are now out of "
-        "step: end the job"
-    )
 
 
 def root_only(comm: MPI.Comm, fn: Callable[[], T], root: int = 0) -> T:
@@ -680,14 +439,3 @@ def check_same(call: str, signatures: list[Any]) -> None:
             f"collective call {call} made with different arguments on different ranks: "
             f"rank 0: {reference!r}; {shown}{more}"
         )
-
-
-def checked_collective(comm: MPI.Comm, call: str, signature: Any, fn: Callable[[], T]) -> T:
-    """Collective: check that every rank passed the same ``signature`` to ``call``, then run
-    ``fn`` on rank 0 and return its result (or raise its error) on every rank."""
-
-    def decide(signatures: list[Any]) -> T:
-        check_same(call, signatures)
-        return fn()
-
-    return root_decides(comm, signature, None, decide, per_rank=False)

@@ -7,7 +7,8 @@ import os
 from mpi4py import MPI
 
 from ..errors import PlanError
-from .collective import agree, allgather
+from .collective import allgather
+from .failures import Failure, describe, rebuild
 
 RANKS_PER_NODE_ENV = "H5SUBFILE_RANKS_PER_NODE"
 
@@ -19,8 +20,8 @@ def node_of_ranks(comm: MPI.Comm) -> tuple[int, ...]:
     MPI): one allgather of short strings, where splitting by shared memory
     (``MPI_COMM_TYPE_SHARED``) costs 5-30 ms per file on a laptop.
     ``H5SUBFILE_RANKS_PER_NODE=n`` fakes nodes of n consecutive ranks (for tests and for
-    launchers that hide the topology). The same collectives run either way, so a bad value on
-    some ranks raises the same error everywhere instead of hanging.
+    launchers that hide the topology). One round either way, so a bad value on some ranks, or
+    different values, raise the same error everywhere instead of hanging.
     """
     faked = os.environ.get(RANKS_PER_NODE_ENV, "").strip()
     error = None
@@ -31,10 +32,25 @@ def node_of_ranks(comm: MPI.Comm) -> tuple[int, ...]:
             if per_node < 1:
                 raise ValueError
         except ValueError:
-            error = PlanError(f"{RANKS_PER_NODE_ENV}={faked!r}: expected a positive integer")
-    agree(comm, error)
+            error = describe(
+                PlanError(f"{RANKS_PER_NODE_ENV}={faked!r}: expected a positive integer")
+            )
+    # One round: every rank's processor name, its error and its faked node size.
+    said: list[tuple[str, Failure | None, int]] = allgather(
+        comm, (MPI.Get_processor_name(), error, per_node)
+    )
+    failures = [(rank, failure) for rank, (_, failure, _) in enumerate(said) if failure]
+    if failures:
+        raise rebuild(failures, comm.size)
+    sizes = sorted({size for _, _, size in said})
+    if len(sizes) > 1:  # every rank sees the same answers: the same error on every rank
+        differ = PlanError(
+            f"{RANKS_PER_NODE_ENV} differs between ranks ({', '.join(map(str, sizes))}; unset "
+            "counts as 0): set it alike on every rank"
+        )
+        differ.collective = True
+        raise differ
     if per_node:
         return tuple((rank // per_node) * per_node for rank in range(comm.size))
     first: dict[str, int] = {}
-    names: list[str] = allgather(comm, MPI.Get_processor_name())
-    return tuple(first.setdefault(name, rank) for rank, name in enumerate(names))
+    return tuple(first.setdefault(name, rank) for rank, (name, _, _) in enumerate(said))

@@ -1,0 +1,334 @@
+"""One polled round: a non-blocking collective operation started on every rank and polled to
+completion, with a timeout (docs/ARCHITECTURE.md, "Collective discipline").
+
+MPI's blocking collectives spin; with more ranks than cores a spinning rank takes the CPU from
+the ranks still working. A waiting rank here tests its request, spinning briefly, then yielding
+the CPU (for long when the node has a core per rank, :func:`yield_for`), then sleeping with
+pauses that grow with the time already waited. After ``H5SUBFILE_COLLECTIVE_TIMEOUT`` seconds
+it gives up: it tells the other ranks where it waited (on a duplicate of the communicator) and
+raises CollectiveTimeoutError naming the ranks that never arrived; a rank arriving later finds
+the notices and raises too. :class:`Call` names the collective call a round belongs to.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
+
+import numpy as np
+from mpi4py import MPI
+
+from .. import errors
+
+T = TypeVar("T")
+
+TIMEOUT_VARIABLE = "H5SUBFILE_COLLECTIVE_TIMEOUT"
+DEFAULT_TIMEOUT = 600.0  # seconds; 0 (or less): wait for ever
+#: Polling: spin on MPI_Test this long, then sleep between tests, doubling from FIRST_SLEEP to
+#: LAST_SLEEP (seconds; docs/BENCHMARKS.md measures the cost).
+SPIN = 50e-6
+YIELD_FOR = 2e-3  # then yield the CPU between tests (sched_yield) until this, then sleep
+#: ... or until this when the node has a core for each of its ranks (:func:`yield_for`): no
+#: rank waits for the CPU, so a waiting rank may keep its core, as MPI's own waits do, and
+#: answers at once when the rank it waits for has worked a few milliseconds (opening files).
+YIELD_FOR_UNDERSUBSCRIBED = 50e-3
+#: What MPI launchers say of the ranks on this node (MPICH's Hydra, Open MPI, Slurm).
+LOCAL_SIZE_VARIABLES = ("MPI_LOCALNRANKS", "OMPI_COMM_WORLD_LOCAL_SIZE", "SLURM_NTASKS_PER_NODE")
+FIRST_SLEEP = 20e-6
+LAST_SLEEP = 1e-3
+#: A rank that has waited t seconds sleeps up to PATIENCE * t between tests (at most
+#: LONGEST_SLEEP): with more ranks than cores, ranks waking every millisecond to test took most
+#: of the CPU from the rank they waited for (a 16 ms plan took 0.5 s at 128 ranks on 2 cores).
+PATIENCE = 0.1
+LONGEST_SLEEP = 0.05
+CHECK_EVERY = 0.01  # seconds between looks for other ranks' timeout notices while waiting
+GRACE = 1.0  # seconds a rank that gives up waits to hear where the others are
+_NOTICE = 1  # the tag of timeout notices on a communicator's status duplicate
+
+
+def ranks_on_node() -> int | None:
+    """The number of ranks the launcher started on this node, or None when it does not say."""
+    for name in LOCAL_SIZE_VARIABLES:
+        try:
+            return int(os.environ[name])
+        except (KeyError, ValueError):
+            continue
+    return None
+
+
+def cores() -> int:
+    """The processors this process may run on."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        return os.cpu_count() or 1
+
+
+_YIELD_FOR: float | None = None
+
+
+def yield_for() -> float:
+    """How long a waiting rank yields the CPU between tests before it starts to sleep:
+    :data:`YIELD_FOR_UNDERSUBSCRIBED` when the launcher says the node has no more ranks than
+    this process has cores, else :data:`YIELD_FOR` (decided once per process; local)."""
+    global _YIELD_FOR
+    if _YIELD_FOR is None:
+        local = ranks_on_node()
+        alone = local is not None and local <= cores()
+        _YIELD_FOR = YIELD_FOR_UNDERSUBSCRIBED if alone else YIELD_FOR
+    return _YIELD_FOR
+
+
+def collective_timeout() -> float | None:
+    """``H5SUBFILE_COLLECTIVE_TIMEOUT`` in seconds (default 600), or None (0: no timeout)."""
+    raw = os.environ.get(TIMEOUT_VARIABLE, "").strip()
+    try:
+        seconds = float(raw) if raw else DEFAULT_TIMEOUT
+    except ValueError:
+        seconds = DEFAULT_TIMEOUT  # not worth failing one rank over: ranks share it anyway
+    return seconds if seconds > 0 else None
+
+
+@dataclass(frozen=True)
+class Call:
+    """A collective call, as the ranks agree on it at its start.
+
+    ``name`` and ``seq`` (its number among the calls on its file) must be the same on every
+    rank, otherwise the ranks are out of step. ``args``, when given, must be the same too (the
+    datasets of a write...), otherwise it is an argument mismatch. ``detail`` and ``file`` are
+    only shown in messages.
+    """
+
+    name: str
+    seq: int
+    detail: str = ""
+    args: str | None = None
+    file: str = ""
+
+    def describe(self) -> str:
+        return f"{self.name}{' ' + self.detail if self.detail else ''} (call #{self.seq})"
+
+
+def call_hash(text: str) -> int:
+    """A positive 62-bit hash of ``text``, the same in every process (unlike ``hash``)."""
+    digest = hashlib.blake2b(text.encode(), digest_size=8).digest()
+    return (int.from_bytes(digest, "little") >> 2) or 1
+
+
+def ranks_text(ranks: Sequence[int]) -> str:
+    if len(ranks) == 1:
+        return f"rank {ranks[0]}"
+    if len(ranks) <= 8:
+        return "ranks " + ", ".join(map(str, ranks))
+    return f"{len(ranks)} ranks: {ranks[0]}, {ranks[1]}, ... {ranks[-1]}"
+
+
+def by_value(values: Sequence[T]) -> list[tuple[T, list[int]]]:
+    """Each distinct value with the ranks that hold it, in order of first appearance."""
+    grouped: dict[T, list[int]] = {}
+    for rank, value in enumerate(values):
+        grouped.setdefault(value, []).append(rank)
+    return list(grouped.items())
+
+
+def files_text(files: Sequence[str]) -> str:
+    named = sorted({f for f in files if f})
+    return f" on {', '.join(named)}" if named else ""
+
+
+@dataclass(frozen=True)
+class _Notice:
+    """What a rank that gives up waiting tells the others: where it waited."""
+
+    round: int
+    rank: int
+    call: str
+    file: str
+    waited: float
+
+
+@dataclass
+class _Channel:
+    """Per communicator (cached on it as an MPI attribute): the number of agreement rounds
+    so far (the same on every rank) and a duplicate of it for timeout notices."""
+
+    rounds: int = 0
+    status: MPI.Comm | None = None
+    dup: tuple[MPI.Comm, MPI.Request] | None = None  # the duplicate until its Idup completes
+    notices: dict[int, dict[int, _Notice]] = field(default_factory=dict)  # by round, by rank
+    sends: list[MPI.Request] = field(default_factory=list)
+    given_up: list[Any] = field(default_factory=list)  # requests (and buffers) left pending
+    waited: float = 0.0  # seconds this rank spent polling rounds that were not yet complete
+    waits: int = 0  # how many rounds it had to wait for
+
+    def progress(self) -> None:
+        """Finish the duplicate once every rank has made it; receive notices (local)."""
+        if self.dup is not None and self.dup[1].Test():
+            self.status, self.dup = self.dup[0], None
+        if self.status is None:
+            return
+        probe = MPI.Status()
+        # A message that came while this rank was not in MPI shows at the second probe.
+        while self.status.Iprobe(MPI.ANY_SOURCE, _NOTICE, probe) or self.status.Iprobe(
+            MPI.ANY_SOURCE, _NOTICE, probe
+        ):
+            notice: _Notice = self.status.recv(source=probe.Get_source(), tag=_NOTICE)
+            if notice.round >= self.rounds:  # older ones are stale: that round is over
+                self.notices.setdefault(notice.round, {})[notice.rank] = notice
+        self.sends = [s for s in self.sends if not s.Test()]
+
+
+_KEYVAL: int | None = None
+
+
+def channel_of(comm: MPI.Comm) -> _Channel:
+    """This communicator's channel; made (with a non-blocking duplicate) on its first round."""
+    global _KEYVAL
+    if _KEYVAL is None:
+        _KEYVAL = MPI.Comm.Create_keyval()
+    channel = comm.Get_attr(_KEYVAL)
+    if channel is None:
+        channel = _Channel(dup=comm.Idup())
+        comm.Set_attr(_KEYVAL, channel)
+    assert isinstance(channel, _Channel)
+    return channel
+
+
+def waited(comm: MPI.Comm) -> tuple[float, int]:
+    """Seconds this rank has spent waiting in the polled rounds on ``comm`` (for other ranks
+    to arrive), and in how many rounds: totals since the communicator's first round."""
+    channel = None if _KEYVAL is None else comm.Get_attr(_KEYVAL)
+    return (channel.waited, channel.waits) if isinstance(channel, _Channel) else (0.0, 0)
+
+
+def allreduce_max(comm: MPI.Comm, sent: np.ndarray, call: Call | None) -> np.ndarray:
+    """Collective: the element-wise maximum of ``sent`` over the ranks, by a non-blocking
+    allreduce polled with short sleeps; CollectiveTimeoutError after the timeout."""
+    got = np.empty_like(sent)
+    polled(comm, lambda: comm.Iallreduce(sent, got, op=MPI.MAX), (sent, got), call)
+    return got
+
+
+def polled(
+    comm: MPI.Comm, start: Callable[[], MPI.Request], buffers: Any, call: Call | None = None
+) -> None:
+    """One round: start a non-blocking collective (after the communicator's channel exists:
+    every rank posts the same operations in the same order) and poll it to completion,
+    sleeping between tests; CollectiveTimeoutError after the timeout, or when the others
+    gave up waiting for this rank. ``buffers`` stay referenced until the request completes."""
+    channel = channel_of(comm)
+    channel.rounds += 1
+    request = start()
+    if not request.Test():
+        began = time.monotonic()
+        try:
+            _wait(comm, channel, request, buffers, call)
+        finally:
+            channel.waited += time.monotonic() - began
+            channel.waits += 1
+    if channel.dup is not None:
+        # Every rank posted the duplicate before this round, which every rank has now
+        # reached: it completes. Left pending, MPI would report it at exit.
+        channel.dup[1].Wait()
+        channel.status, channel.dup = channel.dup[0], None
+    channel.progress()  # one probe: did the others give up waiting for this rank?
+    late = channel.notices.pop(channel.rounds, None)
+    if late:  # they have left this call: going on would wait for them in its next steps
+        raise _arrived_late(comm, late, call)
+
+
+def _wait(
+    comm: MPI.Comm, channel: _Channel, request: MPI.Request, buffers: Any, call: Call | None
+) -> None:
+    """Poll ``request`` (spin briefly, yield the CPU between tests for :func:`yield_for`, then
+    sleep, doubling the pause up to LAST_SLEEP) until it
+    completes, the timeout passes or another rank says it gave up waiting."""
+    timeout = collective_timeout()
+    yielding = yield_for()
+    started = time.monotonic()
+    checked = started
+    pause = 0.0
+    while True:
+        now = time.monotonic()
+        if now - started >= yielding:
+            time.sleep(pause)
+            longest = min(max(LAST_SLEEP, (now - started) * PATIENCE), LONGEST_SLEEP)
+            pause = min(max(2 * pause, FIRST_SLEEP), longest)
+            now = time.monotonic()
+        elif now - started >= SPIN:
+            os.sched_yield()  # runnable ranks (oversubscribed) go first; otherwise no delay
+        if request.Test():
+            return
+        if now - checked >= CHECK_EVERY:
+            checked = now
+            channel.progress()
+            if channel.notices.get(channel.rounds):
+                break
+        if timeout is not None and now - started >= timeout:
+            break
+    channel.given_up.append((request, buffers))  # never completes here; keep its buffers
+    raise _give_up(comm, channel, call, time.monotonic() - started)
+
+
+def _give_up(
+    comm: MPI.Comm, channel: _Channel, call: Call | None, waited: float
+) -> errors.CollectiveTimeoutError:
+    """Tell the others where this rank waited, hear where they wait, name the ranks that
+    never arrived (the same message on every waiting rank)."""
+    timeout = collective_timeout()
+    limit = f"{timeout:g} s" if timeout is not None else "no time limit"
+    where = "" if call is None else call.describe()
+    mine = _Notice(channel.rounds, comm.rank, where, "" if call is None else call.file, waited)
+    channel.progress()
+    if channel.status is None:  # the first round on this communicator: no way to ask
+        exc = errors.CollectiveTimeoutError(
+            f"collective call {where or 'step'}{files_text([mine.file])} timed out after "
+            f"{waited:.0f} s ({TIMEOUT_VARIABLE}: {limit}); it is the first collective call "
+            "on this communicator, so which ranks never arrived is unknown"
+        )
+        exc.collective = False
+        return exc
+    for rank in range(comm.size):
+        if rank != comm.rank:
+            channel.sends.append(channel.status.isend(mine, dest=rank, tag=_NOTICE))
+    heard = channel.notices.setdefault(channel.rounds, {})
+    deadline = time.monotonic() + GRACE
+    while len(heard) < comm.size - 1 and time.monotonic() < deadline:
+        time.sleep(1e-3)
+        channel.progress()
+    heard = channel.notices.pop(channel.rounds, {})
+    heard[comm.rank] = mine
+    missing = [r for r in range(comm.size) if r not in heard]
+    waiting = by_value([heard[r].call if r in heard else None for r in range(comm.size)])
+    said = "; ".join(
+        f"{ranks_text(ranks)} wait{'s' if len(ranks) == 1 else ''} in {call or 'a step inside a call'}"
+        for call, ranks in waiting
+        if call is not None
+    )
+    gone = f"{ranks_text(missing)} never arrived" if missing else "every rank is waiting"
+    return errors.CollectiveTimeoutError(
+        f"collective call timed out ({TIMEOUT_VARIABLE}: {limit}){files_text([mine.file])}: "
+        f"{gone}; {said}. The communicator's collective calls are now out of step: end the job"
+    )
+
+
+def _arrived_late(
+    comm: MPI.Comm, notices: dict[int, _Notice], call: Call | None
+) -> errors.CollectiveTimeoutError:
+    """The error of a rank that arrived after the others had given up waiting for it."""
+    where = "a step inside a call" if call is None else call.describe()
+    by_call: dict[str, list[int]] = {}
+    for rank in sorted(notices):
+        by_call.setdefault(notices[rank].call or "a step inside a call", []).append(rank)
+    waited = "; ".join(f"{ranks_text(ranks)} in {c}" for c, ranks in by_call.items())
+    seconds = max(n.waited for n in notices.values())
+    return errors.CollectiveTimeoutError(
+        f"rank {comm.rank} arrived at {where}{files_text([call.file if call else ''])} after "
+        f"{ranks_text(sorted(notices))} had given up waiting for it for {seconds:.0f} s "
+        f"({TIMEOUT_VARIABLE}; {waited}). The communicator's collective calls are now out of "
+        "step: end the job"
+    )
