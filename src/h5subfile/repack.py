@@ -48,6 +48,7 @@ from .io.h5 import is_attribute_note
 from .layout.dtypes import check_dtype
 from .layout.names import subfile_folder
 from .mpi.collective import agree, root_only
+from .plan import MIN_BUFFER_SIZE, PLAN_FIELDS
 
 DEFAULT_SLAB_SIZE = 256 << 20
 
@@ -348,6 +349,23 @@ def copy_attributes(source: Group | Dataset | File, target: Group | Dataset | Fi
     return count
 
 
+def write_behind(plan: dict[str, Any], slab_size: int) -> dict[str, Any]:
+    """The plan a repack writes with: ``plan``, and unless it or the environment says whether
+    to write behind, writing behind without a copy through a buffer of one slab, so that each
+    rank reads its next slab while its last one is written. No copy is safe here: a repack
+    never touches an array once it has handed it to a write."""
+    env = {field.name: field.env for field in PLAN_FIELDS}
+    given = {name for name in env if plan.get(name) is not None or os.environ.get(env[name])}
+    if "async_writes" in given:
+        return dict(plan)
+    defaults = {
+        "async_writes": True,
+        "async_zero_copy": True,
+        "async_buffer_size": max(slab_size, MIN_BUFFER_SIZE),
+    }
+    return {**plan, **{name: v for name, v in defaults.items() if name not in given}}
+
+
 # The whole repack ----------------------------------------------------------------------------
 def repack(
     source: str | os.PathLike[str],
@@ -366,8 +384,9 @@ def repack(
     ``target`` must not exist unless ``force`` (then it and its subfile folder are replaced
     once the new file is complete); it may not be ``source``. Soft, external and extra hard
     links are refused, or with ``skip_links`` left out (listed in ``skipped_links``). Each
-    rank holds at most about ``slab_size`` bytes of data at a time (its whole share of a
-    dataset when the target is chunked). On failure nothing is left at ``target`` and every
+    rank reads about ``slab_size`` bytes at a time (its whole share of a dataset when the
+    target is chunked) while its last slab is written (:func:`write_behind`: about twice
+    ``slab_size`` held at most, unless ``async_writes`` is given). On failure nothing is left at ``target`` and every
     rank raises the same error. ``progress(done_bytes, total_bytes, done_datasets,
     total_datasets)`` is called on every rank after each write.
     """
@@ -383,7 +402,8 @@ def repack(
     summary = Summary(source, target, comm.size)
     try:
         master = os.path.join(staging, os.path.basename(target))
-        _copy(source, master, comm, (slab_size, skip_links), progress, summary, plan)
+        options = (slab_size, skip_links)
+        _copy(source, master, comm, options, progress, summary, write_behind(plan, slab_size))
         root_only(comm, lambda: _install(staging, target, force))
     except BaseException:
         if comm.rank == 0:

@@ -1,13 +1,15 @@
 """How repack splits the work: the ranks' shares tile axis 0, and the slabs of a share cover
-it exactly once, in storage order, each within the slab size unless it is one element."""
+it exactly once, in storage order, each within the slab size unless it is one element; and the
+plan it writes with."""
 
 from __future__ import annotations
 
 import numpy as np
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from h5subfile.repack import box_bytes, max_share_bytes, share, slab_boxes
+from h5subfile.repack import box_bytes, max_share_bytes, share, slab_boxes, write_behind
 
 
 @given(st.integers(0, 1000), st.integers(1, 64))
@@ -46,3 +48,22 @@ def test_slabs_cover_a_share_once_in_order(
     want = np.zeros(shape, dtype=np.int64)
     want[lo:hi] = 1
     assert np.array_equal(covered, want)
+
+
+def test_repack_writes_behind_unless_told_otherwise(monkeypatch: pytest.MonkeyPatch) -> None:
+    for name in ("ASYNC_WRITES", "ASYNC_ZERO_COPY", "ASYNC_BUFFER_SIZE"):
+        monkeypatch.delenv(f"H5SUBFILE_{name}", raising=False)
+    assert write_behind({"subfiles": 1}, 64 << 20) == {
+        "subfiles": 1,
+        "async_writes": True,
+        "async_zero_copy": True,
+        "async_buffer_size": 64 << 20,
+    }
+    assert write_behind({}, 100)["async_buffer_size"] == 4096  # the plan's smallest buffer
+    # What the caller says stays: off, or on with its own copy and buffer.
+    assert write_behind({"async_writes": False}, 1 << 20) == {"async_writes": False}
+    assert write_behind({"async_writes": True}, 1 << 20) == {"async_writes": True}
+    assert write_behind({"async_buffer_size": 8192}, 1 << 20)["async_buffer_size"] == 8192
+    # ... and what the environment says, as for any plan field.
+    monkeypatch.setenv("H5SUBFILE_ASYNC_WRITES", "0")
+    assert write_behind({}, 1 << 20) == {}
