@@ -41,6 +41,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from docplot import caption, environment_warning, mpi_name
+from warm import reports_free_pages, warm_memory
 
 ROOT = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent
@@ -70,14 +71,18 @@ WHOLE = {
 TIMEOUT = 3600  # seconds per job: a hung job is killed and recorded as failed
 
 
-def vpic(ranks: int, flags: list[str], particles: str, steps: int, folder: Path) -> dict:
-    """One ``h5subfile vpic`` job: its metrics, the job's wall time and the load before it."""
+def vpic(
+    ranks: int, flags: list[str], particles: str, steps: int, folder: Path, warm: float = 0.0
+) -> dict:
+    """One ``h5subfile vpic`` job: its metrics, the job's wall time and the load before it;
+    ``warm`` GiB of memory touched before it (benchmarks/warm.py)."""
     shutil.rmtree(folder, ignore_errors=True)
     folder.mkdir(parents=True)
     command = [str(BIN / "mpiexec"), "-n", str(ranks), str(BIN / "h5subfile"), "vpic"]
     command += [str(folder / "run.h5"), "--particles", particles, "--steps", str(steps)]
     command += ["--json", "--quiet", *flags]
     os.sync()  # untimed: no run pays for the previous run's dirty pages
+    warm_memory(warm)
     load = os.getloadavg()[0]
     started = time.perf_counter()
     try:
@@ -114,7 +119,9 @@ def measure(args: argparse.Namespace, record: dict, save: Callable[[], None]) ->
                 for label in order:
                     if kind == "scaling" and label not in args.configs:
                         continue
-                    result = vpic(ranks, configs[label], particles, steps, Path(tmp) / "job")
+                    warm = args.warm if kind == "whole" else 0.0
+                    job = Path(tmp) / "job"
+                    result = vpic(ranks, configs[label], particles, steps, job, warm)
                     result.update(kind=kind, ranks=ranks, config=label, repetition=rep)
                     record[kind].append(result)
                     shown = result.get("error", "").strip().splitlines()[-1:] or [
@@ -403,7 +410,12 @@ def render(record: dict) -> str:
             f"- scaling: {s['particles']} particles per rank, {s['steps']} steps; "
             f"{s['reps']} repetitions ({s['small_reps']} up to {s['small']} ranks); whole "
             f"write: 2 ranks, {s['whole_particles']} particles per rank, {s['whole_reps']} "
-            "repetitions",
+            "repetitions"
+            + (
+                f", {s['warm']:g} GiB of memory touched before each job (`benchmarks/warm.py`)"
+                if s.get("warm")
+                else ""
+            ),
             "",
             "Metadata time, seconds (oversubscribed beyond 2 ranks):",
             "",
@@ -450,6 +462,13 @@ def main() -> int:
     parser.add_argument("--steps", type=int, default=2)
     parser.add_argument("--whole-reps", type=int, default=5, help="0: no whole-write runs")
     parser.add_argument("--whole-particles", default="4Mi", help="per rank, whole write")
+    parser.add_argument(
+        "--warm",
+        type=float,
+        default=None,
+        help="GiB of memory touched before each whole-write job (benchmarks/warm.py; default "
+        "2 where the kernel hands freed memory back to its host, else 0)",
+    )
     parser.add_argument("--seed", type=int, default=20261123, help="of the shuffled orders")
     parser.add_argument("--workdir", type=Path, default=None, help="where the files go (TMPDIR)")
     parser.add_argument("--render", action="store_true", help="only rebuild the docs")
@@ -457,6 +476,8 @@ def main() -> int:
         "--extend", action="store_true", help="add these jobs to the run of the same label"
     )
     args = parser.parse_args()
+    if args.warm is None:
+        args.warm = 2.0 if reports_free_pages() else 0.0
     record = json.loads(RESULTS.read_text()) if RESULTS.exists() else {"runs": {}}
     if not args.render:
         import h5py

@@ -12,6 +12,10 @@ repetition (after an untimed ``sync``, the output removed after each run):
   meets the other rank in one barrier, nothing copied: the part of the repack commands' time
   that does not depend on the file
 
+Before each run, untimed, ``--warm`` GiB of memory are touched and freed (benchmarks/warm.py:
+on a virtual machine that hands freed memory back to its host, so that no command's page cache
+pays for faulting it in again).
+
 Each time is the whole command, from process start to exit (both tools pay their start-up).
 Before the runs, both outputs are compared value for value with plain h5py (untimed), so the
 tools are known to produce the same data. Writes ``docs/repack-results.json`` and prints the
@@ -36,6 +40,8 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+
+from warm import reports_free_pages, warm_memory
 
 from h5subfile.units import parse_count
 
@@ -70,9 +76,11 @@ def remove(target: Path) -> None:
     shutil.rmtree(target.with_suffix(".subfiles"), ignore_errors=True)
 
 
-def timed(command: list[str], target: Path) -> float:
-    """Seconds of one run, start to exit (after an untimed sync; the output removed after)."""
+def timed(command: list[str], target: Path, warm: float = 0.0) -> float:
+    """Seconds of one run, start to exit (after an untimed sync and ``warm`` GiB of memory
+    touched, benchmarks/warm.py; the output removed after)."""
     subprocess.run(["sync"], check=True)
+    warm_memory(warm)
     started = time.perf_counter()
     subprocess.run(command, check=True, capture_output=True, timeout=1200)
     seconds = time.perf_counter() - started
@@ -139,6 +147,13 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=2)
     parser.add_argument("--dir", type=Path, default=None, help="folder (default: a temporary one)")
     parser.add_argument("--out", type=Path, default=ROOT / "docs" / "repack-results.json")
+    parser.add_argument(
+        "--warm",
+        type=float,
+        default=None,
+        help="GiB of memory touched before each run (benchmarks/warm.py; default: twice the "
+        "input plus 1 GiB where the kernel hands freed memory back to its host, else 0)",
+    )
     args = parser.parse_args()
     from h5subfile.bench.report import machine, versions
 
@@ -151,6 +166,9 @@ def main() -> None:
         capture_output=True,
     )
     nbytes = parse_count(args.particles) * 32 * 2 * args.steps  # VPIC-IO: 32 bytes a particle
+    warm = args.warm
+    if warm is None:
+        warm = round(2 * nbytes / 2**30 + 1, 1) if reports_free_pages() else 0.0
     runs = commands(source, target)
     check_outputs(runs, source, target, folder)
     order_rng = random.Random(SEED)
@@ -161,7 +179,7 @@ def main() -> None:
         order_rng.shuffle(order)
         for label in order:
             loads.append(os.getloadavg()[0])
-            times[label].append(timed(runs[label], target))
+            times[label].append(timed(runs[label], target, warm))
         print(f"repetition {rep + 1}/{args.reps}: {order}", file=sys.stderr)
     shutil.rmtree(folder)
     rows = summarise(times)
@@ -175,6 +193,7 @@ def main() -> None:
         "load_average": {"min": min(loads), "median": statistics.median(loads), "max": max(loads)},
         "reps": args.reps,
         "seed": SEED,
+        "warm_gib": warm,
     }
     args.out.write_text(json.dumps(result, indent=1, default=str) + "\n")
     print(table(rows, nbytes))

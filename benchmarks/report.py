@@ -260,14 +260,22 @@ def _repack_run(data: dict, figure: str, number: str) -> list[str]:
     v, m = data["versions"], data["machine"]
     inp = data["input"]
     out = "" if inp["bytes"] <= 2**30 else " --out docs/repack-results-2gib.json"
+    warm = data.get("warm_gib")  # runs before memory warming have none
     return [
         "```sh",
         f".venv/bin/python benchmarks/repack_experiment.py --reps {data['reps']} "
-        f"--particles {inp['particles_per_rank']} --steps {inp['steps']}{out}",
+        f"--particles {inp['particles_per_rank']} --steps {inp['steps']}{out}"
+        + (f" --warm {warm:g}" if warm is not None else ""),
         "```",
         "",
         f"Input: {inp['bytes'] / 2**20:.0f} MiB (2 writer ranks x {inp['particles_per_rank']} "
-        f"particles x {inp['steps']} steps); {data['reps']} repetitions. Machine: "
+        f"particles x {inp['steps']} steps); {data['reps']} repetitions"
+        + (
+            f", {warm:g} GiB of memory touched before each run (`benchmarks/warm.py`)"
+            if warm
+            else ""
+        )
+        + ". Machine: "
         f"{m['hostname']}, {m['cores']} cores, {m['platform']}; page cache (the whole file "
         "fits); "
         + ("**heavily shared while measuring**: " if load["median"] > m["cores"] else "")
