@@ -15,7 +15,12 @@ import pytest
 from mpi4py import MPI
 from ranks import raises_on_every_rank
 
-from h5subfile.errors import RankFailedError
+from h5subfile.errors import (
+    CollectiveMismatchError,
+    MissingFileError,
+    PlanError,
+    RankFailedError,
+)
 from h5subfile.mpi import collective
 
 
@@ -160,3 +165,59 @@ def test_write_datasets_is_one_agreement_round_whatever_the_datasets(
                     [np.arange(3 + r) + 100 * int(name[1:]) for r in range(comm.size)]
                 )
                 assert np.array_equal(f[f"g{n}/{name}"][...], whole)
+
+
+def test_root_first_sends_roots_result_in_one_round_after_the_agreement(comm: MPI.Comm) -> None:
+    """Rank 0 works before the agreement round, which carries the size of its answer: two
+    rounds in all, however large the answer (a root_only of it takes two of its own)."""
+    big = np.arange(collective.slot_bytes(comm.size), dtype="i8")  # 8 slots' worth
+    ran: list[int] = []
+
+    def work() -> np.ndarray:
+        ran.append(comm.rank)
+        return big * 3
+
+    before = _rounds(comm)
+    got = collective.root_first(comm, work, None, collective.Call("first", 0))
+    assert np.array_equal(got, big * 3) and _rounds(comm) - before == 2
+    assert ran == ([0] if comm.rank == 0 else [])
+
+
+def test_root_first_raises_roots_error_or_the_rounds_on_every_rank(comm: MPI.Comm) -> None:
+    def fails() -> int:
+        raise MissingFileError("nothing here")
+
+    with raises_on_every_rank(comm, MissingFileError, "nothing here"):
+        collective.root_first(comm, fails, None, collective.Call("first", 1))
+    # An error on another rank: rank 0's work is thrown away and the error raised everywhere.
+    mine = PlanError("bad argument") if comm.rank == comm.size - 1 else None
+    with raises_on_every_rank(comm, PlanError, "bad argument"):
+        collective.root_first(comm, lambda: 1, mine, collective.Call("first", 2))
+    # Different arguments: a mismatch, whatever rank 0 found.
+    call = collective.Call("first", 3, args=f"arg{comm.rank % 2}")
+    with raises_on_every_rank(comm, CollectiveMismatchError, "different"):
+        collective.root_first(comm, lambda: 1, None, call)
+
+
+def test_opening_creating_groups_and_setting_attributes_take_two_rounds(
+    comm: MPI.Comm, shared_tmp: Path
+) -> None:
+    """Each call's arguments are checked in its agreement round; rank 0's work follows in one
+    broadcast (a catalogue read from a file included, whatever its size)."""
+    import h5subfile as hs
+
+    path = shared_tmp / "two-rounds.h5"
+    with hs.File(path, "w", comm=comm, subfiles="rank") as f:
+        for name, call in [
+            ("group", lambda: f.create_group("g")),
+            ("attribute", lambda: f.attrs.__setitem__("a", np.arange(5))),
+            ("attribute deleted", lambda: f.attrs.__delitem__("a")),
+        ]:
+            before = _rounds(comm)
+            call()
+            assert _rounds(comm) - before == 2, name
+        f["g"].write_datasets({f"d{i}": np.arange(3000) for i in range(30)})  # a large catalogue
+    before = _rounds(comm)
+    with hs.File(path, "r", comm=comm) as f:
+        assert _rounds(comm) - before == 2
+        assert np.array_equal(f["g/d29"][:3000], np.arange(3000))

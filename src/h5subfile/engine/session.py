@@ -48,7 +48,7 @@ from ..layout.integrity import PieceSum, identity
 from ..layout.names import SourcePaths, subfile_relpath
 from ..layout.record import DatasetLayout, FileRecord
 from ..layout.sharing import broadcast_limit
-from ..mpi.collective import Call, agree, root_only, waited
+from ..mpi.collective import Call, agree, root_first, root_only, waited
 from ..mpi.nodes import node_of_ranks
 from ..plan import READ_FIELDS, Plan
 from . import autoplan
@@ -333,8 +333,9 @@ def open_session(
 
     Every rank checks its plan; the call's agreement round then checks that every rank's
     (path, mode, plan, profile folder, plan choice) is the same, before any mode-specific
-    collective. For reading, rank 0 then scans the master and broadcasts the catalogue (one
-    more round, two for a large catalogue). ``profile``: the folder of this session's profile
+    collective. For reading, rank 0 scans the master before that round, while the other
+    ranks arrive, and broadcasts the catalogue in the next (:func:`root_first`: two rounds
+    whatever its size). ``profile``: the folder of this session's profile
     (engine/profiling.py), None when not profiled. ``choice="auto"``: the plan fields not
     given come from the matching tuning profile (engine/autoplan.py).
     """
@@ -348,19 +349,23 @@ def open_session(
         error = exc
     # Compared by hash in the round (a rank whose plan failed raises its error instead).
     signature = "" if plan is None else repr((mode, plan.to_dict(), profile, f"plan={choice}"))
-    agree(comm, error, Call("File", 0, f"(mode {mode!r})", args=f"{path} {signature}", file=path))
-    assert plan is not None
-    source = ""
-    if choice == autoplan.AUTO:
-        merged, source = autoplan.resolve(comm, path, mode, fields)
-        plan = parse_plan(mode, merged)  # the same inputs on every rank: the same outcome
+    call = Call("File", 0, f"(mode {mode!r})", args=f"{path} {signature}", file=path)
     whole: list[Catalog] = []  # rank 0's, when reading: every layout and identity
 
     def scan() -> Catalog:
         whole.append(open_for_reading(path, profiled))
         return whole[0].for_readers(broadcast_limit())
 
-    catalog = root_only(comm, scan) if mode == "r" else None
+    catalog = None
+    if mode == "r":  # reading changes nothing: a scan the round refuses is just dropped
+        catalog = root_first(comm, scan, error, call)
+    else:
+        agree(comm, error, call)
+    assert plan is not None
+    source = ""
+    if choice == autoplan.AUTO:
+        merged, source = autoplan.resolve(comm, path, mode, fields)
+        plan = parse_plan(mode, merged)  # the same inputs on every rank: the same outcome
     started = start_profile(comm, profiled)
     if catalog is not None:
         session = Session(path, mode, comm, plan, whole[0] if whole else catalog)

@@ -105,24 +105,28 @@ def _argument_mismatch(arrivals: Sequence[_Arrival]) -> errors.CollectiveMismatc
     return exc
 
 
-def agree(comm: MPI.Comm, error: BaseException | None, call: Call | None = None) -> None:
+def agree(
+    comm: MPI.Comm, error: BaseException | None, call: Call | None = None, value: int = 0
+) -> int:
     """Collective: raise the same exception on every rank if ``error`` is set on any rank.
 
     With ``call`` (the first round of a collective call), also raise CollectiveMismatchError
     on every rank when the ranks are in different calls (or the same call with different
     ``args``, compared among the ranks without an ``error``: a rank that failed raises its
     error instead). Waiting ranks poll; after ``H5SUBFILE_COLLECTIVE_TIMEOUT`` seconds they raise
-    CollectiveTimeoutError. The common case (no error, same call) costs one small allreduce.
+    CollectiveTimeoutError. The common case (no error, same call) costs one small allreduce,
+    which also carries ``value``: every rank returns the largest ``value`` of any rank
+    (a non-negative int; 0 when nobody gives one).
     """
     agreed = isinstance(error, errors.H5SubfileError) and error.collective
     flag = 0 if error is None else 2 if agreed else 1
     key = 0 if call is None else call_hash(f"{call.name}\0{call.seq}")
     args = 0 if call is None or call.args is None else call_hash(call.args)
-    sent = np.array([flag, key, -key, args, -args], dtype=np.int64)
+    sent = np.array([flag, key, -key, args, -args, value], dtype=np.int64)
     got = allreduce_max(comm, sent, call)
     in_step, same_args = got[1] == -got[2], got[3] == -got[4]
     if got[0] == 0 and in_step and same_args:
-        return
+        return int(got[5])
     mine = _Arrival(
         "" if call is None else call.describe(),
         "" if call is None else call.file,
@@ -332,6 +336,34 @@ def root_only(comm: MPI.Comm, fn: Callable[[], T], root: int = 0) -> T:
         except Exception as exc:  # noqa: BLE001 - re-raised on every rank below
             data, cause = _pickled((False, describe(exc))), exc
     ok, value = _unpickled(_bcast_bytes(comm, data, root)[1])
+    if not ok:
+        raise rebuild([(root, value)], 1) from cause
+    return result if comm.rank == root else value
+
+
+def root_first(
+    comm: MPI.Comm, fn: Callable[[], T], error: BaseException | None, call: Call, root: int = 0
+) -> T:
+    """Collective: a call whose work is ``root``'s alone and safe to throw away (reading a
+    file): ``root`` runs ``fn`` before the call's agreement round, while the other ranks
+    arrive; the round also tells every rank the size of its pickled result, which then comes
+    in one broadcast of that size. Every rank returns the result or raises ``root``'s error,
+    or the round's (an ``error`` on any rank, calls or arguments that differ: ``fn``'s result
+    is then dropped). Two rounds whatever the result's size; :func:`agree` then
+    :func:`root_only` take two or three."""
+    data: np.ndarray | None = None
+    result: Any = None
+    cause: BaseException | None = None  # the original, kept as __cause__ on the root
+    if comm.rank == root and error is None:
+        try:
+            result = fn()
+            data = _pickled((True, result))
+        except Exception as exc:  # noqa: BLE001 - re-raised on every rank below
+            data, cause = _pickled((False, describe(exc))), exc
+    size = agree(comm, error, call, 0 if data is None else data.size)
+    got = data if data is not None else np.empty(size, dtype=np.uint8)
+    polled(comm, lambda: comm.Ibcast(got, root=root), got)
+    ok, value = _unpickled(got)
     if not ok:
         raise rebuild([(root, value)], 1) from cause
     return result if comm.rank == root else value
