@@ -18,7 +18,7 @@ from mpi4py import MPI
 from ranks import raises_on_every_rank, same_on_every_rank
 
 import h5subfile as hs
-from h5subfile.mpi import collective
+from h5subfile.mpi import collective, rounds
 
 TIMEOUT = 4.0  # seconds: H5SUBFILE_COLLECTIVE_TIMEOUT in this module (beyond any step here)
 
@@ -229,6 +229,22 @@ def test_collective_timeout_setting(monkeypatch: pytest.MonkeyPatch) -> None:
     assert collective.collective_timeout() == collective.DEFAULT_TIMEOUT
     monkeypatch.delenv(collective.TIMEOUT_VARIABLE)
     assert collective.collective_timeout() == collective.DEFAULT_TIMEOUT == 600
+
+
+def test_waiting_ranks_yield_only_when_the_node_is_not_oversubscribed(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    assert rounds.yield_for_node(4, 4) == rounds.YIELD_FOR_UNDERSUBSCRIBED == 50e-3
+    assert rounds.yield_for_node(5, 4) == rounds.YIELD_FOR_OVERSUBSCRIBED == 0.0
+    assert rounds.yield_for_node(None, 4) == rounds.YIELD_FOR == 2e-3
+    for name in rounds.LOCAL_SIZE_VARIABLES:
+        monkeypatch.delenv(name, raising=False)
+    assert rounds.ranks_on_node() is None
+    monkeypatch.setenv("MPI_LOCALNRANKS", "x")  # unreadable: the next variable says
+    monkeypatch.setenv("OMPI_COMM_WORLD_LOCAL_SIZE", "3")
+    assert rounds.ranks_on_node() == 3
+    monkeypatch.setenv("MPI_LOCALNRANKS", "7")
+    assert rounds.ranks_on_node() == 7
 
 
 def test_call_hash_is_the_same_in_every_process(comm: MPI.Comm) -> None:

@@ -3,8 +3,8 @@ completion, with a timeout (docs/ARCHITECTURE.md, "Collective discipline").
 
 MPI's blocking collectives spin; with more ranks than cores a spinning rank takes the CPU from
 the ranks still working. A waiting rank here tests its request, spinning briefly, then yielding
-the CPU (for long when the node has a core per rank, :func:`yield_for`), then sleeping with
-pauses that grow with the time already waited. After ``H5SUBFILE_COLLECTIVE_TIMEOUT`` seconds
+the CPU (for long when the node has a core per rank; not at all when it has more ranks than
+cores: :func:`yield_for`), then sleeping with pauses that grow with the time already waited. After ``H5SUBFILE_COLLECTIVE_TIMEOUT`` seconds
 it gives up: it tells the other ranks where it waited (on a duplicate of the communicator) and
 raises CollectiveTimeoutError naming the ranks that never arrived; a rank arriving later finds
 the notices and raises too. :class:`Call` names the collective call a round belongs to.
@@ -36,6 +36,10 @@ YIELD_FOR = 2e-3  # then yield the CPU between tests (sched_yield) until this, t
 #: rank waits for the CPU, so a waiting rank may keep its core, as MPI's own waits do, and
 #: answers at once when the rank it waits for has worked a few milliseconds (opening files).
 YIELD_FOR_UNDERSUBSCRIBED = 50e-3
+#: ... or not at all when the node has more ranks than cores: a yielding rank stays runnable,
+#: so every waiting rank took a share of the cores from the ranks it waited for (sleeping at
+#: once: VPIC metadata 5-25 % shorter at 4-128 ranks on 2 cores, docs/ARCHITECTURE.md).
+YIELD_FOR_OVERSUBSCRIBED = 0.0
 #: What MPI launchers say of the ranks on this node (MPICH's Hydra, Open MPI, Slurm).
 LOCAL_SIZE_VARIABLES = ("MPI_LOCALNRANKS", "OMPI_COMM_WORLD_LOCAL_SIZE", "SLURM_NTASKS_PER_NODE")
 FIRST_SLEEP = 20e-6
@@ -76,13 +80,19 @@ _YIELD_FOR: float | None = None
 def yield_for() -> float:
     """How long a waiting rank yields the CPU between tests before it starts to sleep:
     :data:`YIELD_FOR_UNDERSUBSCRIBED` when the launcher says the node has no more ranks than
-    this process has cores, else :data:`YIELD_FOR` (decided once per process; local)."""
+    this process has cores, :data:`YIELD_FOR_OVERSUBSCRIBED` when it says there are more,
+    :data:`YIELD_FOR` when it does not say (decided once per process; local)."""
     global _YIELD_FOR
     if _YIELD_FOR is None:
-        local = ranks_on_node()
-        alone = local is not None and local <= cores()
-        _YIELD_FOR = YIELD_FOR_UNDERSUBSCRIBED if alone else YIELD_FOR
+        _YIELD_FOR = yield_for_node(ranks_on_node(), cores())
     return _YIELD_FOR
+
+
+def yield_for_node(local: int | None, available: int) -> float:
+    """:func:`yield_for` for ``local`` ranks on a node (None: unknown) and ``available`` cores."""
+    if local is None:
+        return YIELD_FOR
+    return YIELD_FOR_UNDERSUBSCRIBED if local <= available else YIELD_FOR_OVERSUBSCRIBED
 
 
 def collective_timeout() -> float | None:
