@@ -305,7 +305,7 @@ def plot(record: dict, path: Path) -> None:
                 [m - min(s) for m, s in zip(mid, samples)],
                 [max(s) - m for m, s in zip(mid, samples)],
             ]
-            name = config if len(labels) == 1 else f"{config} [{label}]"
+            name = f"{config} [{label}]" if latest else None  # earlier runs: one entry below
             ax.errorbar(
                 counts,
                 mid,
@@ -317,13 +317,18 @@ def plot(record: dict, path: Path) -> None:
                 capsize=3,
                 label=name,
             )
+    if len(labels) > 1:
+        earlier = (
+            f"earlier runs ({len(labels) - 1}): same colours; purple: parallel HDF5, collective"
+        )
+        ax.plot([], [], color="grey", marker="x", linestyle=":", alpha=0.55, label=earlier)
     ax.set_xscale("log", base=2)
     ax.set_yscale("log")
     ax.set_xlabel("MPI ranks (2 cores: oversubscribed beyond 2)")
     ax.set_ylabel("metadata time, s (median; bars: min-max)")
     ax.set_title("VPIC-IO, 1,024 particles per rank, 2 steps: metadata time")
     ax.grid(True, which="both", alpha=0.3)
-    ax.legend(fontsize=7)
+    ax.legend(fontsize=7, loc="upper left")
     fig.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=110)
