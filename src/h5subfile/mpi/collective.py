@@ -326,19 +326,34 @@ def allgather(comm: MPI.Comm, obj: Any) -> list[Any]:
 def root_only(comm: MPI.Comm, fn: Callable[[], T], root: int = 0) -> T:
     """Collective: run ``fn`` on ``root`` only; every rank returns its result or raises its error.
     The others wait polling (they sleep while ``root`` works)."""
+    outcome = _Outcome.of(fn) if comm.rank == root else _Outcome()
+    return outcome.delivered(comm, _bcast_bytes(comm, outcome.data, root)[1], root)
+
+
+@dataclass
+class _Outcome:
+    """What ``fn`` gave on the root of :func:`root_only` or :func:`root_first`: its pickled
+    (ok, result or error) as sent, and its result or the original exception (kept as the
+    ``__cause__`` of the error raised on the root). Empty on the other ranks."""
+
     data: np.ndarray | None = None
     result: Any = None
-    cause: BaseException | None = None  # the original, kept as __cause__ on the root
-    if comm.rank == root:
-        try:
+    cause: BaseException | None = None
+
+    @classmethod
+    def of(cls, fn: Callable[[], Any]) -> _Outcome:
+        try:  # a result that cannot be pickled is an error like any other
             result = fn()
-            data = _pickled((True, result))
-        except Exception as exc:  # noqa: BLE001 - re-raised on every rank below
-            data, cause = _pickled((False, describe(exc))), exc
-    ok, value = _unpickled(_bcast_bytes(comm, data, root)[1])
-    if not ok:
-        raise rebuild([(root, value)], 1) from cause
-    return result if comm.rank == root else value
+            return cls(_pickled((True, result)), result)
+        except Exception as exc:  # noqa: BLE001 - re-raised on every rank by delivered()
+            return cls(_pickled((False, describe(exc))), cause=exc)
+
+    def delivered(self, comm: MPI.Comm, got: np.ndarray, root: int) -> Any:
+        """The result on every rank (the root keeps its own object), or root's error raised."""
+        ok, value = _unpickled(got)
+        if not ok:
+            raise rebuild([(root, value)], 1) from self.cause
+        return self.result if comm.rank == root else value
 
 
 def root_first(
@@ -351,22 +366,12 @@ def root_first(
     or the round's (an ``error`` on any rank, calls or arguments that differ: ``fn``'s result
     is then dropped). Two rounds whatever the result's size; :func:`agree` then
     :func:`root_only` take two or three."""
-    data: np.ndarray | None = None
-    result: Any = None
-    cause: BaseException | None = None  # the original, kept as __cause__ on the root
-    if comm.rank == root and error is None:
-        try:
-            result = fn()
-            data = _pickled((True, result))
-        except Exception as exc:  # noqa: BLE001 - re-raised on every rank below
-            data, cause = _pickled((False, describe(exc))), exc
+    outcome = _Outcome.of(fn) if comm.rank == root and error is None else _Outcome()
+    data = outcome.data
     size = agree(comm, error, call, 0 if data is None else data.size)
     got = data if data is not None else np.empty(size, dtype=np.uint8)
     polled(comm, lambda: comm.Ibcast(got, root=root), got)
-    ok, value = _unpickled(got)
-    if not ok:
-        raise rebuild([(root, value)], 1) from cause
-    return result if comm.rank == root else value
+    return outcome.delivered(comm, got, root)
 
 
 def root_plans(

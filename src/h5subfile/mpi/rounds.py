@@ -3,11 +3,12 @@ completion, with a timeout (docs/ARCHITECTURE.md, "Collective discipline").
 
 MPI's blocking collectives spin; with more ranks than cores a spinning rank takes the CPU from
 the ranks still working. A waiting rank here tests its request, spinning briefly, then yielding
-the CPU (for long when the node has a core per rank; not at all when it has more ranks than
-cores: :func:`yield_for`), then sleeping with pauses that grow with the time already waited. After ``H5SUBFILE_COLLECTIVE_TIMEOUT`` seconds
-it gives up: it tells the other ranks where it waited (on a duplicate of the communicator) and
-raises CollectiveTimeoutError naming the ranks that never arrived; a rank arriving later finds
-the notices and raises too. :class:`Call` names the collective call a round belongs to.
+the CPU (for long when the node has a core per rank), then sleeping with pauses that grow with
+the time already waited; on a node with more ranks than cores it sleeps at once
+(:func:`yield_for`). After ``H5SUBFILE_COLLECTIVE_TIMEOUT`` seconds it gives up: it tells the
+other ranks where it waited (on a duplicate of the communicator) and raises
+CollectiveTimeoutError naming the ranks that never arrived; a rank arriving later finds the
+notices and raises too. :class:`Call` names the collective call a round belongs to.
 """
 
 from __future__ import annotations
