@@ -202,3 +202,37 @@ def test_chunks_are_verified(comm, shared_tmp: Path, compression: str) -> None:
         np.testing.assert_array_equal(f["x"].read(slice(N, None), verify=True), expected(comm)[N:])
         with raises_on_every_rank(comm, hs.ChecksumError, subfile.name, f"offset {at},"):
             f["x"].read(slice(0, 200), verify=True)
+
+
+def test_files_are_open_before_the_hashing_starts(
+    comm, shared_tmp: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A rank opens the files it writes directly before its hashing thread starts, so that
+    opening them does not wait for a core behind the hashing (ranks as busy as cores)."""
+    from h5subfile.engine import integrity
+    from h5subfile.io import posix
+
+    events: list[tuple[str, str]] = []
+    opening, starting = posix.RawFile.__init__, integrity.start_hashing
+
+    def open_file(self, path, *args, **kwargs):  # type: ignore[no-untyped-def]
+        events.append(("open", os.path.basename(path)))
+        opening(self, path, *args, **kwargs)
+
+    def start(writes):  # type: ignore[no-untyped-def]
+        events.extend(("hash", os.path.basename(w.target.file)) for w in writes)
+        return starting(writes)
+
+    monkeypatch.setattr(posix.RawFile, "__init__", open_file)
+    monkeypatch.setattr(integrity, "start_hashing", start)
+    path = shared_tmp / "order.h5"
+    with hs.File(path, "w", subfiles="rank") as f:
+        f.write_datasets({"a": np.arange(N) + comm.rank, "b": np.ones(N) * comm.rank})
+    hashed = [name for kind, name in events if kind == "hash"]
+    assert hashed and len(set(hashed)) == 1  # file per process: one subfile, own
+    first_hash = events.index(("hash", hashed[0]))
+    assert ("open", hashed[0]) in events[:first_hash], events
+    with opened(path) as f:
+        ranks = np.repeat(np.arange(comm.size), N)
+        np.testing.assert_array_equal(f["a"][...], np.tile(np.arange(N), comm.size) + ranks)
+        np.testing.assert_array_equal(f["b"][...], ranks.astype("f8"))

@@ -61,6 +61,7 @@ def _put(session: Session, requests: Sequence[WriteRequest], entered: bool) -> N
         session.enter("write", error, detail=paths, args=paths)
     # The transfers used by this call, from the catalogue and the plan: the same on every rank.
     used = {transfer_for(session.node(r.path).layout, session.plan) for r in requests}
+    _open_direct_files(session, prepared)
     hashing = integrity.start_hashing(prepared)  # runs while the bytes are written
     for transfer in Transfer:
         if transfer in used:
@@ -71,6 +72,22 @@ def _put(session: Session, requests: Sequence[WriteRequest], entered: bool) -> N
         for write in prepared:
             record_written(session, write)
     agree(session.comm, error)
+
+
+def _open_direct_files(session: Session, writes: Sequence[PreparedWrite]) -> None:
+    """Open the files this rank writes directly before the hashing thread starts: with as
+    many busy threads as cores (2 ranks on 2 cores), an open made after it waited for a core
+    behind the hashing, up to 5 ms on the first write of a session. Errors are left for
+    the write itself to meet (and agree)."""
+    writing = session.writing
+    if writing is None:
+        return
+    for write in writes:
+        if write.target.transfer is Transfer.DIRECT:
+            try:
+                writing.pool.writer(write.target.file)
+            except Exception:  # noqa: BLE001 - the write meets it again and reports it
+                return
 
 
 @mapped
