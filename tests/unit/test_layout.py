@@ -153,3 +153,59 @@ def test_vpic_pattern_gets_one_extent_per_group() -> None:
     blocks = prefix_blocks([5, 0, 7, 3, 4, 9], ())
     extents, _ = plan_extents(blocks, plan_groups(6, Plan(subfiles=2)))
     assert [(e.group, e.start, e.shape) for e in extents] == [(0, (0,), (12,)), (1, (12,), (16,))]
+
+
+def test_datasets_with_the_same_blocks_are_checked_and_coalesced_once(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A creation call's datasets placed by prefix sum with equal lengths (a VPIC step) share
+    one block map, checked and coalesced once; each gets the extents it gets alone."""
+    import numpy as np
+
+    from h5subfile.engine import create
+    from h5subfile.engine.messages import DatasetRequest, RequestKind
+    from h5subfile.layout import planning
+    from h5subfile.layout.catalog import Catalog, NodeInfo
+    from h5subfile.layout.record import FileRecord
+
+    lengths = {"x": [5, 0, 7, 3, 4, 9], "y": [5, 0, 7, 3, 4, 9], "id": [5, 0, 7, 3, 4, 9]}
+    lengths["other"] = [1, 2, 3, 4, 5, 6]
+    gathered = [
+        [
+            DatasetRequest(
+                f"/s/{name}", np.dtype("f4"), RequestKind.PREFIX, None, Block((0,), (n[r],))
+            )
+            for name, n in lengths.items()
+        ]
+        for r in range(6)
+    ]
+    grouping = plan_groups(6, Plan(subfiles=2))
+    coalesced: list[str] = []
+    real = planning.coalesce
+
+    def counted(path, *args):  # type: ignore[no-untyped-def]
+        coalesced.append(path)
+        return real(path, *args)
+
+    monkeypatch.setattr(planning, "coalesce", counted)
+
+    def plan_call():  # type: ignore[no-untyped-def]
+        catalog = Catalog({"/": NodeInfo("group"), "/s": NodeInfo("group")}, FileRecord())
+        return create.plan_creation(
+            "run.h5", catalog, grouping, Plan(subfiles=2), lambda g: f"s{g}.h5", gathered
+        )
+
+    together = plan_call()
+    assert coalesced == ["/s/x", "/s/other"]  # y and id reuse x's
+    for index, name in enumerate(lengths):
+        alone = planning.place_dataset(
+            f"/s/{name}",
+            together.placed[index].placement.shape,
+            together.placed[index].placement.blocks,
+            grouping,
+            lambda g: f"s{g}.h5",
+        )
+        shared = together.placed[index].placement
+        assert shared.extents == alone.extents and shared.groups == alone.groups
+        np.testing.assert_array_equal(shared.extent_of_rank, alone.extent_of_rank)
+    assert [e.dataset for e in together.placed[1].placement.extents] == ["/s/y", "/s/y"]

@@ -26,7 +26,7 @@ from ..layout.chunking import Member, choose_chunks, chunk_work, extent_chunks
 from ..layout.dtypes import check_dtype, dtype_text
 from ..layout.grouping import Grouping
 from ..layout.names import subfile_relpath
-from ..layout.planning import DatasetPlacement, place_dataset
+from ..layout.planning import Coalescings, DatasetPlacement, place_dataset
 from ..layout.record import DatasetLayout, StoredExtent
 from ..mpi.collective import check_same, root_decides, root_plans
 from ..plan import Plan
@@ -169,11 +169,13 @@ def _place(
     grouping: Grouping,
     session_files: Callable[[int], str],
     chunk_bytes: int,
+    done: Coalescings,
 ) -> _Placed:
-    """Check the blocks of one dataset and plan its extents (and chunks)."""
+    """Check the blocks of one dataset and plan its extents (and chunks); ``done``: the block
+    maps of this call already checked and coalesced."""
     first = requested.request
     placement = place_dataset(
-        first.path, requested.shape, requested.blocks, grouping, session_files
+        first.path, requested.shape, requested.blocks, grouping, session_files, done
     )
     extents = placement.extents
     choice, members = None, []
@@ -242,8 +244,19 @@ def plan_creation(
     present = [reqs for reqs in gathered if reqs is not None]  # None only with an error
     assert len(present) == size, "root_plans raises before planning when a rank failed"
     requested = []
+    # Datasets placed by prefix sum with the same lengths (a VPIC step's eight) share one
+    # block map, which plan_datasets then checks and coalesces once.
+    prefix_maps: dict[tuple[Any, ...], tuple[tuple[int, ...], BlockMap]] = {}
     for index, first in enumerate(gathered[0] or []):
-        shape, blocks = _shape_and_blocks([reqs[index] for reqs in present])
+        requests = [reqs[index] for reqs in present]
+        if first.kind is RequestKind.PREFIX:
+            key = (tuple(r.block.count[0] for r in requests), first.block.count[1:])
+            found = prefix_maps.get(key)
+            if found is None:
+                found = prefix_maps[key] = _shape_and_blocks(requests)
+            shape, blocks = found
+        else:
+            shape, blocks = _shape_and_blocks(requests)
         requested.append(RequestedDataset(first, shape, blocks))
     return plan_datasets(where, catalog, grouping, plan, session_files, requested)
 
@@ -261,6 +274,7 @@ def plan_datasets(
     seen: set[str] = set()
     placed: list[_Placed] = []
     names: dict[int, str] = {}
+    done: Coalescings = {}  # block maps checked and coalesced, shared by datasets
 
     def subfile_of(group: int) -> str:  # each group's subfile named once, for every dataset
         found = names.get(group)
@@ -277,12 +291,13 @@ def plan_datasets(
         if existing is not None and not existing.unfinished:
             raise ObjectExistsError(f"{path} already exists in {where}")
         catalog.missing_groups(path)
-        done = _place(one, grouping, subfile_of, plan.chunk_bytes)
+        one_placed = _place(one, grouping, subfile_of, plan.chunk_bytes, done)
         if existing is not None:
-            done = dataclasses.replace(
-                done, dataset=dataclasses.replace(done.dataset, replaces_unfinished=True)
+            one_placed = dataclasses.replace(
+                one_placed,
+                dataset=dataclasses.replace(one_placed.dataset, replaces_unfinished=True),
             )
-        placed.append(done)
+        placed.append(one_placed)
     return CreationPlan(
         tuple(p.dataset for p in placed), tuple(placed), _tasks(placed, grouping), grouping
     )

@@ -54,12 +54,30 @@ class DatasetPlacement:
         )
 
 
+@dataclass(frozen=True, eq=False)
+class Coalesced:
+    """What the blocks of a dataset give, whatever its name and type: whether it is stored
+    in the master, its extents' boxes, the group and the ranks of each, every rank's extent."""
+
+    in_master: bool
+    boxes: tuple[Block, ...]
+    groups: tuple[int, ...]
+    ranks: tuple[tuple[int, ...], ...]
+    extent_of_rank: np.ndarray
+
+
+#: Datasets of one creation call whose blocks are one :class:`BlockMap` (a VPIC step: eight
+#: datasets of equal lengths) are checked and coalesced once: by (block map, shape).
+Coalescings = dict[tuple[BlockMap, tuple[int, ...]], Coalesced]
+
+
 def place_dataset(
     path: str,
     shape: tuple[int, ...],
     blocks: BlockMap,
     grouping: Grouping,
     session_files: Callable[[int], str],
+    done: Coalescings | None = None,
 ) -> DatasetPlacement:
     """Check the blocks of dataset ``path`` and plan its extents.
 
@@ -67,8 +85,35 @@ def place_dataset(
     dataset is one extent in the master (if any rank writes); otherwise each group's blocks
     are coalesced into extents in the group's subfile (``session_files(group)``), named
     ``path``, ``path@1``, ... within the group. Raises ``BlockError`` naming the ranks when a
-    block leaves the shape or two overlap.
+    block leaves the shape or two overlap. ``done``: the block maps of this call (with the same
+    ``grouping``) already checked and coalesced, which this one reuses and adds to.
     """
+    key = (blocks, shape)
+    coalesced = None if done is None else done.get(key)
+    if coalesced is None:
+        coalesced = coalesce(path, shape, blocks, grouping)
+        if done is not None:
+            done[key] = coalesced
+    in_master = coalesced.in_master
+    extents: list[StoredExtent] = []
+    within: dict[int, int] = {}  # extents of each group so far: the k-th is named path@k
+    for box, group, extent_ranks in zip(coalesced.boxes, coalesced.groups, coalesced.ranks):
+        k = within[group] = within.get(group, -1) + 1
+        file, name = ("", path) if in_master else (session_files(group), source_name(path, k))
+        extents.append(StoredExtent(file, name, box.start, box.count, -1, extent_ranks))
+    return DatasetPlacement(
+        path,
+        shape,
+        in_master,
+        tuple(extents),
+        coalesced.groups,
+        blocks,
+        coalesced.extent_of_rank,
+    )
+
+
+def coalesce(path: str, shape: tuple[int, ...], blocks: BlockMap, grouping: Grouping) -> Coalesced:
+    """The checks and the coalescing of :func:`place_dataset` (``path`` only in messages)."""
     scalar = not shape
     if not scalar:
         check_block_map(path, shape, blocks)
@@ -89,15 +134,8 @@ def place_dataset(
         boxes = [Block(e.start, e.shape) for e in planned.extents]
         groups, ranks = [e.group for e in planned.extents], [e.ranks for e in planned.extents]
         extent_of_rank = planned.extent_of_rank
-    extents: list[StoredExtent] = []
-    within: dict[int, int] = {}  # extents of each group so far: the k-th is named path@k
-    for box, group, extent_ranks in zip(boxes, groups, ranks):
-        k = within[group] = within.get(group, -1) + 1
-        file, name = ("", path) if in_master else (session_files(group), source_name(path, k))
-        extents.append(StoredExtent(file, name, box.start, box.count, -1, extent_ranks))
-    return DatasetPlacement(
-        path, shape, in_master, tuple(extents), tuple(groups), blocks, extent_of_rank
-    )
+    extent_of_rank.flags.writeable = False  # shared by the datasets of one block map
+    return Coalesced(in_master, tuple(boxes), tuple(groups), tuple(ranks), extent_of_rank)
 
 
 def vds_sources(extents: Sequence[StoredExtent]) -> list[VdsSource]:
