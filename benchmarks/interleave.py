@@ -8,7 +8,10 @@ spell of the machine falls on every variant alike; comparing within a round, pai
 removes what separate jobs add to the noise (start-up, imports, MPI set-up, another job's page
 cache). A variant is a name with, for its runs only, extra ``File`` options (``plan``), extra
 environment variables (``env``) and, for ``"constant_hash": true``, the checksum function
-replaced by one returning a constant. Every run reports h5bench's observed completion time
+replaced by one returning a constant; ``"api": "phdf5"`` (with ``"collective"``) writes the
+same kernel through parallel HDF5 instead (an h5py built with MPI: ``make phdf5``). With
+``warm`` GiB, rank 0 touches that much memory before each run, untimed (``warm.py``). Every
+run reports h5bench's observed completion time
 (with the emulated compute included, when a variant's plan has ``compute_time``; without, the
 two are the same) and raw time (max over ranks) and the largest CPU time of a rank (all its
 threads).
@@ -23,20 +26,24 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from warm import TOUCH
+
 from h5subfile.mpi.launch import mpiexec
 
 FIELDS = ("observed", "raw", "cpu")
 
-#: Run by every rank: argv = folder, particles, steps, rounds, base plan, variants (JSON).
+#: Run by every rank: argv = folder, particles, steps, rounds, base plan, variants (JSON), GiB
+#: to warm, the warming code.
 JOB = """
-import json, os, shutil, sys, time
+import json, os, shutil, subprocess, sys, time
 from mpi4py import MPI
 import h5subfile.engine.integrity as integrity
-from h5subfile.kernels.vpic import run_vpic
+from h5subfile.kernels.vpic import run_vpic, run_vpic_phdf5
 
 comm = MPI.COMM_WORLD
 folder, particles, steps, rounds = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
 base, variants = json.loads(sys.argv[5]), json.loads(sys.argv[6])
+warm, touch = float(sys.argv[7]), sys.argv[8]
 real, constant = integrity.checksum, (lambda data: "0" * 16)
 
 
@@ -44,6 +51,8 @@ def one(name, variant):
     path = os.path.join(folder, name, "vpic.h5")
     if comm.rank == 0:
         os.makedirs(os.path.dirname(path))
+        if warm > 0:
+            subprocess.run([sys.executable, "-c", touch, str(warm)], check=True)
     plan = dict(base, **{k: v.replace("{run}", os.path.dirname(path)) if isinstance(v, str)
                          else v for k, v in variant.get("plan", {}).items()})
     env = variant.get("env", {})
@@ -52,7 +61,11 @@ def one(name, variant):
     comm.Barrier()
     cpu = time.process_time()
     try:
-        m = run_vpic(path, particles, steps, comm, **plan)
+        if variant.get("api") == "phdf5":
+            m = run_vpic_phdf5(path, particles, steps, comm, compute_time=plan.get("compute_time", 0),
+                               collective=variant.get("collective", False))
+        else:
+            m = run_vpic(path, particles, steps, comm, **plan)
     finally:
         for key in env:
             del os.environ[key]
@@ -84,11 +97,14 @@ def run_job(
     rounds: int,
     base: dict[str, Any],
     variants: list[dict[str, Any]],
+    warm: float = 0.0,
 ) -> list[list[float]]:
     """One MPI job of ``rounds`` rounds over ``variants``: rows ``[round, variant index,
-    observed, raw, cpu]``. In a variant's ``plan``, ``{run}`` stands for its run's folder."""
+    observed, raw, cpu]``. In a variant's ``plan``, ``{run}`` stands for its run's folder;
+    ``warm``: GiB of memory touched before each run (untimed)."""
     command = [mpiexec(), "-n", str(ranks), sys.executable, "-c", JOB, str(folder)]
     command += [str(particles), str(steps), str(rounds), json.dumps(base), json.dumps(variants)]
+    command += [str(warm), TOUCH]
     done = subprocess.run(command, capture_output=True, text=True, timeout=3600)
     if done.returncode != 0:
         sys.exit(f"failed: {' '.join(command)}\n{done.stderr[-2000:]}")

@@ -34,6 +34,7 @@ import paper_experiment  # noqa: E402
 import profile_cost  # noqa: E402
 import repack_experiment  # noqa: E402
 import storage_experiment  # noqa: E402
+import whole_write  # noqa: E402
 from docplot import MAKE_HDF5, MAKE_MPI, bars, caption, environment_warning  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -52,6 +53,7 @@ DATA = {
     "checksums": "checksum-cost.json",
     "profile": "profile-cost.json",
     "async": "async-overlap.json",
+    "whole": "whole-write.json",
 }
 PAPER_TITLE = paper_experiment.TITLE
 SHORT = {PAPER_TITLE: "VPIC-IO / IOR"}
@@ -584,6 +586,25 @@ def open_summary(data: dict) -> list[tuple[str, str, str]]:
     ]
 
 
+def whole_summary(data: dict) -> list[tuple[str, str, str]]:
+    rounds = data["rounds"]
+    cells = [
+        f"{label.split(' / ')[0].removeprefix('parallel HDF5, ')} / "
+        f"{label.split(' / ')[1].removeprefix('h5subfile, ')} "
+        f"**{checksum_cost.cell(data['ratios'][label], 2)}**"
+        + ("" if label.startswith("null") else f" ({data['wins'][label]} of {rounds} rounds)")
+        for label, *_ in whole_write.RATIOS
+    ]
+    return [
+        (
+            f"In one job, rounds alternated: the whole VPIC-IO write at {data['ranks']} ranks, "
+            "parallel HDF5 / h5subfile (above 1: h5subfile faster)",
+            "; ".join(cells),
+            whole_write.TITLE,
+        )
+    ]
+
+
 def checksum_summary(data: dict) -> list[tuple[str, str, str]]:
     cells = [
         f"{checksum_cost.PLAN_LABELS[r['plan']].split(' (')[0]} "
@@ -639,6 +660,7 @@ def summary(data: dict[str, dict]) -> str:
     rows = (
         paper_summary(paper)
         + metadata_summary(data["metadata"])
+        + whole_summary(data["whole"])
         + storage_summary(data["storage"])
         + repack_summary(data["repack"], data["repack_large"])
         + master_summary(data["master"])
@@ -707,6 +729,7 @@ others run `report.py`):
 | [Cost of profiling]({profile}) | `docs/profile-cost.json` | `.venv/bin/python benchmarks/profile_cost.py --ranks 2 --rounds 40 --json docs/profile-cost.json` |
 | [Overlapping writes with compute]({async_}) | `docs/async-overlap.json` | `.venv/bin/python benchmarks/async_overlap.py --ranks 2 --rounds 5 --compute 0.5 0.2 --json docs/async-overlap.json` |
 | [Metadata at scale]({metadata}) | `docs/metadata-scaling.json` | `make phdf5 && .venv-phdf5/bin/python benchmarks/metadata_scaling.py --label LABEL` |
+| [Whole write at 2 ranks, in one job]({whole}) | `docs/whole-write.json` | `make phdf5 && .venv-phdf5/bin/python benchmarks/whole_write.py --rounds 15 --json docs/whole-write.json` |
 | [Opening for reading at scale]({open}) | `docs/open-scaling.json` | `.venv/bin/python benchmarks/open_scaling.py --ranks 1 8 64 --writers 64 --json docs/open-scaling.json` |
 | [Master size]({master}) | `docs/master-size.json` | `.venv/bin/python benchmarks/master_size.py --repeats 5 --json docs/master-size.json` |
 | [Repack]({repack}) | `docs/repack-results.json`, `docs/repack-results-2gib.json` | `.venv/bin/python benchmarks/repack_experiment.py --reps 7`, and with `--particles 16Mi --out docs/repack-results-2gib.json` |
@@ -728,6 +751,7 @@ def build(data: dict[str, dict]) -> str:
         "profile": anchor(profile_cost.TITLE),
         "async_": anchor(async_overlap.TITLE),
         "metadata": anchor("Metadata at scale"),
+        "whole": anchor(whole_write.TITLE),
         "master": anchor(MASTER_TITLE),
         "open": anchor(open_scaling.TITLE),
         "repack": anchor(REPACK_TITLE),
@@ -744,6 +768,7 @@ def build(data: dict[str, dict]) -> str:
         profile_cost.render(data["profile"]),
         async_overlap.render(data["async"]),
         metadata_scaling.render(data["metadata"]),
+        whole_write.render(data["whole"]),
         open_scaling.render(data["open"]),
         master(data["master"]),
         repack(data["repack"], data["repack_large"]),
