@@ -208,7 +208,8 @@ def test_files_are_open_before_the_hashing_starts(
     comm, shared_tmp: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A rank opens the files it writes directly before its hashing thread starts, so that
-    opening them does not wait for a core behind the hashing (ranks as busy as cores)."""
+    opening them does not wait for a core behind the hashing (ranks as busy as cores):
+    collective writes (``write_datasets``) and independent ones (``dset[box] = x``)."""
     from h5subfile.engine import integrity
     from h5subfile.io import posix
 
@@ -223,16 +224,27 @@ def test_files_are_open_before_the_hashing_starts(
         events.extend(("hash", os.path.basename(w.target.file)) for w in writes)
         return starting(writes)
 
+    def opened_first() -> None:
+        hashed = [name for kind, name in events if kind == "hash"]
+        assert hashed and len(set(hashed)) == 1  # file per process: one subfile, its own
+        first_hash = events.index(("hash", hashed[0]))
+        assert ("open", hashed[0]) in events[:first_hash], events
+        events.clear()
+
     monkeypatch.setattr(posix.RawFile, "__init__", open_file)
     monkeypatch.setattr(integrity, "start_hashing", start)
-    path = shared_tmp / "order.h5"
-    with hs.File(path, "w", subfiles="rank") as f:
+    plan = dict(subfiles="rank", async_writes=False, aggregators=None)
+    together, alone = shared_tmp / "order.h5", shared_tmp / "order-independent.h5"
+    with hs.File(together, "w", **plan) as f:
         f.write_datasets({"a": np.arange(N) + comm.rank, "b": np.ones(N) * comm.rank})
-    hashed = [name for kind, name in events if kind == "hash"]
-    assert hashed and len(set(hashed)) == 1  # file per process: one subfile, own
-    first_hash = events.index(("hash", hashed[0]))
-    assert ("open", hashed[0]) in events[:first_hash], events
-    with opened(path) as f:
-        ranks = np.repeat(np.arange(comm.size), N)
+    opened_first()
+    with hs.File(alone, "w", **plan) as f:
+        d = f.create_dataset("c", (N * comm.size,), "f8", start=(N * comm.rank,), count=(N,))
+        d[N * comm.rank : N * (comm.rank + 1)] = np.full(N, comm.rank, "f8")
+    opened_first()
+    ranks = np.repeat(np.arange(comm.size), N)
+    with opened(together) as f:
         np.testing.assert_array_equal(f["a"][...], np.tile(np.arange(N), comm.size) + ranks)
         np.testing.assert_array_equal(f["b"][...], ranks.astype("f8"))
+    with opened(alone) as f:
+        np.testing.assert_array_equal(f["c"][...], ranks.astype("f8"))

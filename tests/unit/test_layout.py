@@ -159,23 +159,35 @@ def test_datasets_with_the_same_blocks_are_checked_and_coalesced_once(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """A creation call's datasets placed by prefix sum with equal lengths (a VPIC step) share
-    one block map, checked and coalesced once; each gets the extents it gets alone."""
+    one block map, checked and coalesced once; each gets the extents it gets alone, and a
+    dataset with the same rows but other trailing dimensions is coalesced on its own."""
     import numpy as np
 
     from h5subfile.engine import create
     from h5subfile.engine.messages import DatasetRequest, RequestKind
     from h5subfile.layout import planning
+    from h5subfile.layout.blockmap import BlockMap
     from h5subfile.layout.catalog import Catalog, NodeInfo
     from h5subfile.layout.record import FileRecord
 
-    lengths = {"x": [5, 0, 7, 3, 4, 9], "y": [5, 0, 7, 3, 4, 9], "id": [5, 0, 7, 3, 4, 9]}
-    lengths["other"] = [1, 2, 3, 4, 5, 6]
+    rows = [5, 0, 7, 3, 4, 9]
+    shapes = {  # name: (rows per rank, trailing dimensions)
+        "x": (rows, ()),
+        "y": (rows, ()),
+        "id": (rows, ()),
+        "other": ([1, 2, 3, 4, 5, 6], ()),
+        "wide": (rows, (3,)),
+    }
     gathered = [
         [
             DatasetRequest(
-                f"/s/{name}", np.dtype("f4"), RequestKind.PREFIX, None, Block((0,), (n[r],))
+                f"/s/{name}",
+                np.dtype("f4"),
+                RequestKind.PREFIX,
+                None,
+                Block((0,) * (1 + len(trailing)), (n[r], *trailing)),
             )
-            for name, n in lengths.items()
+            for name, (n, trailing) in shapes.items()
         ]
         for r in range(6)
     ]
@@ -188,24 +200,19 @@ def test_datasets_with_the_same_blocks_are_checked_and_coalesced_once(
         return real(path, *args)
 
     monkeypatch.setattr(planning, "coalesce", counted)
-
-    def plan_call():  # type: ignore[no-untyped-def]
-        catalog = Catalog({"/": NodeInfo("group"), "/s": NodeInfo("group")}, FileRecord())
-        return create.plan_creation(
-            "run.h5", catalog, grouping, Plan(subfiles=2), lambda g: f"s{g}.h5", gathered
-        )
-
-    together = plan_call()
-    assert coalesced == ["/s/x", "/s/other"]  # y and id reuse x's
-    for index, name in enumerate(lengths):
-        alone = planning.place_dataset(
-            f"/s/{name}",
-            together.placed[index].placement.shape,
-            together.placed[index].placement.blocks,
-            grouping,
-            lambda g: f"s{g}.h5",
-        )
-        shared = together.placed[index].placement
-        assert shared.extents == alone.extents and shared.groups == alone.groups
+    catalog = Catalog({"/": NodeInfo("group"), "/s": NodeInfo("group")}, FileRecord())
+    together = create.plan_creation(
+        "run.h5", catalog, grouping, Plan(subfiles=2), lambda g: f"s{g}.h5", gathered
+    )
+    assert coalesced == ["/s/x", "/s/other", "/s/wide"]  # y and id reuse x's
+    for placed, (name, (n, trailing)) in zip(together.placed, shapes.items()):
+        shape = (sum(n), *trailing)
+        alone = real(f"/s/{name}", shape, BlockMap.prefix(n, trailing), grouping)
+        shared = placed.placement
+        assert shared.shape == shape
+        assert [(e.start, e.shape, e.ranks) for e in shared.extents] == [
+            (box.start, box.count, ranks) for box, ranks in zip(alone.boxes, alone.ranks)
+        ]
+        assert [e.dataset for e in shared.extents] == [f"/s/{name}"] * len(alone.boxes)
+        assert shared.groups == alone.groups
         np.testing.assert_array_equal(shared.extent_of_rank, alone.extent_of_rank)
-    assert [e.dataset for e in together.placed[1].placement.extents] == ["/s/y", "/s/y"]

@@ -77,8 +77,9 @@ def _put(session: Session, requests: Sequence[WriteRequest], entered: bool) -> N
 def _open_direct_files(session: Session, writes: Sequence[PreparedWrite]) -> None:
     """Open the files this rank writes directly before the hashing thread starts: with as
     many busy threads as cores (2 ranks on 2 cores), an open made after it waited for a core
-    behind the hashing, up to 5 ms on the first write of a session. Errors are left for
-    the write itself to meet (and agree)."""
+    behind the hashing, up to 5 ms on the first write of a session. Writing behind, this
+    only makes the queue's handles (its thread opens the files). Errors are left for the
+    write itself to meet (and agree)."""
     writing = session.writing
     if writing is None:
         return
@@ -104,8 +105,9 @@ def put_independent(session: Session, request: WriteRequest) -> None:
         )
     writing = session.require_writable("write")
     target = write.target
+    writer = writing.pool.writer(target.file)  # opened before the hashing starts
     hashing = integrity.start_hashing([write])
-    writing.pool.writer(target.file).write_pieces(
+    writer.write_pieces(
         box_pieces(target.offset, target.extent, write.box, write.data),
         owned=session.plan.async_zero_copy,
     )

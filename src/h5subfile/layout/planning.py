@@ -67,7 +67,8 @@ class Coalesced:
 
 
 #: Datasets of one creation call whose blocks are one :class:`BlockMap` (a VPIC step: eight
-#: datasets of equal lengths) are checked and coalesced once: by (block map, shape).
+#: datasets of equal lengths) are checked and coalesced once: by (block map, shape), the block
+#: map compared by identity (``BlockMap`` has ``eq=False``).
 Coalescings = dict[tuple[BlockMap, tuple[int, ...]], Coalesced]
 
 
