@@ -10,7 +10,9 @@ cache). A variant is a name with, for its runs only, extra ``File`` options (``p
 environment variables (``env``) and, for ``"constant_hash": true``, the checksum function
 replaced by one returning a constant; ``"api": "phdf5"`` (with ``"collective"``) writes the
 same kernel through parallel HDF5 instead (an h5py built with MPI: ``make phdf5``). With
-``warm`` GiB, rank 0 touches that much memory before each run, untimed (``warm.py``). Every
+``warm`` GiB, rank 0 touches that much memory before each run, untimed (``warm.py``); with
+``alternate``, every other round runs its rotated order backwards (A B C, C B A, B C A, A C B,
+...), so that no variant always follows the same one. Every
 run reports h5bench's observed completion time
 (with the emulated compute included, when a variant's plan has ``compute_time``; without, the
 two are the same) and raw time (max over ranks) and the largest CPU time of a rank (all its
@@ -33,7 +35,7 @@ from h5subfile.mpi.launch import mpiexec
 FIELDS = ("observed", "raw", "cpu")
 
 #: Run by every rank: argv = folder, particles, steps, rounds, base plan, variants (JSON), GiB
-#: to warm, the warming code.
+#: to warm, the warming code, whether every other round runs backwards (1 or 0).
 JOB = """
 import json, os, shutil, subprocess, sys, time
 from mpi4py import MPI
@@ -43,7 +45,7 @@ from h5subfile.kernels.vpic import run_vpic, run_vpic_phdf5
 comm = MPI.COMM_WORLD
 folder, particles, steps, rounds = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
 base, variants = json.loads(sys.argv[5]), json.loads(sys.argv[6])
-warm, touch = float(sys.argv[7]), sys.argv[8]
+warm, touch, alternate = float(sys.argv[7]), sys.argv[8], sys.argv[9] == "1"
 real, constant = integrity.checksum, (lambda data: "0" * 16)
 
 
@@ -81,8 +83,10 @@ one("warm-up", variants[0])
 found = []
 for round_ in range(rounds):
     count = len(variants)
-    for step in range(count):
-        index = (round_ + step) % count
+    order = [(round_ + step) % count for step in range(count)]
+    if alternate and round_ % 2:
+        order.reverse()
+    for index in order:
         found.append([round_, index, *one(f"run{round_}-{index}", variants[index])])
 if comm.rank == 0:
     print(json.dumps(found))
@@ -98,13 +102,15 @@ def run_job(
     base: dict[str, Any],
     variants: list[dict[str, Any]],
     warm: float = 0.0,
+    alternate: bool = False,
 ) -> list[list[float]]:
     """One MPI job of ``rounds`` rounds over ``variants``: rows ``[round, variant index,
     observed, raw, cpu]``. In a variant's ``plan``, ``{run}`` stands for its run's folder;
-    ``warm``: GiB of memory touched before each run (untimed)."""
+    ``warm``: GiB of memory touched before each run (untimed); ``alternate``: every other
+    round in the opposite order."""
     command = [mpiexec(), "-n", str(ranks), sys.executable, "-c", JOB, str(folder)]
     command += [str(particles), str(steps), str(rounds), json.dumps(base), json.dumps(variants)]
-    command += [str(warm), TOUCH]
+    command += [str(warm), TOUCH, "1" if alternate else "0"]
     done = subprocess.run(command, capture_output=True, text=True, timeout=3600)
     if done.returncode != 0:
         sys.exit(f"failed: {' '.join(command)}\n{done.stderr[-2000:]}")
@@ -121,18 +127,23 @@ def summarise(
     rounds: int,
     ratios: list[tuple[str, int, int]],
 ) -> dict[str, Any]:
-    """Per variant, every field's median (min-max); per ``(label, numerator, denominator)``,
-    the ratio of two variants' fields round by round, as median (min-max)."""
-    by = {(int(s[0]), int(s[1])): s[2:] for s in samples}
-    out: dict[str, Any] = {"variants": {}, "ratios": {}}
+    """Per variant, every field's median (min-max), with ``metadata`` (observed - raw, as
+    h5bench counts it); per ``(label, numerator, denominator)``, the ratio of two variants'
+    fields round by round, as median (min-max), and in ``above_one`` the number of rounds
+    whose observed ratio is above 1."""
+    by = {(int(s[0]), int(s[1])): [*s[2:], s[2] - s[3]] for s in samples}
+    fields = (*FIELDS, "metadata")
+    out: dict[str, Any] = {"variants": {}, "ratios": {}, "above_one": {}}
     for index, name in enumerate(names):
         rows = [by[(r, index)] for r in range(rounds)]
-        out["variants"][name] = {f: spread([row[i] for row in rows]) for i, f in enumerate(FIELDS)}
+        out["variants"][name] = {f: spread([row[i] for row in rows]) for i, f in enumerate(fields)}
     for label, top, bottom in ratios:
         out["ratios"][label] = {
             f: spread([by[(r, top)][i] / by[(r, bottom)][i] for r in range(rounds)])
-            for i, f in enumerate(FIELDS)
+            for i, f in enumerate(fields)
+            if f != "metadata"  # a difference: its ratio can divide by zero
         }
+        out["above_one"][label] = sum(by[(r, top)][0] > by[(r, bottom)][0] for r in range(rounds))
     return out
 
 

@@ -591,8 +591,8 @@ def whole_summary(data: dict) -> list[tuple[str, str, str]]:
     cells = [
         f"{label.split(' / ')[0].removeprefix('parallel HDF5, ')} / "
         f"{label.split(' / ')[1].removeprefix('h5subfile, ')} "
-        f"**{checksum_cost.cell(data['ratios'][label], 2)}**"
-        + ("" if label.startswith("null") else f" ({data['wins'][label]} of {rounds} rounds)")
+        f"**{checksum_cost.cell(data['ratios'][label]['observed'], 2)}** (above 1 in "
+        f"{data['above_one'][label]} of {rounds} rounds)"
         for label, *_ in whole_write.RATIOS
     ]
     return [
