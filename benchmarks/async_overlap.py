@@ -28,17 +28,12 @@ Run (2 ranks: the machine's cores; the JSON feeds ``benchmarks/report.py``):
 from __future__ import annotations
 
 import argparse
-import json
-import os
-import subprocess
 import sys
-import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from docplot import run_facts  # noqa: E402
-from interleave import cell, run_job, spread  # noqa: E402
+from interleave import begin, cell, run_job, save, scratch, spread  # noqa: E402
 
 VARIANTS = ("sync", "async", "sync'", "I/O only", "async, zero copy")
 NULL = "null: sync' / sync"
@@ -85,15 +80,11 @@ def main() -> None:
     parser.add_argument("--compute", type=float, nargs="+", default=[0.5])
     parser.add_argument("--json", type=Path, default=None)
     args = parser.parse_args()
-    load_before, started = os.getloadavg(), time.time()
+    begun = begin()
     results = []
-    scratch = Path(os.environ.get("TMPDIR", "/tmp")) / f"async-overlap-{os.getpid()}"
     for compute in args.compute:
-        scratch.mkdir(parents=True)
-        try:
-            samples = run(args.ranks, scratch, args.particles, args.steps, args.rounds, compute)
-        finally:
-            subprocess.run(["rm", "-rf", str(scratch)], check=False)
+        with scratch("async-overlap") as folder:
+            samples = run(args.ranks, folder, args.particles, args.steps, args.rounds, compute)
         summary = summarise(samples, args.rounds)
         results.append({"compute": compute, "samples": samples, **summary})
         v = summary["variants"]
@@ -103,16 +94,7 @@ def main() -> None:
             f"{cell(summary['ratios']['async / sync'])}  null "
             f"{cell(summary['ratios'][NULL])}"
         )
-    if args.json is not None:
-        record = {
-            "ranks": args.ranks,
-            "particles": args.particles,
-            "steps": args.steps,
-            "rounds": args.rounds,
-            **run_facts(load_before, started),
-            "results": results,
-        }
-        args.json.write_text(json.dumps(record, indent=1) + "\n")
+    save(args.json, args, begun, results=results)
 
 
 TITLE = "Overlapping writes with compute"

@@ -25,18 +25,14 @@ Run (2 ranks: the machine's cores; the JSON feeds ``benchmarks/report.py``):
 from __future__ import annotations
 
 import argparse
-import json
-import os
 import statistics
-import subprocess
 import sys
 import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from docplot import run_facts  # noqa: E402
-from interleave import cell, inverse, run_job, summarise  # noqa: E402
+from interleave import begin, cell, inverse, run_job, save, scratch, summarise  # noqa: E402
 
 VARIANTS = ("checksums", "no hashing", "checksums'")
 #: What each variant changes in its runs (interleave.py): B's hash returns a constant.
@@ -91,19 +87,14 @@ def main() -> None:
     args = parser.parse_args()
     speed = hashing_speed()
     print(f"hashing: {speed['memory']:.1f} GiB/s from memory, {speed['cache']:.1f} from cache")
-    load_before = os.getloadavg()
-    started = time.time()
+    begun = begin()
     results = []
-    scratch = Path(os.environ.get("TMPDIR", "/tmp")) / f"checksum-cost-{os.getpid()}"
     for name in args.plans:
         plan = plan_of(name)
-        scratch.mkdir(parents=True)
-        try:
+        with scratch("checksum-cost") as folder:
             samples = run_job(
-                args.ranks, scratch, args.particles, args.steps, args.rounds, plan, CHANGES
+                args.ranks, folder, args.particles, args.steps, args.rounds, plan, CHANGES
             )
-        finally:
-            subprocess.run(["rm", "-rf", str(scratch)], check=False)
         summary = summarise(samples, list(VARIANTS), args.rounds, RATIOS)
         results.append({"plan": name, "samples": samples, **summary})
         for label, ratio in summary["ratios"].items():
@@ -112,17 +103,7 @@ def main() -> None:
                 f"{name:14s} {label:30s} observed {obs['median']:.3f} "
                 f"({obs['min']:.3f}-{obs['max']:.3f})  cpu {ratio['cpu']['median']:.3f}"
             )
-    if args.json is not None:
-        record = {
-            "ranks": args.ranks,
-            "particles": args.particles,
-            "steps": args.steps,
-            "rounds": args.rounds,
-            **run_facts(load_before, started),
-            "hashing_gib_s": speed,
-            "results": results,
-        }
-        args.json.write_text(json.dumps(record, indent=1) + "\n")
+    save(args.json, args, begun, hashing_gib_s=speed, results=results)
 
 
 TITLE = "Cost of the checksums, measured in one job"

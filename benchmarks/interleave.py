@@ -21,13 +21,20 @@ threads).
 
 from __future__ import annotations
 
+import argparse
 import json
+import os
+import shutil
 import statistics
 import subprocess
 import sys
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from docplot import run_facts
 from warm import TOUCH
 
 from h5subfile.mpi.launch import mpiexec
@@ -115,6 +122,40 @@ def run_job(
     if done.returncode != 0:
         sys.exit(f"failed: {' '.join(command)}\n{done.stderr[-2000:]}")
     return json.loads(done.stdout)
+
+
+@contextmanager
+def scratch(name: str) -> Iterator[Path]:
+    """A fresh folder for one job's runs (``$TMPDIR/NAME-PID``), removed afterwards."""
+    folder = Path(os.environ.get("TMPDIR", "/tmp")) / f"{name}-{os.getpid()}"
+    folder.mkdir(parents=True)
+    try:
+        yield folder
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def begin() -> tuple[tuple[float, ...], float]:
+    """The load average and the time when a measurement starts (for :func:`save`)."""
+    return os.getloadavg(), time.time()
+
+
+def save(
+    path: Path | None, args: argparse.Namespace, begun: tuple[Any, float], **fields: Any
+) -> None:
+    """Write a run's record to ``path`` (nothing when None): the jobs' shape (``args``' ranks,
+    particles, steps, rounds), where and when it ran (``docplot.run_facts``), then ``fields``."""
+    if path is None:
+        return
+    record = {
+        "ranks": args.ranks,
+        "particles": args.particles,
+        "steps": args.steps,
+        "rounds": args.rounds,
+        **run_facts(*begun),
+        **fields,
+    }
+    path.write_text(json.dumps(record, indent=1) + "\n")
 
 
 def spread(values: list[float]) -> dict[str, float]:

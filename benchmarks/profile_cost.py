@@ -16,19 +16,14 @@ Run (2 ranks: the machine's cores; the JSON feeds ``benchmarks/report.py``):
 from __future__ import annotations
 
 import argparse
-import json
 import math
-import os
 import statistics
-import subprocess
 import sys
-import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from docplot import run_facts  # noqa: E402
-from interleave import cell, run_job, summarise  # noqa: E402
+from interleave import begin, cell, run_job, save, scratch, summarise  # noqa: E402
 
 VARIANTS = ("off", "counters", "trace", "off'")
 TRACE_BOUND = 100_000  # operations kept per rank: far more than a VPIC write issues
@@ -55,29 +50,13 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=15)
     parser.add_argument("--json", type=Path, default=None)
     args = parser.parse_args()
-    load_before = os.getloadavg()
-    started = time.time()
-    scratch = Path(os.environ.get("TMPDIR", "/tmp")) / f"profile-cost-{os.getpid()}"
-    scratch.mkdir(parents=True)
-    try:
-        samples = run_job(args.ranks, scratch, args.particles, args.steps, args.rounds, {}, CHANGES)
-    finally:
-        subprocess.run(["rm", "-rf", str(scratch)], check=False)
+    begun = begin()
+    with scratch("profile-cost") as folder:
+        samples = run_job(args.ranks, folder, args.particles, args.steps, args.rounds, {}, CHANGES)
     summary = summarise(samples, list(VARIANTS), args.rounds, RATIOS)
     for label, ratio in summary["ratios"].items():
         print(f"{label:18s} observed {cell(ratio['observed'])}  cpu {cell(ratio['cpu'])}")
-    if args.json is not None:
-        record = {
-            "ranks": args.ranks,
-            "particles": args.particles,
-            "steps": args.steps,
-            "rounds": args.rounds,
-            "trace_bound": TRACE_BOUND,
-            **run_facts(load_before, started),
-            "samples": samples,
-            **summary,
-        }
-        args.json.write_text(json.dumps(record, indent=1) + "\n")
+    save(args.json, args, begun, trace_bound=TRACE_BOUND, samples=samples, **summary)
 
 
 TITLE = "Cost of profiling"

@@ -26,17 +26,13 @@ Needs an h5py built with MPI (``make phdf5``); run (2 ranks: the machine's cores
 from __future__ import annotations
 
 import argparse
-import json
-import os
-import subprocess
 import sys
-import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from docplot import mpi_name, run_facts  # noqa: E402
-from interleave import cell, run_job, summarise  # noqa: E402
+from docplot import mpi_name  # noqa: E402
+from interleave import begin, cell, run_job, save, scratch, summarise  # noqa: E402
 
 FPP, DEFAULT = "h5subfile, file per process", "h5subfile, default plan"
 INDEPENDENT, COLLECTIVE = "parallel HDF5, independent", "parallel HDF5, collective"
@@ -81,13 +77,12 @@ def main() -> None:
     from h5subfile.bench.report import versions
     from h5subfile.io.filesystem import probe
 
-    load_before, started = os.getloadavg(), time.time()
-    scratch = Path(os.environ.get("TMPDIR", "/tmp")) / f"whole-write-{os.getpid()}"
-    scratch.mkdir(parents=True)
-    try:
+    begun = begin()
+    with scratch("whole-write") as folder:
+        filesystem = probe(folder).name
         samples = run_job(
             args.ranks,
-            scratch,
+            folder,
             args.particles,
             args.steps,
             args.rounds,
@@ -96,28 +91,22 @@ def main() -> None:
             warm=args.warm,
             alternate=True,
         )
-    finally:
-        subprocess.run(["rm", "-rf", str(scratch)], check=False)
     summary = summarise(samples, NAMES, args.rounds, ratio_indices())
     for name, v in summary["variants"].items():
         print(f"{name:48s} observed {cell(v['observed'])}  raw {cell(v['raw'])}")
     for label, ratio in summary["ratios"].items():
         above = summary["above_one"][label]
         print(f"{label:60s} {cell(ratio['observed'])}  (above 1 in {above} of {args.rounds})")
-    if args.json is not None:
-        record = {
-            "ranks": args.ranks,
-            "particles": args.particles,
-            "steps": args.steps,
-            "rounds": args.rounds,
-            "warm_gib": args.warm,
-            "filesystem": probe(scratch.parent).name,
-            **run_facts(load_before, started),
-            "versions": versions(""),
-            "samples": samples,
-            **summary,
-        }
-        args.json.write_text(json.dumps(record, indent=1) + "\n")
+    save(
+        args.json,
+        args,
+        begun,
+        warm_gib=args.warm,
+        filesystem=filesystem,
+        versions=versions(""),
+        samples=samples,
+        **summary,
+    )
 
 
 TITLE = "Whole write at 2 ranks, in one job"
