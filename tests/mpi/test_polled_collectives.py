@@ -7,6 +7,7 @@ how many rounds they take (one each way when the bytes fit a slot, one agreement
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -221,3 +222,42 @@ def test_opening_creating_groups_and_setting_attributes_take_two_rounds(
     with hs.File(path, "r", comm=comm) as f:
         assert _rounds(comm) - before == 2
         assert np.array_equal(f["g/d29"][:3000], np.arange(3000))
+
+
+def test_barrier_returns_on_every_rank_after_the_last_one_arrives(comm: MPI.Comm) -> None:
+    """The ranks share the node's monotonic clock: no rank leaves before the last arrival.
+    One polled round (so it sleeps while waiting, and times out instead of hanging)."""
+    time.sleep(0.05 * comm.rank)
+    arrived = time.monotonic()
+    before = collective.waited(comm)[1]
+    collective.barrier(comm)
+    left = time.monotonic()
+    arrivals = comm.allgather(arrived)
+    assert left >= max(arrivals)
+    if comm.rank == 0 and comm.size > 1:  # rank 0 arrives first: it waited in one round
+        assert collective.waited(comm)[1] == before + 1
+
+
+class _NoBlockingBarrier(MPI.Intracomm):
+    """A communicator whose blocking barrier fails the test: with more ranks than cores, MPI's
+    blocking barrier spins, and ranks leave it far apart (the kernels' timed steps would count
+    the spread)."""
+
+    def Barrier(self) -> None:  # noqa: N802 - mpi4py's name
+        raise AssertionError("a kernel used MPI's blocking barrier")
+
+
+def test_the_kernels_start_their_timed_work_with_a_polled_barrier(
+    comm: MPI.Comm, shared_tmp: Path
+) -> None:
+    from h5subfile.kernels.bdcats import Pattern, run_bdcats
+    from h5subfile.kernels.vpic import run_vpic
+
+    strict = _NoBlockingBarrier(comm.Dup())
+    try:
+        path = str(shared_tmp / "kernel.h5")
+        written = run_vpic(path, 256, 2, comm=strict, subfiles="rank")
+        read = run_bdcats(path, Pattern(), comm=strict, verify=True)
+        assert written.total_bytes == read.total_bytes > 0
+    finally:
+        strict.Free()

@@ -29,7 +29,7 @@ from ..files import Dataset, File, Group
 from ..following import follow
 from ..layout.selection import partition
 from ..layout.vpic import FIELDS
-from ..mpi.collective import agree
+from ..mpi.collective import agree, barrier
 from .metrics import Metrics, reduce_metrics
 from .vpic import KERNEL_ATTR, KERNEL_NAME, particle_values
 
@@ -157,7 +157,7 @@ def run_bdcats(
     """
     comm = MPI.COMM_WORLD if comm is None else comm
     reading = _Reading(comm, pattern, verify)
-    comm.Barrier()
+    barrier(comm)
     started = time.perf_counter()
     with warnings.catch_warnings():
         # The file's problems: a dataset read below raises its own, once agreed; others do
@@ -191,7 +191,7 @@ def follow_bdcats(
     ``progress(done, 0)`` is called with the datasets read so far (their total is unknown)."""
     comm = MPI.COMM_WORLD if comm is None else comm
     reading = _Reading(comm, pattern, verify)
-    comm.Barrier()
+    barrier(comm)
     started = time.perf_counter()
     raw = 0.0
     for group in follow(path, comm, timeout=timeout, **plan):

@@ -28,6 +28,7 @@ from mpi4py import MPI
 
 from ..files import File
 from ..layout.vpic import BYTES_PER_PARTICLE, FIELDS, step_name
+from ..mpi.collective import barrier
 from ..units import parse_duration
 from .metrics import Metrics, reduce_metrics
 
@@ -81,9 +82,10 @@ def write_vpic(
     """Collective: the VPIC-IO kernel, timed as h5bench does, writing through
     ``open_sink(first, total)`` (this rank's first particle, every rank's particles).
 
-    Observed time runs from before the sink is opened to after it is closed (after a barrier,
-    data generation excluded: each step's values are made, then a barrier, untimed, so that no
-    rank's I/O waits for another rank still making its data); raw time is what the sink spent
+    Observed time runs from before the sink is opened to after it is closed (after a polled
+    barrier, README *Kernel metrics*; data generation excluded: each step's values are made,
+    then a barrier, untimed, so that no rank's I/O waits for another rank still making its
+    data); raw time is what the sink spent
     inside its data writes, read after the close (writing behind, the close waits for the last
     writes). ``compute_time`` seconds of emulated computation follow each step but the last
     (h5bench's placement); they are left out of the observed time and counted in the observed
@@ -96,14 +98,14 @@ def write_vpic(
     excluded = computed = 0.0
     if progress:
         progress(0, steps)
-    comm.Barrier()
+    barrier(comm)
     started = time.perf_counter()
     with open_sink(first, sum(counts)) as sink:
         sink.set_attributes({KERNEL_ATTR: KERNEL_NAME, "particles_per_rank": counts})
         for step in range(steps):
             t = time.perf_counter()
             data = {name: particle_values(name, step, gids) for name, _ in FIELDS}
-            comm.Barrier()  # every rank starts the step's I/O together, as after h5bench's
+            barrier(comm)  # every rank starts the step's I/O together, as after h5bench's
             excluded += time.perf_counter() - t  # untimed data set-up
             sink.write_step(step_name(step), data)
             if progress:
