@@ -47,7 +47,7 @@ from .files import Dataset, File, Group
 from .io.h5 import is_attribute_note
 from .layout.dtypes import check_dtype
 from .layout.names import subfile_folder
-from .mpi.collective import agree, root_only
+from .mpi.collective import agree, barrier, root_only
 from .plan import MIN_BUFFER_SIZE, PLAN_FIELDS
 
 DEFAULT_SLAB_SIZE = 256 << 20
@@ -396,7 +396,7 @@ def repack(
     agree(
         comm, ValueError(f"slab_size={slab_size!r}: expected a positive int") if bad_size else None
     )
-    comm.Barrier()
+    barrier(comm)
     started = time.perf_counter()
     staging = root_only(comm, lambda: _prepare(source, target, force))
     summary = Summary(source, target, comm.size)

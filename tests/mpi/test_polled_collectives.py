@@ -247,11 +247,15 @@ class _NoBlockingBarrier(MPI.Intracomm):
         raise AssertionError("a kernel used MPI's blocking barrier")
 
 
-def test_the_kernels_start_their_timed_work_with_a_polled_barrier(
+def test_the_kernels_and_repack_start_their_timed_work_with_a_polled_barrier(
     comm: MPI.Comm, shared_tmp: Path
 ) -> None:
+    import h5py
+
+    import h5subfile as hs
     from h5subfile.kernels.bdcats import Pattern, run_bdcats
     from h5subfile.kernels.vpic import run_vpic
+    from h5subfile.repack import repack
 
     strict = _NoBlockingBarrier(comm.Dup())
     try:
@@ -259,5 +263,10 @@ def test_the_kernels_start_their_timed_work_with_a_polled_barrier(
         written = run_vpic(path, 256, 2, comm=strict, subfiles="rank")
         read = run_bdcats(path, Pattern(), comm=strict, verify=True)
         assert written.total_bytes == read.total_bytes > 0
+        plain = str(shared_tmp / "plain.h5")
+        repack(path, plain, comm=strict, subfiles=1)
+        if comm.rank == 0:
+            with h5py.File(plain, "r") as f, hs.File(path, "r", comm=MPI.COMM_SELF) as g:
+                assert np.array_equal(f["Timestep_1/px"][...], g["Timestep_1/px"][...])
     finally:
         strict.Free()

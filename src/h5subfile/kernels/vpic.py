@@ -85,9 +85,8 @@ def write_vpic(
     Observed time runs from before the sink is opened to after it is closed (after a polled
     barrier, README *Kernel metrics*; data generation excluded: each step's values are made,
     then a barrier, untimed, so that no rank's I/O waits for another rank still making its
-    data); raw time is what the sink spent
-    inside its data writes, read after the close (writing behind, the close waits for the last
-    writes). ``compute_time`` seconds of emulated computation follow each step but the last
+    data); raw time is what the sink spent inside its data writes, read after the close
+    (writing behind, the close waits for the last writes). ``compute_time`` seconds of emulated computation follow each step but the last
     (h5bench's placement); they are left out of the observed time and counted in the observed
     time per step. ``progress(done, total)``, if given, is called with the steps written so
     far.
