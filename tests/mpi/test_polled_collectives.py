@@ -22,7 +22,7 @@ from h5subfile.errors import (
     PlanError,
     RankFailedError,
 )
-from h5subfile.mpi import collective
+from h5subfile.mpi import collective, rounds
 
 
 @pytest.fixture(autouse=True)
@@ -270,3 +270,70 @@ def test_the_kernels_and_repack_start_their_timed_work_with_a_polled_barrier(
                 assert np.array_equal(f["Timestep_1/px"][...], g["Timestep_1/px"][...])
     finally:
         strict.Free()
+
+
+@pytest.mark.parametrize("size", [1, 2, 3, 5, 8, 13, 64, 100, 1000])
+def test_the_broadcast_tree_reaches_every_rank_once_within_log2_steps(size: int) -> None:
+    """Pure: whatever the root, every other rank has one parent, which lists it as a child;
+    walking up from any rank reaches the root in at most ceil(log2(size)) steps."""
+    depth_limit = max(size - 1, 0).bit_length()
+    for root in {0, size - 1, size // 2, 1 % size}:
+        links = [rounds.tree_links(size, rank, root) for rank in range(size)]
+        assert links[root][0] is None
+        for rank, (_, children) in enumerate(links):
+            assert all(links[child][0] == rank for child in children)
+            assert len(set(children)) == len(children)
+            steps, at = 0, rank
+            while at != root:
+                parent_of = links[at][0]
+                assert parent_of is not None
+                at, steps = parent_of, steps + 1
+            assert steps <= depth_limit
+        assert sum(len(children) for _, children in links) == size - 1
+
+
+@pytest.mark.parametrize("root", [0, -1, 1])
+def test_large_broadcasts_go_down_the_tree_and_arrive_whole(
+    comm: MPI.Comm, root: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Above TREE_BYTES (on a communicator that has had its first round) a broadcast is one
+    round down the binomial tree, in bcast, root_only and root_first alike; the bytes arrive
+    exactly, for any root and any size. Smaller ones stay MPI's."""
+    root %= comm.size
+    trees: list[int] = []
+
+    class Counted(rounds.TreeBroadcast):
+        def __init__(self, *args: object, **kwargs: object) -> None:
+            trees.append(comm.rank)
+            super().__init__(*args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(rounds, "TreeBroadcast", Counted)
+    collective.barrier(comm)  # the communicator's first round, if it is one
+    for count in [rounds.TREE_BYTES // 8 + 1, 100_003, (3 << 20) // 8]:
+        value = np.arange(count, dtype="i8") * (root + 7)
+        got = collective.bcast(comm, value if comm.rank == root else None, root=root)
+        assert np.array_equal(got, value)
+    assert len(trees) == 3
+    assert np.array_equal(collective.root_only(comm, lambda: value * 2), value * 2)
+    call = collective.Call("tree", 0)
+    assert np.array_equal(collective.root_first(comm, lambda: value * 3, None, call), value * 3)
+    assert len(trees) == 5
+    assert collective.bcast(comm, "small" if comm.rank == root else None, root=root) == "small"
+    assert len(trees) == 5
+
+
+def test_tree_broadcasts_never_take_the_applications_messages(comm: MPI.Comm) -> None:
+    """The tree's messages travel on the communicator's private duplicate: a receive the
+    application has posted for any source and any tag on the same communicator is left for
+    the application's own message."""
+    collective.barrier(comm)
+    wanted = np.zeros(4, dtype="i8")
+    pending = comm.Irecv(wanted, source=MPI.ANY_SOURCE, tag=MPI.ANY_TAG)
+    big = np.arange((1 << 20) // 8, dtype="i8")
+    got = collective.bcast(comm, big if comm.rank == 0 else None)
+    assert np.array_equal(got, big)
+    assert not pending.Test()
+    collective.barrier(comm)  # no rank sends its own message before every rank has looked
+    comm.Send(np.full(4, comm.rank, dtype="i8"), dest=(comm.rank + 1) % comm.size, tag=5)
+    pending.Wait()
+    assert np.array_equal(wanted, np.full(4, (comm.rank - 1) % comm.size))

@@ -32,6 +32,7 @@ from .rounds import (  # noqa: F401 - Call, waited and the timeout names are thi
     TIMEOUT_VARIABLE,
     Call,
     allreduce_max,
+    broadcast,
     by_value,
     call_hash,
     channel_of,
@@ -286,7 +287,7 @@ def _bcast_bytes(
     if inline is not None:
         return got_flags, inline
     got = data if comm.rank == root and data is not None else np.empty(size, dtype=np.uint8)
-    polled(comm, lambda: comm.Ibcast(got, root=root), got)
+    broadcast(comm, got, root)
     return got_flags, got
 
 
@@ -378,7 +379,7 @@ def root_first(
     data = outcome.data
     size = agree(comm, error, call, 0 if data is None else data.size)
     got = data if data is not None else np.empty(size, dtype=np.uint8)
-    polled(comm, lambda: comm.Ibcast(got, root=root), got)
+    broadcast(comm, got, root)
     return outcome.delivered(comm, got, root)
 
 

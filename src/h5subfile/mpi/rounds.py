@@ -18,7 +18,7 @@ import os
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from typing import Any, Protocol, TypeVar
 
 import numpy as np
 from mpi4py import MPI
@@ -55,6 +55,12 @@ LONGEST_SLEEP = 0.05
 CHECK_EVERY = 0.01  # seconds between looks for other ranks' timeout notices while waiting
 GRACE = 1.0  # seconds a rank that gives up waits to hear where the others are
 _NOTICE = 1  # the tag of timeout notices on a communicator's status duplicate
+_TREE = 2  # the tag of tree broadcasts (:class:`TreeBroadcast`) on the same duplicate
+#: Broadcasts of more bytes than this go down a binomial tree of point-to-point messages
+#: (:func:`broadcast`); MPICH broadcasts them by scatter and allgather, in steps that each
+#: wait for a sleeping rank (docs/BENCHMARKS.md, "Opening for reading at scale"). Smaller ones
+#: are MPI's, a binomial tree already.
+TREE_BYTES = 8192
 
 
 def ranks_on_node() -> int | None:
@@ -226,8 +232,68 @@ def allreduce_max(comm: MPI.Comm, sent: np.ndarray, call: Call | None) -> np.nda
     return got
 
 
+def tree_links(size: int, rank: int, root: int) -> tuple[int | None, list[int]]:
+    """``rank``'s parent (None for ``root``) and children, largest subtree first, in the
+    binomial tree rooted at ``root`` over ``size`` ranks (relative rank v's parent is v less
+    its lowest set bit; its children are v + 2**k for each 2**k below that bit)."""
+    me = (rank - root) % size
+    lowest = me & -me if me else 1 << max(size - 1, 0).bit_length()
+    steps = [1 << k for k in range(lowest.bit_length() - 1)]
+    children = [(me + step + root) % size for step in reversed(steps) if me + step < size]
+    return (None if me == 0 else (me - lowest + root) % size), children
+
+
+class TreeBroadcast:
+    """A broadcast down a binomial tree of point-to-point messages, as one request
+    (:func:`tree_links`): a rank receives the whole buffer from its parent, then sends it to
+    its children. Each rank waits for one message, so a rank that sleeps delays its own
+    subtree once, where MPI's broadcast of a large buffer (scatter, then allgather) has
+    rounds in which every rank must take part. ``comm`` is a private duplicate (the
+    channel's), so no message of the application can match."""
+
+    def __init__(self, comm: MPI.Comm, buffer: np.ndarray, root: int) -> None:
+        parent, self._children = tree_links(comm.size, comm.rank, root)
+        self._comm, self._buffer = comm, buffer
+        self._sends: list[MPI.Request] | None = None
+        self._receive: MPI.Request | None = None
+        if parent is None:
+            self._send()
+        else:
+            self._receive = comm.Irecv(buffer, source=parent, tag=_TREE)
+
+    def _send(self) -> None:
+        self._sends = [self._comm.Isend(self._buffer, dest=c, tag=_TREE) for c in self._children]
+
+    def Test(self) -> bool:  # noqa: N802 - the name of MPI.Request's method, which polled calls
+        if self._sends is None:
+            assert self._receive is not None
+            if not self._receive.Test():
+                return False
+            self._send()
+        assert self._sends is not None
+        return bool(MPI.Request.Testall(self._sends))
+
+
+def broadcast(comm: MPI.Comm, buffer: np.ndarray, root: int = 0) -> None:
+    """Collective, one polled round: ``root``'s ``buffer`` into every rank's (of the same size
+    on every rank). More than :data:`TREE_BYTES` go down a binomial tree
+    (:class:`TreeBroadcast`) once the communicator's private duplicate exists (after its first
+    round: the same on every rank), fewer by MPI's broadcast."""
+    status = channel_of(comm).status
+    if status is None or buffer.nbytes <= TREE_BYTES:
+        polled(comm, lambda: comm.Ibcast(buffer, root=root), buffer)
+    else:
+        polled(comm, lambda: TreeBroadcast(status, buffer, root), buffer)
+
+
+class Pending(Protocol):
+    """What a round polls: an MPI request, or a :class:`TreeBroadcast`."""
+
+    def Test(self) -> bool: ...  # noqa: N802 - MPI.Request's name
+
+
 def polled(
-    comm: MPI.Comm, start: Callable[[], MPI.Request], buffers: Any, call: Call | None = None
+    comm: MPI.Comm, start: Callable[[], Pending], buffers: Any, call: Call | None = None
 ) -> None:
     """One round: start a non-blocking collective (after the communicator's channel exists:
     every rank posts the same operations in the same order) and poll it to completion,
@@ -255,7 +321,7 @@ def polled(
 
 
 def _wait(
-    comm: MPI.Comm, channel: _Channel, request: MPI.Request, buffers: Any, call: Call | None
+    comm: MPI.Comm, channel: _Channel, request: Pending, buffers: Any, call: Call | None
 ) -> None:
     """Poll ``request`` (spin briefly, yield the CPU between tests for :func:`yield_for`, then
     sleep, the pause doubling up to LAST_SLEEP, then growing with the time waited) until it
