@@ -9,6 +9,8 @@ the time already waited; on a node with more ranks than cores it sleeps at once
 other ranks where it waited (on a duplicate of the communicator) and raises
 CollectiveTimeoutError naming the ranks that never arrived; a rank arriving later finds the
 notices and raises too. :class:`Call` names the collective call a round belongs to.
+:func:`broadcast` is one round of a broadcast, large buffers going down a binomial tree of
+point-to-point messages (:class:`TreeBroadcast`) instead of MPI's broadcast.
 """
 
 from __future__ import annotations
