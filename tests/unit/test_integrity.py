@@ -48,3 +48,42 @@ def test_pieces_and_subfile_info_round_trip_through_the_record() -> None:
     )
     record = FileRecord.from_json(FileRecord([session]).to_json(), "test")
     assert record.sessions[0].subfile_info == {"a": {"bytes": 1, "identity_offset": 0}}
+
+
+def test_small_writes_are_hashed_at_once_large_ones_in_the_thread(monkeypatch) -> None:
+    """start_hashing: whole blocks under INLINE_HASH_BYTES in all are hashed in the calling
+    thread (handing them over costs more than hashing them); larger ones in the hashing
+    thread; a piecewise write gets None (hashed from the file at close). The values are the
+    buffers' checksums either way."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from h5subfile.engine import integrity
+    from h5subfile.engine.messages import PreparedWrite, Transfer, WriteTarget
+    from h5subfile.layout.blocks import Block
+
+    submitted: list[int] = []
+    pool = ThreadPoolExecutor(max_workers=1)
+
+    def recording_pool() -> ThreadPoolExecutor:
+        submitted.append(1)
+        return pool
+
+    monkeypatch.setattr(integrity, "_pool", recording_pool)
+
+    def write(n: int, whole: bool = True) -> PreparedWrite:
+        block = Block((0,), (n,))
+        target = WriteTarget(block, "/nowhere", 0, block, 0, Transfer.DIRECT)
+        box = block if whole else Block((0,), (n - 1,))
+        data = np.arange(n if whole else n - 1, dtype="u1")
+        return PreparedWrite("/x", target, box, data)
+
+    limit = integrity.INLINE_HASH_BYTES
+    small = [write(limit // 2 - 1), write(limit // 2), write(10, whole=False)]
+    future = integrity.start_hashing(small)
+    assert future.done() and not submitted
+    assert future.result() == [checksum(small[0].data), checksum(small[1].data), None]
+    large = [write(limit // 2), write(limit // 2)]  # INLINE_HASH_BYTES in all: the thread
+    future = integrity.start_hashing(large)
+    assert submitted == [1]
+    assert future.result() == [checksum(w.data) for w in large]
+    pool.shutdown()
