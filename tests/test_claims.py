@@ -289,6 +289,37 @@ def test_lock_scope_from_mount_options(folder: str, scope: str) -> None:
     assert claim.lock_scope(folder, MOUNTS) == scope
 
 
+@pytest.mark.parametrize(
+    "folder, synced",
+    [
+        ("/tmp/x", False),  # ext4: read from this host's page cache only
+        ("/lustre/project", True),
+        ("/home/me", True),
+        ("/beegfs/run", True),
+    ],
+)
+def test_claim_record_synced_where_other_hosts_read_it(folder: str, synced: bool) -> None:
+    from h5subfile.io import claim
+
+    assert claim.record_synced(folder, MOUNTS) is synced
+    assert claim.record_synced(folder, []) is True  # type unknown: synced
+
+
+def test_claim_record_is_synced_only_off_local_disks(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from h5subfile.io import claim
+
+    synced: list[int] = []
+    monkeypatch.setattr(claim.os, "fsync", lambda fd: synced.append(fd))
+    for remote in (False, True):
+        monkeypatch.setattr(claim, "record_synced", lambda folder, mounts=None, r=remote: r)
+        held = claim.take(str(tmp_path / "run.h5"), "a" * 32, "w")
+        assert len(synced) == int(remote)
+        assert json.loads(Path(held.path).read_text())["session"] == "a" * 32
+        held.release()
+
+
 def test_claim_in_a_missing_folder_names_it(tmp_path: Path) -> None:
     from h5subfile.errors import MissingFileError
     from h5subfile.io import claim

@@ -41,6 +41,7 @@ from dataclasses import dataclass
 
 from ..errors import FileBusyError, MissingFileError, PermissionDeniedError
 from ..layout.names import claim_path
+from .filesystem import local_type
 from .posix import FileCalls
 from .profile import Profile
 
@@ -162,13 +163,15 @@ def take(master_path: str, session: str, mode: str, profile: Profile | None = No
             f"({held.owner.describe()}): close that session before opening the file for "
             "writing again (reading it, mode 'r', is allowed)"
         )
-    scope = lock_scope(os.path.dirname(path))
+    mounts = _mountinfo()
+    scope = lock_scope(os.path.dirname(path), mounts)
+    synced = record_synced(os.path.dirname(path), mounts)
     pid = os.getpid()
     owner = Owner(socket.gethostname(), pid, _now(), session, mode, scope, _process_start(pid))
     recovered = None
     for _ in range(ATTEMPTS):
         try:
-            fd, written = _create(path, owner, calls)
+            fd, written = _create(path, owner, synced, calls)
         except FileNotFoundError:
             raise MissingFileError(
                 f"cannot write {master_path}: its folder {os.path.dirname(path)} does not exist"
@@ -227,14 +230,15 @@ def claim_state(master_path: str) -> tuple[str, Owner | None]:
     return found[0], found[1]
 
 
-def _create(path: str, owner: Owner, calls: FileCalls) -> tuple[int | None, Owner]:
+def _create(path: str, owner: Owner, synced: bool, calls: FileCalls) -> tuple[int | None, Owner]:
     """Make the claim file, complete and locked: (its descriptor, the owner recorded), or
-    (None, owner) when a claim file exists."""
+    (None, owner) when a claim file exists. ``synced``: the record is synced before the
+    claim's name is linked to it (:func:`record_synced`)."""
     folder, name = os.path.split(path)
     unique = os.path.join(folder, f".{name}.{owner.session}")
     fd = calls.open(unique, os.O_CREAT | os.O_EXCL | os.O_RDWR, 0o644)
     try:
-        owner = _write_owner(fd, owner, calls)
+        owner = _write_owner(fd, owner, synced, calls)
         linked = _link(unique, path, fd)
     except BaseException:
         calls.close(fd)
@@ -246,19 +250,20 @@ def _create(path: str, owner: Owner, calls: FileCalls) -> tuple[int | None, Owne
             pass
     if linked is None:  # no hard links on this file system
         calls.close(fd)
-        return _create_exclusive(path, owner, calls)
+        return _create_exclusive(path, owner, synced, calls)
     if not linked:
         calls.close(fd)
         return None, owner
     return fd, owner
 
 
-def _write_owner(fd: int, owner: Owner, calls: FileCalls) -> Owner:
-    """Lock a new claim file and write its record (synced: NFS clients see it at once)."""
+def _write_owner(fd: int, owner: Owner, synced: bool, calls: FileCalls) -> Owner:
+    """Lock a new claim file and write its record, synced when other hosts may read it."""
     if _lock(fd) != "ok":
         owner = dataclasses.replace(owner, locks="none")
     calls.write(fd, owner.to_bytes())
-    calls.fsync(fd)
+    if synced:
+        calls.fsync(fd)
     return owner
 
 
@@ -275,7 +280,9 @@ def _link(unique: str, path: str, fd: int) -> bool | None:
     return True
 
 
-def _create_exclusive(path: str, owner: Owner, calls: FileCalls) -> tuple[int | None, Owner]:
+def _create_exclusive(
+    path: str, owner: Owner, synced: bool, calls: FileCalls
+) -> tuple[int | None, Owner]:
     """:func:`_create` where hard links are refused: ``O_CREAT | O_EXCL``, then the record
     (a writer finding the file before its record is written says it is busy)."""
     try:
@@ -283,7 +290,7 @@ def _create_exclusive(path: str, owner: Owner, calls: FileCalls) -> tuple[int | 
     except FileExistsError:
         return None, owner
     try:
-        return fd, _write_owner(fd, owner, calls)
+        return fd, _write_owner(fd, owner, synced, calls)
     except BaseException:
         calls.close(fd)
         os.unlink(path)
@@ -394,15 +401,29 @@ def lock_scope(folder: str, mounts: list[str] | None = None) -> str:
     return "shared"
 
 
+def record_synced(folder: str, mounts: list[str] | None = None) -> bool:
+    """Whether a claim record made in ``folder`` is synced before the claim is linked: where
+    other hosts may read it (every file system but a local one, and where the type is
+    unknown), since an NFS client reads what another client wrote into a file still open only
+    once it is synced; on a local disk every process reads it from the page cache, and a sync
+    would only wait for the disk. ``mounts``: as for :func:`lock_scope`."""
+    return not local_type(_mount_of(folder, mounts)[0])
+
+
+def _mountinfo() -> list[str]:
+    """The lines of Linux's /proc/self/mountinfo (none where it cannot be read)."""
+    try:
+        with open("/proc/self/mountinfo") as table:
+            return table.read().splitlines()
+    except OSError:
+        return []
+
+
 def _mount_of(folder: str, lines: list[str] | None = None) -> tuple[str, set[str]]:
     """Type and options of the mount holding ``folder``, from ``lines`` of Linux's
     /proc/self/mountinfo (read when None; ``("", set())`` where there is none)."""
     if lines is None:
-        try:
-            with open("/proc/self/mountinfo") as table:
-                lines = table.read().splitlines()
-        except OSError:
-            return "", set()
+        lines = _mountinfo()
     target = os.path.realpath(folder)
     best: tuple[str, str, set[str]] = ("", "", set())
     for line in lines:

@@ -64,11 +64,18 @@ class FileSystem:
 
     @property
     def local(self) -> bool:
-        return self.name in LOCAL
+        return local_type(self.name)
 
     @property
     def parallel(self) -> bool:
         return self.name in PARALLEL
+
+
+def local_type(kind: str) -> bool:
+    """Whether file systems of type ``kind`` (one of :data:`MAGIC`'s names, or the type
+    /proc/self/mountinfo gives) keep their files on this machine's own storage or memory,
+    where no other host reads them."""
+    return kind in LOCAL or kind in ("ext2", "ext3")
 
 
 Probe = Callable[[str | os.PathLike[str]], FileSystem]
