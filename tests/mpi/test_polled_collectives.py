@@ -110,22 +110,27 @@ def test_messages_that_fit_a_slot_take_one_round_each_way(comm: MPI.Comm, per_ra
 
 
 def test_messages_larger_than_a_slot_arrive_whole_in_more_rounds(comm: MPI.Comm) -> None:
-    """The last rank's value and rank 0's answer overflow their slots: rank 0 asks every rank
-    to send again (one answer round saying so, one round of the exact bytes), then answers
-    in two rounds; small values stay on one round each."""
+    """The last rank's value and its answer overflow their slots: rank 0 asks every rank to
+    send again (one answer round saying so, one round of the exact bytes), then answers in
+    two rounds; small values stay on one round each."""
+    if comm.size < 2:
+        pytest.skip("the last rank must not be rank 0, whose own bytes never travel")
     width = collective.slot_bytes(comm.size)
     big = np.arange(width, dtype="i8")  # 8 bytes per element: 8 slots' worth
 
     def decide(gathered: list[object]) -> list[object]:
         assert np.array_equal(gathered[-1], big)  # type: ignore[arg-type]
         assert gathered[:-1] == list(range(comm.size - 1))
-        return [big * 2] + list(range(1, comm.size))
+        return [big * 2] + list(range(1, comm.size - 1)) + [big * 3]
 
-    local = big if comm.rank == comm.size - 1 else comm.rank
+    last = comm.rank == comm.size - 1
+    local = big if last else comm.rank
     before = _rounds(comm)
     got = collective.root_decides(comm, local, None, decide)
     if comm.rank == 0:
         assert np.array_equal(got, big * 2)
+    elif last:
+        assert np.array_equal(got, big * 3)
     else:
         assert got == comm.rank
     assert _rounds(comm) - before == 5
@@ -134,6 +139,28 @@ def test_messages_larger_than_a_slot_arrive_whole_in_more_rounds(comm: MPI.Comm)
     assert np.array_equal(gathered[-1], big) and gathered[:-1] == list(range(comm.size - 1))
     assert np.array_equal(collective.bcast(comm, big if comm.rank == 0 else None), big)
     assert _rounds(comm) - before == 4
+
+
+def test_rank_0s_own_large_value_and_answer_cost_no_second_round(comm: MPI.Comm) -> None:
+    """Rank 0's own value and answer never travel: however large (its view of new datasets
+    holds every extent), a root_decides whose other messages fit their slots is one round
+    each way, and rank 0 gets its own bytes back exactly."""
+    width = collective.slot_bytes(comm.size)
+    big = np.arange(width, dtype="i8")
+    seen: list[object] = []
+
+    def decide(gathered: list[object]) -> list[object]:
+        seen.extend(gathered)
+        return [big * 2] + list(range(1, comm.size))
+
+    before = _rounds(comm)
+    got = collective.root_decides(comm, big if comm.rank == 0 else comm.rank, None, decide)
+    assert _rounds(comm) - before == 2
+    if comm.rank == 0:
+        assert np.array_equal(got, big * 2)
+        assert np.array_equal(seen[0], big) and seen[1:] == list(range(1, comm.size))
+    else:
+        assert got == comm.rank
 
 
 def test_the_slot_shrinks_with_the_ranks_so_rank_0_holds_at_most_4_mib() -> None:

@@ -228,14 +228,19 @@ def _gather_bytes(comm: MPI.Comm, data: np.ndarray, root: int = 0) -> list[np.nd
 
 def _gather_slots(comm: MPI.Comm, data: np.ndarray, root: int = 0) -> list[Any] | None:
     """Collective, polled, one round: on ``root``, each rank's (flags, length, bytes or None
-    when they did not fit: :func:`_regather`); None elsewhere."""
+    when they did not fit: :func:`_regather`); None elsewhere. ``root``'s own bytes never
+    travel, so however large they are they cost no second round."""
     width = slot_bytes(comm.size)
     mine = np.zeros(width, dtype=np.uint8)
-    _fill(mine, data)
+    _fill(mine, None if comm.rank == root else data)
     slots = np.empty((comm.size, width), dtype=np.uint8) if comm.rank == root else None
     spec = None if slots is None else [slots, width, MPI.BYTE]
     polled(comm, lambda: comm.Igather(mine, spec, root=root), (mine, spec))
-    return None if slots is None else [_read_slot(slot) for slot in slots]
+    if slots is None:
+        return None
+    found = [_read_slot(slot) for slot in slots]
+    found[root] = (0, data.size, data)
+    return found
 
 
 def _regather(comm: MPI.Comm, data: np.ndarray, slots: list[Any] | None) -> list[Any] | None:
@@ -250,27 +255,37 @@ def _scatter_bytes(
     comm: MPI.Comm, parts: Sequence[np.ndarray] | None, root: int = 0, flags: int = 0
 ) -> tuple[int, np.ndarray]:
     """Collective, polled: ``parts[r]`` (given on ``root``) to each rank r, with ``flags``:
-    one round when every part fits its slot, else two."""
+    one round when every part sent fits its slot, else two. ``root`` keeps its own part, which
+    never travels: however large it is (rank 0's view of new datasets holds every extent),
+    it costs no second round."""
     width = slot_bytes(comm.size)
     slots, spec = None, None
     if comm.rank == root:
         assert parts is not None and len(parts) == comm.size
-        more = MORE if max(p.size for p in parts) > width - _HEAD else 0
+        sent = [p for r, p in enumerate(parts) if r != root]
+        more = MORE if sent and max(p.size for p in sent) > width - _HEAD else 0
         slots = np.zeros((comm.size, width), dtype=np.uint8)
-        for slot, part in zip(slots, parts):
-            _fill(slot, part, flags | more)
+        for rank, (slot, part) in enumerate(zip(slots, parts)):
+            _fill(slot, None if rank == root else part, flags | more)
         spec = [slots, width, MPI.BYTE]
     mine = np.empty(width, dtype=np.uint8)
     polled(comm, lambda: comm.Iscatter(spec, mine, root=root), (spec, mine))
     got_flags, size, inline = _read_slot(mine)
+    if comm.rank == root:
+        assert parts is not None
+        inline = parts[root] if inline is not None else None
     if inline is not None:
         return got_flags, inline
     whole: list[Any] | None = None
     if parts is not None and comm.rank == root:
-        sizes = np.array([p.size for p in parts], dtype=np.int64)
-        whole = [np.concatenate(parts), sizes, _displacements(sizes), MPI.BYTE]
+        sizes = np.array([0 if r == root else p.size for r, p in enumerate(parts)], np.int64)
+        sent_bytes = [p for r, p in enumerate(parts) if r != root]
+        whole = [np.concatenate(sent_bytes), sizes, _displacements(sizes), MPI.BYTE]
     got = np.empty(size, dtype=np.uint8)
     polled(comm, lambda: comm.Iscatterv(whole, got, root=root), (whole, got))
+    if comm.rank == root:
+        assert parts is not None
+        return got_flags, parts[root]
     return got_flags, got
 
 
