@@ -83,6 +83,15 @@ class AttributeManager(MutableMapping[str, Any]):
         """Collective: set attribute ``name`` (every rank passes the same value)."""
         structure.set_attr(self._session, self._path, name, value)
 
+    def update(self, other: Any = (), /, **values: Any) -> None:
+        """Collective: set several attributes (a mapping or (name, value) pairs, then the
+        keywords) in one call, two rounds of coordination whatever their number, where
+        setting them one by one takes two rounds each. Every rank passes the same names and
+        values in the same order."""
+        items = dict(other)
+        items.update(values)
+        structure.set_attrs(self._session, self._path, items)
+
     def __delitem__(self, name: str) -> None:
         """Collective: delete attribute ``name``."""
         structure.delete_attr(self._session, self._path, name)

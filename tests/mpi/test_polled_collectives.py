@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from mpi4py import MPI
-from ranks import raises_on_every_rank
+from ranks import on_root, raises_on_every_rank, same_on_every_rank
 
 from h5subfile.errors import (
     CollectiveMismatchError,
@@ -186,7 +186,16 @@ def test_write_datasets_is_one_agreement_round_whatever_the_datasets(
             before = f._session.calls
             group.write_datasets(data)
             assert f._session.calls - before == 1
+        before = f._session.calls  # a missing group is made in the same call
+        f.write_datasets({"new/deeper/x": np.arange(2) + comm.rank})
+        assert f._session.calls - before == 1
     with hs.File(path, "r", comm=comm) as f:
+        assert isinstance(f["new/deeper"], hs.Group)
+        assert np.array_equal(
+            f["new/deeper/x"][...],
+            np.repeat(np.arange(2)[None], comm.size, 0).ravel()
+            + np.repeat(np.arange(comm.size), 2),
+        )
         for n, data in arrays.items():
             for name in data:
                 whole = np.concatenate(
@@ -240,6 +249,7 @@ def test_opening_creating_groups_and_setting_attributes_take_two_rounds(
             ("group", lambda: f.create_group("g")),
             ("attribute", lambda: f.attrs.__setitem__("a", np.arange(5))),
             ("attribute deleted", lambda: f.attrs.__delitem__("a")),
+            ("attributes", lambda: f.attrs.update({"b": 1, "c": "text"}, d=np.arange(3))),
         ]:
             before = _rounds(comm)
             call()
@@ -249,6 +259,48 @@ def test_opening_creating_groups_and_setting_attributes_take_two_rounds(
     with hs.File(path, "r", comm=comm) as f:
         assert _rounds(comm) - before == 2
         assert np.array_equal(f["g/d29"][:3000], np.arange(3000))
+
+
+def test_attributes_set_together_are_one_call_read_back_by_plain_h5py(
+    comm: MPI.Comm, shared_tmp: Path
+) -> None:
+    """``attrs.update`` sets many attributes in one collective call; every rank holds the
+    values rank 0 stored; a value rank 0 cannot store is the same error on every rank, and
+    the attributes set before it stay, the same on every rank; different values on different
+    ranks are a mismatch, and nothing is set."""
+    import subprocess
+    import sys
+
+    import h5subfile as hs
+    from h5subfile.errors import RankTypeError
+
+    path = shared_tmp / "attrs-update.h5"
+    with hs.File(path, "w", comm=comm) as f:
+        before = f._session.calls
+        f.attrs.update([("n", 7), ("v", np.arange(4.0))], s="text")
+        assert f._session.calls - before == 1
+        assert f.attrs["n"] == 7 and f.attrs["s"] == "text"
+        assert np.array_equal(f.attrs["v"], np.arange(4.0))
+        with raises_on_every_rank(
+            comm, RankTypeError, "no native HDF5 equivalent", "setting attribute 'bad' of /"
+        ):
+            f.attrs.update({"kept": 1, "bad": {"no": "dicts"}, "never": 2})
+        assert same_on_every_rank(comm, sorted(f.attrs)) == ["kept", "n", "s", "v"]
+        with raises_on_every_rank(comm, CollectiveMismatchError, "attrs['m']"):
+            f.attrs.update({"m": comm.rank})
+        assert "m" not in f.attrs
+    code = (
+        "import sys, h5py; a = h5py.File(sys.argv[1])['/'].attrs; "
+        "print(sorted(a), int(a['n']), a['s'], a['v'].tolist(), int(a['kept']))"
+    )
+    out = on_root(
+        comm,
+        lambda: subprocess.run(
+            [sys.executable, "-c", code, str(path)], capture_output=True, text=True, check=True
+        ).stdout.strip(),
+    )
+    # plus the record h5subfile keeps in the master (docs/FORMAT.md)
+    assert out == "['h5subfile', 'kept', 'n', 's', 'v'] 7 text [0.0, 1.0, 2.0, 3.0] 1", out
 
 
 def test_barrier_returns_on_every_rank_after_the_last_one_arrives(comm: MPI.Comm) -> None:

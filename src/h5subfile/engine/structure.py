@@ -7,6 +7,7 @@ result or error (:func:`~h5subfile.mpi.collective.root_only`)."""
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
@@ -16,6 +17,7 @@ from ..io.master import MasterWriter
 from ..layout.catalog import NodeInfo
 from ..layout.record import is_reserved
 from ..mpi.collective import root_only
+from ..mpi.failures import Failure, describe, rebuild
 from .session import Session
 
 
@@ -56,16 +58,42 @@ def value_signature(value: Any) -> Any:
     return repr(value)
 
 
+def set_attrs(session: Session, path: str, values: Mapping[str, Any]) -> None:
+    """Collective: set the attributes ``values`` (name -> value) of ``path`` in one call of two
+    rounds, whatever their number (every rank passes the same names and values, in the same
+    order). Rank 0 sets them in order; the first that fails stops it, and its error is
+    raised on every rank, the ones before it set."""
+    items = list(values.items())
+    session.require_writable(f"setting attributes {[n for n, _ in items]!r}")
+    for name, _ in items:
+        if not isinstance(name, str) or not name or is_reserved(name):
+            raise ValueError(f"attribute name {name!r} is invalid or reserved for h5subfile")
+    where = ", ".join(f"{path}.attrs[{n!r}]" for n, _ in items)
+    # The same object, names and values on every rank, checked in the call's own round.
+    signature = "; ".join(f"{n!r} = {value_signature(v)!r}" for n, v in items)
+    session.enter("attrs set", detail=where, args=f"{path}: {signature}")
+    cause: list[BaseException] = []
+
+    def set_on_root() -> tuple[dict[str, Any], Failure | None]:
+        master, done = _master(session), {}
+        for name, value in items:
+            try:
+                done[name] = master.set_attr(path, name, value)
+            except Exception as exc:  # noqa: BLE001 - raised on every rank below
+                cause.append(exc)
+                kind, message = describe(exc)  # the errno, if any, stays in front
+                return done, (kind, f"{message} (setting attribute {name!r} of {path})")
+        return done, None
+
+    done, failure = root_only(session.comm, set_on_root)
+    session.node(path).attrs.update(done)  # the same on every rank, failed or not
+    if failure is not None:
+        raise rebuild([(0, failure)], 1) from (cause[0] if cause else None)
+
+
 def set_attr(session: Session, path: str, name: str, value: Any) -> None:
     """Collective: set attribute ``name`` of ``path`` (every rank passes the same value)."""
-    session.require_writable(f"setting attribute {name!r}")
-    if not isinstance(name, str) or not name or is_reserved(name):
-        raise ValueError(f"attribute name {name!r} is invalid or reserved for h5subfile")
-    where = f"{path}.attrs[{name!r}]"
-    # The same object, name and value on every rank, checked in the call's own round.
-    session.enter("attrs set", detail=where, args=f"{where} = {value_signature(value)!r}")
-    stored = root_only(session.comm, lambda: _master(session).set_attr(path, name, value))
-    session.node(path).attrs[name] = stored
+    set_attrs(session, path, {name: value})
 
 
 def delete_attr(session: Session, path: str, name: str) -> None:
