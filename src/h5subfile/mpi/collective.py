@@ -259,7 +259,7 @@ def _scatter_bytes(
     never travels: however large it is (rank 0's view of new datasets holds every extent),
     it costs no second round."""
     width = slot_bytes(comm.size)
-    slots, spec = None, None
+    slots, spec, sent = None, None, []
     if comm.rank == root:
         assert parts is not None and len(parts) == comm.size
         sent = [p for r, p in enumerate(parts) if r != root]
@@ -270,19 +270,14 @@ def _scatter_bytes(
         spec = [slots, width, MPI.BYTE]
     mine = np.empty(width, dtype=np.uint8)
     polled(comm, lambda: comm.Iscatter(spec, mine, root=root), (spec, mine))
-    got_flags, size, inline = _read_slot(mine)
-    if comm.rank == root:
-        assert parts is not None
-        inline = parts[root] if inline is not None else None
-    if inline is not None:
-        return got_flags, inline
-    whole: list[Any] | None = None
-    if parts is not None and comm.rank == root:
-        sizes = np.array([0 if r == root else p.size for r, p in enumerate(parts)], np.int64)
-        sent_bytes = [p for r, p in enumerate(parts) if r != root]
-        whole = [np.concatenate(sent_bytes), sizes, _displacements(sizes), MPI.BYTE]
-    got = np.empty(size, dtype=np.uint8)
-    polled(comm, lambda: comm.Iscatterv(whole, got, root=root), (whole, got))
+    got_flags, size, got = _read_slot(mine)
+    if got is None:  # a second round carries the parts sent, at their exact sizes
+        whole: list[Any] | None = None
+        if comm.rank == root:
+            sizes = np.array([0 if r == root else p.size for r, p in enumerate(parts or ())])
+            whole = [np.concatenate(sent), sizes, _displacements(sizes), MPI.BYTE]
+        got = np.empty(size, dtype=np.uint8)
+        polled(comm, lambda: comm.Iscatterv(whole, got, root=root), (whole, got))
     if comm.rank == root:
         assert parts is not None
         return got_flags, parts[root]
