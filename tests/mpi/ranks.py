@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from collections.abc import Callable
 from typing import Any, TypeVar
 
@@ -24,6 +26,17 @@ def on_root(comm: MPI.Comm, work: Callable[[], T]) -> T:
     if error is not None:
         raise error
     return result
+
+
+def plain_h5py(comm: MPI.Comm, code: str, *args: str) -> str:
+    """Collective: what Python ``code`` (plain h5py, no h5subfile) prints when run with
+    ``args`` in a separate process on rank 0; its stripped output on every rank."""
+    return on_root(
+        comm,
+        lambda: subprocess.run(
+            [sys.executable, "-c", code, *args], capture_output=True, text=True, check=True
+        ).stdout.strip(),
+    )
 
 
 def same_on_every_rank(comm: MPI.Comm, value: T, what: str = "value") -> T:

@@ -12,15 +12,13 @@ from __future__ import annotations
 
 import errno
 import os
-import subprocess
-import sys
 import warnings
 from pathlib import Path
 
 import h5py
 import numpy as np
 import pytest
-from ranks import on_root, raises_on_every_rank, same_on_every_rank
+from ranks import on_root, plain_h5py, raises_on_every_rank, same_on_every_rank
 
 import h5subfile as hs
 
@@ -205,10 +203,5 @@ def test_scalar_datasets_with_any_rank_count(comm, shared_tmp, grouping) -> None
         "with h5py.File(sys.argv[1], 'r') as f:\n"
         "    print(f['s'].shape, f['s'][()].hex(), f['g/t'][()], f['c'][()]['b'])\n"
     )
-    out = on_root(
-        comm,
-        lambda: subprocess.run(
-            [sys.executable, "-c", code, str(path)], capture_output=True, text=True, check=True
-        ).stdout.split(),
-    )
+    out = plain_h5py(comm, code, str(path)).split()
     assert out == ["()", float(np.pi).hex(), "-7", "2.5"], out

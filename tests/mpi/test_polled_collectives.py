@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from mpi4py import MPI
-from ranks import on_root, raises_on_every_rank, same_on_every_rank
+from ranks import plain_h5py, raises_on_every_rank, same_on_every_rank
 
 from h5subfile.errors import (
     CollectiveMismatchError,
@@ -268,9 +268,6 @@ def test_attributes_set_together_are_one_call_read_back_by_plain_h5py(
     values rank 0 stored; a value rank 0 cannot store is the same error on every rank, and
     the attributes set before it stay, the same on every rank; different values on different
     ranks are a mismatch, and nothing is set."""
-    import subprocess
-    import sys
-
     import h5subfile as hs
     from h5subfile.errors import RankTypeError
 
@@ -293,12 +290,7 @@ def test_attributes_set_together_are_one_call_read_back_by_plain_h5py(
         "import sys, h5py; a = h5py.File(sys.argv[1])['/'].attrs; "
         "print(sorted(a), int(a['n']), a['s'], a['v'].tolist(), int(a['kept']))"
     )
-    out = on_root(
-        comm,
-        lambda: subprocess.run(
-            [sys.executable, "-c", code, str(path)], capture_output=True, text=True, check=True
-        ).stdout.strip(),
-    )
+    out = plain_h5py(comm, code, str(path))
     # plus the record h5subfile keeps in the master (docs/FORMAT.md)
     assert out == "['h5subfile', 'kept', 'n', 's', 'v'] 7 text [0.0, 1.0, 2.0, 3.0] 1", out
 
