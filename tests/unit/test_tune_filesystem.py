@@ -11,6 +11,9 @@ from h5subfile.errors import MissingFileError, PlanError
 from h5subfile.io.filesystem import (
     MAGIC,
     FileSystem,
+    Mount,
+    find_mount,
+    local_type,
     lustre_setup,
     lustre_stripe_command,
     mount_of,
@@ -59,6 +62,23 @@ def test_mount_of_takes_the_longest_prefix() -> None:
     assert mount_of("/scratchy", MOUNTINFO)[:2] == ("/", "ext4")
     assert mount_of("/dev/shm", MOUNTINFO)[:2] == ("/dev/shm", "tmpfs")
     assert mount_of("/x", "garbage\n") == ("/", "", "")
+
+
+def test_find_mount_gives_the_mount_and_super_block_options() -> None:
+    lines = MOUNTINFO.splitlines()
+    found = find_mount("/scratch/run", lines)
+    assert found == Mount(
+        "/scratch", "lustre", "10.0.0.1@o2ib:/scratch", frozenset({"rw", "relatime", "flock"})
+    )
+    assert find_mount("/x", ["garbage"]) is None
+    assert [local_type(k) for k in ("ext3", "xfs", "tmpfs", "lustre", "nfs4", "")] == [
+        True,
+        True,
+        True,
+        False,
+        False,
+        False,
+    ]
 
 
 def test_probe_this_machine(tmp_path: Path) -> None:

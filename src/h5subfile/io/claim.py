@@ -33,7 +33,6 @@ import errno
 import fcntl
 import json
 import os
-import re
 import socket
 import struct
 import time
@@ -41,7 +40,7 @@ from dataclasses import dataclass
 
 from ..errors import FileBusyError, MissingFileError, PermissionDeniedError
 from ..layout.names import claim_path
-from .filesystem import local_type
+from .filesystem import find_mount, local_type, read_mountinfo
 from .posix import FileCalls
 from .profile import Profile
 
@@ -163,7 +162,7 @@ def take(master_path: str, session: str, mode: str, profile: Profile | None = No
             f"({held.owner.describe()}): close that session before opening the file for "
             "writing again (reading it, mode 'r', is allowed)"
         )
-    mounts = _mountinfo()
+    mounts = read_mountinfo()
     scope = lock_scope(os.path.dirname(path), mounts)
     synced = record_synced(os.path.dirname(path), mounts)
     pid = os.getpid()
@@ -410,32 +409,11 @@ def record_synced(folder: str, mounts: list[str] | None = None) -> bool:
     return not local_type(_mount_of(folder, mounts)[0])
 
 
-def _mountinfo() -> list[str]:
-    """The lines of Linux's /proc/self/mountinfo (none where it cannot be read)."""
-    try:
-        with open("/proc/self/mountinfo") as table:
-            return table.read().splitlines()
-    except OSError:
-        return []
-
-
-def _mount_of(folder: str, lines: list[str] | None = None) -> tuple[str, set[str]]:
+def _mount_of(folder: str, lines: list[str] | None = None) -> tuple[str, frozenset[str]]:
     """Type and options of the mount holding ``folder``, from ``lines`` of Linux's
-    /proc/self/mountinfo (read when None; ``("", set())`` where there is none)."""
-    if lines is None:
-        lines = _mountinfo()
-    target = os.path.realpath(folder)
-    best: tuple[str, str, set[str]] = ("", "", set())
-    for line in lines:
-        head, sep, tail = line.partition(" - ")
-        fields, rest = head.split(), tail.split()
-        if not sep or len(fields) < 6 or len(rest) < 3:
-            continue
-        point = re.sub(r"\\([0-7]{3})", lambda m: chr(int(m.group(1), 8)), fields[4])
-        inside = point == "/" or target == point or target.startswith(point.rstrip("/") + "/")
-        if inside and len(point) >= len(best[0]):  # the deepest, and the last mounted there
-            best = (point, rest[0], set(fields[5].split(",")) | set(rest[2].split(",")))
-    return best[1], best[2]
+    /proc/self/mountinfo (read when None; ``("", frozenset())`` where there is none)."""
+    found = find_mount(os.path.realpath(folder), read_mountinfo() if lines is None else lines)
+    return ("", frozenset()) if found is None else (found.kind, found.options)
 
 
 def _running(pid: int, start: int | None) -> bool:

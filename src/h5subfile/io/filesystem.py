@@ -107,22 +107,50 @@ def unescape(text: str) -> str:
     return "".join(out)
 
 
-def mount_of(path: str, mountinfo: str) -> tuple[str, str, str]:
-    """(mount point, file-system type, source) of the mount holding the absolute ``path``,
-    from the text of ``/proc/self/mountinfo`` (the longest mount point that is a prefix; the
-    last such line when mounts are stacked). ``("/", "", "")`` if none matches."""
-    best = ("/", "", "")
-    best_length = -1
-    for line in mountinfo.splitlines():
+@dataclass(frozen=True)
+class Mount:
+    """One line of /proc/self/mountinfo: mount point, file-system type, source, and the mount's
+    and the super block's options together."""
+
+    point: str
+    kind: str
+    source: str
+    options: frozenset[str]
+
+
+def read_mountinfo() -> list[str]:
+    """The lines of Linux's /proc/self/mountinfo (none where it cannot be read)."""
+    try:
+        return Path("/proc/self/mountinfo").read_text().splitlines()
+    except OSError:
+        return []
+
+
+def find_mount(path: str, lines: list[str]) -> Mount | None:
+    """The mount holding the absolute ``path`` among ``lines`` of /proc/self/mountinfo: the
+    longest mount point that is a prefix (the last such line when mounts are stacked); None
+    if none matches."""
+    best: Mount | None = None
+    for line in lines:
         before, _, after = line.partition(" - ")
         fields, tail = before.split(), after.split()
         if len(fields) < 5 or len(tail) < 2:
             continue
-        mount = unescape(fields[4])
-        inside = path == mount or path.startswith(mount.rstrip("/") + "/")
-        if inside and len(mount) >= best_length:
-            best, best_length = (mount, tail[0], unescape(tail[1])), len(mount)
+        point = unescape(fields[4])
+        inside = path == point or path.startswith(point.rstrip("/") + "/")
+        if inside and (best is None or len(point) >= len(best.point)):
+            options = fields[5].split(",") if len(fields) > 5 else []
+            options += tail[2].split(",") if len(tail) > 2 else []
+            best = Mount(point, tail[0], unescape(tail[1]), frozenset(options))
     return best
+
+
+def mount_of(path: str, mountinfo: str) -> tuple[str, str, str]:
+    """(mount point, file-system type, source) of the mount holding the absolute ``path``,
+    from the text of ``/proc/self/mountinfo`` (:func:`find_mount`). ``("/", "", "")`` if none
+    matches."""
+    found = find_mount(path, mountinfo.splitlines())
+    return ("/", "", "") if found is None else (found.point, found.kind, found.source)
 
 
 def probe(folder: str | os.PathLike[str]) -> FileSystem:
@@ -130,11 +158,7 @@ def probe(folder: str | os.PathLike[str]) -> FileSystem:
     ``/proc/self/mountinfo``."""
     path = os.path.realpath(folder)
     magic = statfs_magic(path)
-    try:
-        mountinfo = Path("/proc/self/mountinfo").read_text()
-    except OSError:
-        mountinfo = ""
-    mount, kind, source = mount_of(path, mountinfo)
+    mount, kind, source = mount_of(path, "\n".join(read_mountinfo()))
     name = MAGIC.get(magic) or kind or "unknown"
     return FileSystem(name=name, magic=magic, mount=mount, source=source)
 
