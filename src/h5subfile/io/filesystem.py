@@ -158,9 +158,9 @@ def probe(folder: str | os.PathLike[str]) -> FileSystem:
     ``/proc/self/mountinfo``."""
     path = os.path.realpath(folder)
     magic = statfs_magic(path)
-    mount, kind, source = mount_of(path, "\n".join(read_mountinfo()))
-    name = MAGIC.get(magic) or kind or "unknown"
-    return FileSystem(name=name, magic=magic, mount=mount, source=source)
+    found = find_mount(path, read_mountinfo()) or Mount("/", "", "", frozenset())
+    name = MAGIC.get(magic) or found.kind or "unknown"
+    return FileSystem(name=name, magic=magic, mount=found.point, source=found.source)
 
 
 def size_text(nbytes: int) -> str:
