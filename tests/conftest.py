@@ -60,6 +60,7 @@ STAGES = (
             "test_profile.py",
             "test_shared_layouts.py",
             "test_async_writes.py",
+            "test_own_views.py",
         ),
     ),
     Stage(
@@ -90,6 +91,7 @@ STAGES = (
             "test_profile.py",
             "test_autoplan.py",
             "test_async_writes.py",
+            "test_own_views.py",
         ),
     ),
     Stage(

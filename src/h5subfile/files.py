@@ -271,7 +271,7 @@ class Group(_Object):
         except (H5SubfileError, ValueError, TypeError) as exc:
             error = exc
         commit.step_boundary(session, _valid_paths(self._path, specs))
-        paths = create.create_datasets(session, requests, error)
+        paths = create.create_datasets(session, requests, error).paths
         return [Dataset(session, p) for p in paths]
 
     def write_dataset(
@@ -332,9 +332,14 @@ class Group(_Object):
         except (H5SubfileError, ValueError, TypeError) as exc:
             requests, error = None, exc
         commit.step_boundary(session, _valid_paths(self._path, datasets))
-        paths = create.create_datasets(session, requests, error)
-        transfer.put(session, [WriteRequest(p, a) for p, a in zip(paths, arrays)], entered=True)
-        return [Dataset(session, p) for p in paths]
+        created = create.create_datasets(session, requests, error, writes=True)
+        writes = [WriteRequest(p, a) for p, a in zip(created.paths, arrays)]
+        try:
+            transfer.put(session, writes, True, created.error, skip=not created.writes)
+        except H5SubfileError as exc:
+            create.settle(session, created, exc)
+            raise
+        return [Dataset(session, p) for p in created.paths]
 
 
 class Dataset(_Object):

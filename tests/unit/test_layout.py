@@ -163,7 +163,7 @@ def test_datasets_with_the_same_blocks_are_checked_and_coalesced_once(
     dataset with the same rows but other trailing dimensions is coalesced on its own."""
     import numpy as np
 
-    from h5subfile.engine import create
+    from h5subfile.engine import creation_plan
     from h5subfile.engine.messages import DatasetRequest, RequestKind
     from h5subfile.layout import planning
     from h5subfile.layout.blockmap import BlockMap
@@ -201,7 +201,7 @@ def test_datasets_with_the_same_blocks_are_checked_and_coalesced_once(
 
     monkeypatch.setattr(planning, "coalesce", counted)
     catalog = Catalog({"/": NodeInfo("group"), "/s": NodeInfo("group")}, FileRecord())
-    together = create.plan_creation(
+    together = creation_plan.plan_creation(
         "run.h5", catalog, grouping, Plan(subfiles=2), lambda g: f"s{g}.h5", gathered
     )
     assert coalesced == ["/s/x", "/s/other", "/s/wide"]  # y and id reuse x's

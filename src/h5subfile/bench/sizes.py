@@ -1,7 +1,7 @@
 """Dataset creation at any rank count, on paper: rank 0's plan and the sizes of what it sends.
 
 The VPIC-IO pattern (eight 1-D datasets, ``particles`` per rank at the prefix sum) is planned by
-the engine's own pure planner (:func:`~h5subfile.engine.create.plan_datasets`, which runs
+the engine's own pure planner (:func:`~h5subfile.engine.creation_plan.plan_datasets`, which runs
 :func:`~h5subfile.layout.planning.place_dataset` per dataset) without MPI traffic or files. The
 sizes are those of the real messages as mpi4py pickles them (``MPI.pickle``) and of the real
 layout records (``DatasetLayout.to_json``); only the byte offsets and checksums, which the
@@ -20,8 +20,8 @@ from typing import Any
 import numpy as np
 from mpi4py import MPI
 
-from ..engine.create import CreationPlan, RequestedDataset, plan_datasets
-from ..engine.messages import DatasetRequest, RequestKind
+from ..engine.creation_plan import CreationPlan, RequestedDataset, own_views, plan_datasets
+from ..engine.messages import DatasetRequest, OwnView, RequestKind
 from ..layout.blockmap import BlockMap
 from ..layout.blocks import Block
 from ..layout.catalog import Catalog, NodeInfo
@@ -64,12 +64,15 @@ def vpic_requests(
 
 @dataclass
 class PlannedStep:
-    """A planned VPIC-IO step: the grouping, rank 0's creation plan, and seconds of CPU."""
+    """A planned VPIC-IO step: the grouping, rank 0's creation plan, and seconds of CPU;
+    ``own``: every rank's own views, sent with its assignment when each rank creates the
+    extent it holds (``write_datasets`` writes the step: :func:`~h5subfile.engine.creation_plan.own_views`)."""
 
     grouping: Grouping
     creation: CreationPlan
     requested: list[RequestedDataset]
     seconds: dict[str, float]
+    own: list[tuple[OwnView, ...]] | None = None
 
 
 def plan_vpic(ranks: int, plan: Plan, particles: int, fields: int = len(FIELDS)) -> PlannedStep:
@@ -93,7 +96,10 @@ def plan_vpic(ranks: int, plan: Plan, particles: int, fields: int = len(FIELDS))
         requested,
     )
     seconds["extents and tasks"] = time.process_time() - started
-    return PlannedStep(grouping, creation, requested, seconds)
+    started = time.process_time()
+    own = own_views(creation, 0, plan)
+    seconds["own views"] = time.process_time() - started
+    return PlannedStep(grouping, creation, requested, seconds, own)
 
 
 def message_bytes(message: Any) -> int:
@@ -102,8 +108,13 @@ def message_bytes(message: Any) -> int:
 
 
 def scatter_sizes(step: PlannedStep, ranks: Iterable[int]) -> dict[int, int]:
-    """Bytes rank 0 scatters to each of ``ranks`` (its ``RankAssignment``)."""
-    return {rank: message_bytes(step.creation.assignment(rank)) for rank in ranks}
+    """Bytes rank 0 scatters to each of ``ranks`` (its ``RankAssignment``, with its own views
+    when the step has them)."""
+    own = step.own
+    return {
+        rank: message_bytes(step.creation.assignment(rank, None if own is None else own[rank]))
+        for rank in ranks
+    }
 
 
 def gather_bytes(step: PlannedStep) -> int:

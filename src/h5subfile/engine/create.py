@@ -1,43 +1,60 @@
 """Creating datasets (collective), in four steps with one message type each (see
-:mod:`.messages`): requests go to rank 0, which plans; leaders create the source datasets;
-rank 0 publishes the master; every rank learns where its bytes go.
+:mod:`.messages`): requests go to rank 0, which plans (:mod:`.creation_plan`, pure); leaders
+create the source datasets; rank 0 publishes the master; every rank learns where its bytes go.
 
-Four collectives (gather, scatter, gather, broadcast), O(P) in total, for any number of
-datasets. :func:`plan_creation` is pure: it reads the catalogue and the requests only.
+Four collectives (gather, scatter, gather, scatter), O(P) in total, for any number of
+datasets. In a call that writes, when every rank creates the only extent it holds (file per
+process), the last one goes: each rank's assignment already says what it will know of the
+datasets (:func:`own_views`) but its offsets, which it learns by creating its sources, and
+rank 0's failure to publish is raised by the write's closing round (:class:`Created`).
 """
 
 from __future__ import annotations
 
 import contextlib
 import dataclasses
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
-from ..errors import BlockError, H5SubfileError, ObjectExistsError, PlanError
+from ..errors import (
+    BlockError,
+    CollectiveMismatchError,
+    CollectiveTimeoutError,
+    H5SubfileError,
+    PlanError,
+)
 from ..io.filters import resolve_filters
 from ..io.h5 import SourceFile
-from ..layout.blockmap import BlockMap
 from ..layout.blocks import Block, corner_block, parse_block
-from ..layout.catalog import Catalog, NodeInfo
-from ..layout.chunking import Member, choose_chunks, chunk_work, extent_chunks
-from ..layout.dtypes import check_dtype, dtype_text
-from ..layout.grouping import Grouping
+from ..layout.catalog import NodeInfo
+from ..layout.chunking import chunk_work
+from ..layout.dtypes import check_dtype
 from ..layout.names import subfile_relpath
-from ..layout.planning import Coalescings, DatasetPlacement, place_dataset
 from ..layout.record import DatasetLayout, StoredExtent
-from ..mpi.collective import check_same, root_decides, root_plans
+from ..mpi.collective import (
+    bcast,
+    root_collects,
+    root_decides,
+    root_plans,
+)
 from ..plan import Plan
+from .creation_plan import (
+    CreationPlan,
+    completed_view,
+    dataset_layout,
+    own_views,
+    plan_creation,
+    rank_view,
+)
 from .messages import (
     CONTIGUOUS,
     BlockAssignment,
-    ChunkPlacement,
     ChunkTarget,
     DatasetRequest,
     LeaderTask,
-    PlannedDataset,
     RankAssignment,
     RequestKind,
     SourceOffsets,
@@ -125,238 +142,50 @@ def data_request(
     return DatasetRequest(path, dtype, RequestKind.CORNER, None, block, storage)
 
 
-# Rank 0's plan (pure) ------------------------------------------------------------------------
-def _shape_and_blocks(requests: Sequence[DatasetRequest]) -> tuple[tuple[int, ...], BlockMap]:
-    """The dataset's shape and every rank's block, from the ranks' requests."""
-    first = requests[0]
-    ndim = len(first.block.count)
-    if first.kind is RequestKind.PREFIX:
-        lengths = [r.block.count[0] for r in requests]
-        blocks = BlockMap.prefix(lengths, first.block.count[1:])
-        return (sum(lengths), *first.block.count[1:]), blocks
-    blocks = BlockMap.from_blocks([r.block for r in requests], ndim)
-    if not ndim:  # a scalar: whatever the kind of request, rank 0 writes it
-        return (), blocks
-    if first.kind is RequestKind.CORNER:
-        written = blocks.nonempty()
-        stops = (blocks.starts + blocks.counts)[written]
-        return tuple(int(n) for n in stops.max(axis=0, initial=0)), blocks
-    assert first.shape is not None
-    return first.shape, blocks
-
-
-@dataclass(frozen=True)
-class RequestedDataset:
-    """One dataset of a creation call as rank 0 plans it: rank 0's request (the arguments every
-    rank passed alike), the shape, and every rank's block."""
-
-    request: DatasetRequest
-    shape: tuple[int, ...]
-    blocks: BlockMap
-
-
-@dataclass(frozen=True)
-class _Placed:
-    """One dataset placed: its plan, its placement, each extent's members (chunked only)."""
-
-    dataset: PlannedDataset
-    placement: DatasetPlacement
-    members: list[tuple[Member, ...]]  # every extent's ranks and their blocks in it
-
-
-def _place(
-    requested: RequestedDataset,
-    grouping: Grouping,
-    session_files: Callable[[int], str],
-    chunk_bytes: int,
-    done: Coalescings,
-) -> _Placed:
-    """Check the blocks of one dataset and plan its extents (and chunks); ``done``: the block
-    maps of this call already checked and coalesced."""
-    first = requested.request
-    placement = place_dataset(
-        first.path, requested.shape, requested.blocks, grouping, session_files, done
-    )
-    extents = placement.extents
-    choice, members = None, []
-    if first.storage.chunked and extents:
-        assert first.storage.chunks is not None
-        members = [placement.members(k) for k in range(len(extents))]
-        choice = choose_chunks(
-            requested.shape, first.dtype.itemsize, members, first.storage.chunks, chunk_bytes
-        )
-        extents = tuple(
-            dataclasses.replace(e, chunks=extent_chunks(choice.chunks, e.shape)) for e in extents
-        )
-    dataset = PlannedDataset(
-        first.path,
-        requested.shape,
-        first.dtype,
-        placement.in_master,
-        extents,
-        placement.groups,
-        choice,
-        first.storage.filters,
-    )
-    return _Placed(dataset, placement, members)
-
-
-@dataclass(frozen=True)
-class CreationPlan:
-    """Rank 0's plan of one creation call: the datasets, and what each rank is told
-    (:meth:`assignment`: its block of each dataset, and a leader's tasks)."""
-
-    datasets: tuple[PlannedDataset, ...]
-    placed: tuple[_Placed, ...]
-    tasks: dict[int, tuple[LeaderTask, ...]]  # by leader rank
-    grouping: Grouping
-
-    def assignment(self, rank: int) -> RankAssignment:
-        """What rank 0 sends ``rank``: O(datasets) for any rank, plus a leader's tasks."""
-        return RankAssignment(
-            tuple(p.dataset.path for p in self.placed),
-            tuple(_assignment(p, self.grouping, rank) for p in self.placed),
-            self.tasks.get(rank, ()),
-        )
-
-    @property
-    def assignments(self) -> list[RankAssignment]:
-        return [self.assignment(rank) for rank in range(self.grouping.size)]
-
-
-def plan_creation(
-    where: str,
-    catalog: Catalog,
-    grouping: Grouping,
-    plan: Plan,
-    session_files: Callable[[int], str],
-    gathered: list[list[DatasetRequest] | None],
-) -> CreationPlan:
-    """Rank 0: check the ranks' requests, place the blocks, plan extents and leader tasks.
-
-    ``where`` names the file in messages; ``session_files(group)`` names the subfile of a
-    group in this session. Pure: no I/O.
-    """
-    size = len(gathered)
-    check_same(
-        "create_dataset/write_datasets", [[r.signature for r in reqs or ()] for reqs in gathered]
-    )
-    present = [reqs for reqs in gathered if reqs is not None]  # None only with an error
-    assert len(present) == size, "root_plans raises before planning when a rank failed"
-    requested = []
-    # Datasets placed by prefix sum with the same lengths (a VPIC step's eight) share one
-    # block map, which plan_datasets then checks and coalesces once.
-    prefix_maps: dict[tuple[Any, ...], tuple[tuple[int, ...], BlockMap]] = {}
-    for index, first in enumerate(gathered[0] or []):
-        requests = [reqs[index] for reqs in present]
-        if first.kind is RequestKind.PREFIX:
-            key = (tuple(r.block.count[0] for r in requests), first.block.count[1:])
-            found = prefix_maps.get(key)
-            if found is None:
-                found = prefix_maps[key] = _shape_and_blocks(requests)
-            shape, blocks = found
-        else:
-            shape, blocks = _shape_and_blocks(requests)
-        requested.append(RequestedDataset(first, shape, blocks))
-    return plan_datasets(where, catalog, grouping, plan, session_files, requested)
-
-
-def plan_datasets(
-    where: str,
-    catalog: Catalog,
-    grouping: Grouping,
-    plan: Plan,
-    session_files: Callable[[int], str],
-    requested: Sequence[RequestedDataset],
-) -> CreationPlan:
-    """Rank 0, once the requests agree: place each dataset, and plan the leaders' tasks.
-    Pure; O(P log P) per dataset with numpy (a million ranks in seconds)."""
-    seen: set[str] = set()
-    placed: list[_Placed] = []
-    names: dict[int, str] = {}
-    done: Coalescings = {}  # block maps checked and coalesced, shared by datasets
-
-    def subfile_of(group: int) -> str:  # each group's subfile named once, for every dataset
-        found = names.get(group)
-        if found is None:
-            found = names[group] = session_files(group)
-        return found
-
-    for one in requested:
-        path = one.request.path
-        if path in seen:
-            raise ObjectExistsError(f"dataset {path} is named twice in one call")
-        seen.add(path)
-        existing = catalog.nodes.get(path)
-        if existing is not None and not existing.unfinished:
-            raise ObjectExistsError(f"{path} already exists in {where}")
-        catalog.missing_groups(path)
-        one_placed = _place(one, grouping, subfile_of, plan.chunk_bytes, done)
-        if existing is not None:
-            one_placed = dataclasses.replace(
-                one_placed,
-                dataset=dataclasses.replace(one_placed.dataset, replaces_unfinished=True),
-            )
-        placed.append(one_placed)
-    return CreationPlan(
-        tuple(p.dataset for p in placed), tuple(placed), _tasks(placed, grouping), grouping
-    )
-
-
-def _assignment(placed: _Placed, grouping: Grouping, rank: int) -> BlockAssignment:
-    extent = placed.placement.extent_of(rank)
-    dataset = placed.dataset
-    block = placed.placement.block(rank)
-    if dataset.choice is None or extent is None:
-        return BlockAssignment(block, extent)
-    leader = grouping.leaders[dataset.groups[extent]]
-    chunks = ChunkPlacement(placed.members[extent], leader, dataset.filters)
-    return BlockAssignment(block, extent, chunks)
-
-
-def _tasks(placed: Sequence[_Placed], grouping: Grouping) -> dict[int, tuple[LeaderTask, ...]]:
-    """The source datasets each leader creates for its group, by leader (one pass over the
-    extents of every dataset)."""
-    tasks: dict[int, list[LeaderTask]] = {}
-    leaders = grouping.leaders
-    for index, one in enumerate(placed):
-        dataset = one.dataset
-        chunked = dataset.choice is not None
-        for k, (extent, group) in enumerate(zip(dataset.extents, dataset.groups)):
-            tasks.setdefault(leaders[group], []).append(
-                LeaderTask(
-                    index,
-                    k,
-                    dataset.in_master,
-                    extent.dataset,
-                    extent.shape,
-                    dataset.dtype,
-                    extent.chunks if chunked else None,
-                    dataset.filters,
-                )
-            )
-    return {rank: tuple(found) for rank, found in tasks.items()}
-
-
 # The protocol (collective) -------------------------------------------------------------------
+@dataclass(frozen=True)
+class Created:
+    """What a creation call left on this rank: the datasets' paths and, when each rank made
+    its own view of them (``local``: no answer from rank 0 after the sources were created),
+    what the write that follows in the same call must know. ``error``: this rank's failure,
+    which that write's closing round raises on every rank; ``writes``: this rank learnt the
+    datasets and writes its part (False on a rank that failed, and on rank 0 when it did not
+    publish: the failing ranks bring their errors). ``groups``: the groups this rank added to
+    its catalogue for them."""
+
+    paths: list[str]
+    local: bool = False
+    error: BaseException | None = None
+    writes: bool = True
+    groups: tuple[str, ...] = ()
+
+
 @phase("create")
 def create_datasets(
-    session: Session, requests: list[DatasetRequest] | None, error: BaseException | None
-) -> list[str]:
+    session: Session,
+    requests: list[DatasetRequest] | None,
+    error: BaseException | None,
+    writes: bool = False,
+) -> Created:
     """Collective: create the requested datasets (``requests`` is None on a rank whose
-    arguments failed, with ``error``: then every rank raises it). Returns their paths. An
-    agreed error marks the session as failed (see :func:`.commit.close`)."""
+    arguments failed, with ``error``: then every rank raises it). An agreed error marks the
+    session as failed (see :func:`.commit.close`). ``writes``: every rank writes the datasets
+    next in the same call (``write_datasets``), whose closing round can then raise a failure
+    of this step (:class:`Created`; :func:`settle` after it raised)."""
     writing = session.require_writable("create_datasets")
     try:
-        return _create_datasets(session, requests, error)
+        return _create_datasets(session, requests, error, writes)
     except H5SubfileError as exc:
         writing.note_failure(exc)
         raise
 
 
 def _create_datasets(
-    session: Session, requests: list[DatasetRequest] | None, error: BaseException | None
-) -> list[str]:
+    session: Session,
+    requests: list[DatasetRequest] | None,
+    error: BaseException | None,
+    writes: bool,
+) -> Created:
     writing = session.require_writable("create_datasets")
     comm = session.comm
 
@@ -373,30 +202,117 @@ def _create_datasets(
         for dataset in creation.datasets:
             if dataset.replaces_unfinished:
                 writing.root.master.replace_unfinished(dataset.path)
-        return creation.assignments, creation
+        own = own_views(creation, writing.number, session.plan) if writes else None
+        return creation.assignments(own), creation
 
     named = "" if requests is None else ", ".join(r.path for r in requests)
-    session.enter("create_dataset", error, detail=named)
+    session.enter("write_datasets" if writes else "create_dataset", error, detail=named)
     assignment, creation = root_plans(comm, requests, None, plan_on_root)
     offsets, error = create_sources(session, assignment.tasks)
+    if assignment.own is not None:
+        assert requests is not None  # the agreement round raised otherwise
+        return _own_views_made(session, assignment, creation, requests, offsets, error)
 
     def publish_on_root(gathered: list[SourceOffsets]) -> list[dict[str, Any]]:
         assert creation is not None
-        return rank_views(publish(session, creation, gathered), creation)
+        nodes = publish(session, creation, gathered)
+        return [rank_view(nodes, creation, rank) for rank in range(comm.size)]
 
     views: dict[str, tuple[NodeInfo, StoredExtent | None]] = root_decides(
         comm, offsets, error, publish_on_root
     )
+    _learn(session, assignment, views)
+    return Created(list(assignment.paths))
+
+
+def _own_views_made(
+    session: Session,
+    assignment: RankAssignment,
+    creation: CreationPlan | None,
+    requests: list[DatasetRequest],
+    offsets: SourceOffsets,
+    error: BaseException | None,
+) -> Created:
+    """The last step of a creation whose ranks make their own views: each rank sends rank 0
+    its offsets (in its tasks' order), in one round without an answer; rank 0 publishes when
+    no rank failed. Every rank that can (not failed; rank 0: published) learns the datasets."""
+    assert assignment.own is not None
+    paths = list(assignment.paths)
+    published: list[dict[str, NodeInfo]] = []
+
+    def publish_on_root(gathered: list[list[int]]) -> None:
+        assert creation is not None
+        found: SourceOffsets = {}
+        for rank, sent in enumerate(gathered):
+            for task, offset in zip(creation.tasks.get(rank, ()), sent):
+                found[(task.dataset, task.extent)] = offset
+        published.append(publish(session, creation, [found]))
+
+    mine = [offsets[(t.dataset, t.extent)] for t in assignment.tasks] if error is None else None
+    error = root_collects(session.comm, mine, error, publish_on_root)
+    if session.rank == 0:
+        if not published:
+            return Created(paths, True, error, writes=False)
+        assert creation is not None
+        views = rank_view(published[0], creation, 0)
+    elif error is not None:
+        return Created(paths, True, error, writes=False)
+    else:
+        views = {}
+        for index, (path, view, request, block) in enumerate(
+            zip(paths, assignment.own, requests, assignment.blocks)
+        ):
+            offset = None if block.extent is None else offsets[(index, block.extent)]
+            views[path] = completed_view(view, request.dtype, offset)
+    return Created(paths, True, groups=_learn(session, assignment, views))
+
+
+def _learn(
+    session: Session,
+    assignment: RankAssignment,
+    views: dict[str, tuple[NodeInfo, StoredExtent | None]],
+) -> tuple[str, ...]:
+    """Put the new datasets (and the groups they need) into this rank's catalogue and note
+    where its bytes go. Returns the groups added."""
+    writing = session.writing
+    assert writing is not None
+    added: list[str] = []
     for path, (info, _) in views.items():
         for new_group in session.catalog.missing_groups(path)[:-1]:
             session.catalog.nodes[new_group] = NodeInfo("group")
+            added.append(new_group)
         session.catalog.nodes[path] = info
     for path, block in zip(assignment.paths, assignment.blocks):
         writing.targets[path] = _target(session, path, block, views[path][1])
         target = writing.targets[path]
         if target is not None:
             writing.unwritten[path] = [target.block]
-    return list(assignment.paths)
+    return tuple(added)
+
+
+def settle(session: Session, created: Created, error: BaseException) -> None:
+    """Collective, after the write that followed a creation whose ranks made their own views
+    raised ``error`` on every rank: rank 0 says whether it published the datasets, and when
+    it did not, every rank forgets them (they are not in the master), as after a creation
+    that failed. Nothing to do otherwise, or when the ranks are out of step."""
+    if not created.local or session.closed:
+        return
+    if isinstance(error, (CollectiveMismatchError, CollectiveTimeoutError)):
+        return
+    published = bcast(session.comm, created.writes if session.rank == 0 else None)
+    if published:
+        return
+    writing = session.writing
+    assert writing is not None
+    for path in created.paths:
+        session.catalog.nodes.pop(path, None)
+        writing.targets.pop(path, None)
+        writing.unwritten.pop(path, None)
+        writing.sums.pop(path, None)
+        writing.rehash.discard(path)
+        writing.chunk_sums.pop(path, None)
+    for group in created.groups:
+        session.catalog.nodes.pop(group, None)
 
 
 def create_sources(
@@ -451,56 +367,30 @@ def publish(
     for part in gathered:
         offsets.update(part)
     nodes: dict[str, NodeInfo] = {}
+    catalog = session.catalog
+    new_groups = {g for d in creation.datasets for g in catalog.missing_groups(d.path)[:-1]}
     try:
         for index, dataset in enumerate(creation.datasets):
             stored = tuple(
                 dataclasses.replace(extent, offset=offsets[(index, k)])
                 for k, extent in enumerate(dataset.extents)
             )
-            layout = DatasetLayout(
-                writing.number, stored, complete=True, dtype=dtype_text(dataset.dtype)
-            )
-            if dataset.choice is not None and stored:
-                layout = dataclasses.replace(
-                    layout,
-                    chunks=dataset.choice.chunks,
-                    chunks_aligned=dataset.choice.aligned,
-                    filters=dataset.filters.to_dict(),
-                )
+            layout = dataset_layout(writing.number, dataset, stored)
             nodes[dataset.path] = master.publish_dataset(
                 dataset.path, dataset.shape, dataset.dtype, layout
             )
     except Exception:
-        # No rank learns of this call's datasets: none may stay in the master.
+        # No rank learns of this call's datasets: none may stay in the master, nor the
+        # groups made for them.
         for dataset in creation.datasets[: len(nodes) + 1]:
             with contextlib.suppress(Exception):
                 master.unlink(dataset.path)
+        with contextlib.suppress(Exception):
+            master.unlink_empty_groups(new_groups)
         raise
     if master.commit_mode == "in-place":
         master.flush()  # the new datasets are on disk before any rank writes data
     return nodes
-
-
-def rank_views(
-    nodes: dict[str, NodeInfo], creation: CreationPlan
-) -> list[dict[str, tuple[NodeInfo, StoredExtent | None]]]:
-    """Rank 0: what each rank learns of the new datasets: each node with only the rank's own
-    extent when there are several (rank 0 keeps them all), and that extent. O(1) per rank and
-    dataset, so the metadata sent grows linearly with the ranks (whole layouts: O(P) each)."""
-    views = []
-    for rank in range(creation.grouping.size):
-        view = {}
-        for (path, info), placed in zip(nodes.items(), creation.placed):
-            layout = info.layout
-            extent = placed.placement.extent_of(rank)
-            own = None if layout is None or extent is None else layout.extents[extent]
-            trimmed = layout is not None and len(layout.extents) > 1  # the same on every rank
-            if trimmed and rank != 0:
-                assert layout is not None
-                layout = dataclasses.replace(layout, extents=() if own is None else (own,))
-            view[path] = (dataclasses.replace(info, layout=layout, local_view=trimmed), own)
-        views.append(view)
-    return views
 
 
 def transfer_for(layout: DatasetLayout | None, plan: Plan) -> Transfer:

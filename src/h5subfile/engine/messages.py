@@ -7,7 +7,10 @@ The dataset-creation protocol (:mod:`.create`) runs in four steps, each a messag
    :class:`RankAssignment`: its block of each dataset and, for group leaders, the
    :class:`LeaderTask` of each source dataset to create;
 3. leaders create their sources and send rank 0 the byte offsets (:data:`SourceOffsets`);
-4. rank 0 publishes the master and broadcasts what every rank learns of the new datasets.
+4. rank 0 publishes the master and sends every rank what it learns of the new datasets; when
+   each rank creates the only extent it holds and the call writes (file per process), each
+   rank already knows that from its assignment (:class:`OwnView`) and its own offsets, so step
+   4 has no answer: rank 0's failure to publish is raised by the write's closing round.
 
 Each rank then holds a :class:`WriteTarget` per dataset: where its bytes go. A write is a
 :class:`WriteRequest`, checked into a :class:`PreparedWrite` and moved by its :class:`Transfer`;
@@ -26,7 +29,7 @@ import numpy as np
 from ..io.filters import FilterSpec
 from ..layout.blocks import Block
 from ..layout.chunking import ChunkChoice, ChunkWork, Member
-from ..layout.record import StoredExtent
+from ..layout.record import DatasetLayout, StoredExtent
 
 
 @dataclass(frozen=True)
@@ -128,12 +131,28 @@ class LeaderTask:
 
 
 @dataclass(frozen=True)
+class OwnView:
+    """What a rank will know of one new dataset, told with its assignment when the rank itself
+    creates the only extent it will hold (file per process, in a call that writes): all but
+    that extent's offset, which the rank learns by creating it, so no answer from rank 0 after
+    the sources are created is needed (see :func:`.creation_plan.own_views`)."""
+
+    shape: tuple[int, ...]  # the dataset's
+    storage: str  # as ``info`` shows it (from the whole layout)
+    layout: DatasetLayout  # the record's fields, with this rank's extent only (offset -1)
+    local_view: bool  # the layout was trimmed to this rank's extent
+
+
+@dataclass(frozen=True)
 class RankAssignment:
     """Rank 0's answer to one rank after planning a creation call."""
 
     paths: tuple[str, ...]
     blocks: tuple[BlockAssignment, ...]  # one per dataset, in call order
     tasks: tuple[LeaderTask, ...]  # empty unless the rank leads a group
+    #: one per dataset when every rank creates the extent it holds and the call writes (the
+    #: same on every rank: rank 0 decides); None: rank 0 answers once it has published
+    own: tuple[OwnView, ...] | None = None
 
 
 #: Byte offset of each created source, by (dataset index, extent index); -1 when chunked.

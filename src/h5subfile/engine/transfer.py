@@ -32,7 +32,13 @@ from .session import Session
 
 
 @phase("transfer")
-def put(session: Session, requests: Sequence[WriteRequest], entered: bool = False) -> None:
+def put(
+    session: Session,
+    requests: Sequence[WriteRequest],
+    entered: bool = False,
+    failed: BaseException | None = None,
+    skip: bool = False,
+) -> None:
     """Collective: every rank writes its part of the given datasets (the same datasets, in
     the same order, on every rank); everything is checked and agreed first. An agreed error
     marks the session as failed (see :func:`.commit.close`).
@@ -40,8 +46,14 @@ def put(session: Session, requests: Sequence[WriteRequest], entered: bool = Fals
     ``entered``: the call's agreement round was made by the step before it in the same call
     (``write_datasets`` creates the datasets first, which agreed the call and its names), so
     the write takes no round of its own: a rank whose request fails writes nothing, and the
-    closing round raises its error on every rank."""
+    closing round raises its error on every rank. That step may also say this rank does not
+    know the datasets (``skip``, with its failure if it has one, ``failed``): the rank then
+    writes nothing and only joins the closing round, which some rank's failure makes raise
+    (only direct writes, which make no rounds of their own, happen in such a call)."""
     try:
+        if skip:
+            agree(session.comm, failed)
+            raise AssertionError("a rank skipped a write that no rank's failure stopped")
         _put(session, requests, entered)
     except H5SubfileError as exc:
         if session.writing is not None:

@@ -275,6 +275,12 @@ class Groups:
     def parent_of(self, path: str) -> h5py.Group:
         return self.require(posixpath.dirname(path) or "/")
 
+    def forget(self, path: str) -> None:
+        """Forget ``path`` and the groups below it (unlinked from the file)."""
+        below = path.rstrip("/") + "/"
+        for known in [k for k in self._known if k == path or k.startswith(below)]:
+            del self._known[known]
+
 
 def create_early_dataset(groups: Groups, path: str, shape: tuple[int, ...], dtype: np.dtype) -> int:
     """Create a contiguous dataset whose storage is allocated now and never filled.

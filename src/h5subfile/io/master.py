@@ -85,6 +85,16 @@ def describe_storage(layout: DatasetLayout) -> str:
     )
 
 
+def dataset_node(
+    shape: tuple[int, ...], dtype: np.dtype, layout: DatasetLayout, storage: str | None = None
+) -> NodeInfo:
+    """What every rank learns of a dataset published over ``layout`` (``storage``: as
+    :func:`describe_storage` says it of the whole layout, when ``layout`` holds part of it)."""
+    if storage is None:
+        storage = describe_storage(layout)
+    return NodeInfo("dataset", {}, shape, dtype, layout, storage=storage)
+
+
 def _user_attrs(obj: h5py.HLObject) -> dict[str, Any]:
     return read_attrs(obj, skip=is_reserved)
 
@@ -484,6 +494,14 @@ class MasterWriter(SourceFile):
         subfiles stays on disk, unreferenced)."""
         if path in self.h5:
             del self.h5[path]
+        self.groups.forget(path)
+
+    def unlink_empty_groups(self, paths: Iterable[str]) -> None:
+        """Remove those of the groups ``paths`` that hold nothing, deepest first."""
+        for path in sorted(paths, key=lambda p: p.count("/"), reverse=True):
+            group = self.h5.get(path)
+            if isinstance(group, h5py.Group) and not len(group):
+                self.unlink(path)
 
     # datasets ------------------------------------------------------------------------------
     def publish_dataset(
@@ -506,7 +524,7 @@ class MasterWriter(SourceFile):
             # close does not record again; the others' records, with their checksums, are
             # written once, when the session closes (engine/integrity.record).
             self.write_layout(path, layout)
-        return NodeInfo("dataset", {}, shape, dtype, layout, storage=describe_storage(layout))
+        return dataset_node(shape, dtype, layout)
 
     def write_layout(self, path: str, layout: DatasetLayout) -> None:
         write_text_attr(h5py.h5o.open(self.h5.id, path.encode()), LAYOUT_ATTR, layout.to_json())

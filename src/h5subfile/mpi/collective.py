@@ -461,6 +461,67 @@ def root_decides(
     return value
 
 
+def one_slot_bytes(size: int) -> int:
+    """The most bytes a rank's pickled message may hold to travel in one round among ``size``
+    ranks (what :func:`root_collects` requires of its callers)."""
+    return slot_bytes(size) - _HEAD
+
+
+def root_collects(
+    comm: MPI.Comm,
+    local: Any,
+    local_error: BaseException | None,
+    act: Callable[[list[Any]], None],
+) -> BaseException | None:
+    """Collective, one round, with no answer: every rank's ``local`` (or its error) to rank 0,
+    which runs ``act`` on them when no rank failed. Returns the error this rank must bring to
+    a later round of the same call, where the caller agrees it (this round raises nothing):
+    its own ``local_error``; on rank 0 also what ``act`` raised. A rank whose message could
+    not be sent (pickling, or more than :func:`one_slot_bytes`: the caller keeps ``local``
+    that small; an error's message is shortened to fit) brings that error instead.
+    """
+    room = one_slot_bytes(comm.size)
+    try:
+        sent = _pickled((local, None if local_error is None else describe(local_error)))
+        if sent.size > room and comm.rank != 0:
+            if local_error is None:
+                raise errors.H5SubfileError(
+                    f"rank {comm.rank}: {sent.size} bytes to send to rank 0, more than the "
+                    f"{room} one round carries"
+                )
+            sent = _shortened(local, describe(local_error), room)
+    except Exception as exc:  # noqa: BLE001 - brought to the caller's next round
+        local_error = exc
+        sent = _shortened(None, describe(exc), room)
+    slots = _gather_slots(comm, sent, root=0)
+    if slots is None or local_error is not None:
+        return local_error
+    values = []
+    for _, _, inline in slots:
+        if inline is None:
+            return None  # a rank whose message did not fit brings its error
+        value, failure = _unpickled(inline)
+        if failure is not None:
+            return None  # the ranks that failed bring their errors
+        values.append(value)
+    try:
+        act(values)
+    except Exception as exc:  # noqa: BLE001 - brought to the caller's next round
+        return exc
+    return None
+
+
+def _shortened(local: Any, failure: Failure, room: int) -> np.ndarray:
+    """``(local, failure)`` pickled in at most ``room`` bytes: the failure's message cut
+    (its class name kept) until it fits."""
+    name, message = failure
+    while True:
+        sent = _pickled((local, (name, message)))
+        if sent.size <= room or not message:
+            return sent
+        message = message[: len(message) // 2]
+
+
 def _decided(
     gathered: list[tuple[Any, Failure | None]],
     decide: Callable[[list[Any]], Any],

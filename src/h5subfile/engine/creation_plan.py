@@ -1,0 +1,342 @@
+"""Rank 0's plan of a dataset-creation call (pure: it reads the requests and the catalogue,
+no I/O, no messages): each dataset checked and placed, the leaders' tasks, and what each rank is
+told (:class:`CreationPlan`: its assignment; :func:`own_views` with file per process;
+:func:`rank_view` once the datasets are published). The protocol that runs it is
+:mod:`.create`."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from ..errors import ObjectExistsError
+from ..io.master import dataset_node, describe_storage
+from ..layout.blockmap import BlockMap
+from ..layout.catalog import Catalog, NodeInfo
+from ..layout.chunking import Member, choose_chunks, extent_chunks
+from ..layout.dtypes import dtype_text
+from ..layout.grouping import Grouping
+from ..layout.planning import Coalescings, DatasetPlacement, place_dataset
+from ..layout.record import DatasetLayout, StoredExtent
+from ..mpi.collective import check_same, one_slot_bytes
+from ..plan import Plan
+from .messages import (
+    BlockAssignment,
+    ChunkPlacement,
+    DatasetRequest,
+    LeaderTask,
+    OwnView,
+    PlannedDataset,
+    RankAssignment,
+    RequestKind,
+)
+
+
+def _shape_and_blocks(requests: Sequence[DatasetRequest]) -> tuple[tuple[int, ...], BlockMap]:
+    """The dataset's shape and every rank's block, from the ranks' requests."""
+    first = requests[0]
+    ndim = len(first.block.count)
+    if first.kind is RequestKind.PREFIX:
+        lengths = [r.block.count[0] for r in requests]
+        blocks = BlockMap.prefix(lengths, first.block.count[1:])
+        return (sum(lengths), *first.block.count[1:]), blocks
+    blocks = BlockMap.from_blocks([r.block for r in requests], ndim)
+    if not ndim:  # a scalar: whatever the kind of request, rank 0 writes it
+        return (), blocks
+    if first.kind is RequestKind.CORNER:
+        written = blocks.nonempty()
+        stops = (blocks.starts + blocks.counts)[written]
+        return tuple(int(n) for n in stops.max(axis=0, initial=0)), blocks
+    assert first.shape is not None
+    return first.shape, blocks
+
+
+@dataclass(frozen=True)
+class RequestedDataset:
+    """One dataset of a creation call as rank 0 plans it: rank 0's request (the arguments every
+    rank passed alike), the shape, and every rank's block."""
+
+    request: DatasetRequest
+    shape: tuple[int, ...]
+    blocks: BlockMap
+
+
+@dataclass(frozen=True)
+class _Placed:
+    """One dataset placed: its plan, its placement, each extent's members (chunked only)."""
+
+    dataset: PlannedDataset
+    placement: DatasetPlacement
+    members: list[tuple[Member, ...]]  # every extent's ranks and their blocks in it
+
+
+def _place(
+    requested: RequestedDataset,
+    grouping: Grouping,
+    session_files: Callable[[int], str],
+    chunk_bytes: int,
+    done: Coalescings,
+) -> _Placed:
+    """Check the blocks of one dataset and plan its extents (and chunks); ``done``: the block
+    maps of this call already checked and coalesced."""
+    first = requested.request
+    placement = place_dataset(
+        first.path, requested.shape, requested.blocks, grouping, session_files, done
+    )
+    extents = placement.extents
+    choice, members = None, []
+    if first.storage.chunked and extents:
+        assert first.storage.chunks is not None
+        members = [placement.members(k) for k in range(len(extents))]
+        choice = choose_chunks(
+            requested.shape, first.dtype.itemsize, members, first.storage.chunks, chunk_bytes
+        )
+        extents = tuple(
+            dataclasses.replace(e, chunks=extent_chunks(choice.chunks, e.shape)) for e in extents
+        )
+    dataset = PlannedDataset(
+        first.path,
+        requested.shape,
+        first.dtype,
+        placement.in_master,
+        extents,
+        placement.groups,
+        choice,
+        first.storage.filters,
+    )
+    return _Placed(dataset, placement, members)
+
+
+@dataclass(frozen=True)
+class CreationPlan:
+    """Rank 0's plan of one creation call: the datasets, and what each rank is told
+    (:meth:`assignment`: its block of each dataset, and a leader's tasks)."""
+
+    datasets: tuple[PlannedDataset, ...]
+    placed: tuple[_Placed, ...]
+    tasks: dict[int, tuple[LeaderTask, ...]]  # by leader rank
+    grouping: Grouping
+
+    def assignment(self, rank: int, own: tuple[OwnView, ...] | None = None) -> RankAssignment:
+        """What rank 0 sends ``rank``: O(datasets) for any rank, plus a leader's tasks."""
+        return RankAssignment(
+            tuple(p.dataset.path for p in self.placed),
+            tuple(_assignment(p, self.grouping, rank) for p in self.placed),
+            self.tasks.get(rank, ()),
+            own,
+        )
+
+    def assignments(self, own: list[tuple[OwnView, ...]] | None = None) -> list[RankAssignment]:
+        """Every rank's assignment (with its :func:`own_views` when given)."""
+        return [
+            self.assignment(rank, None if own is None else own[rank])
+            for rank in range(self.grouping.size)
+        ]
+
+
+def plan_creation(
+    where: str,
+    catalog: Catalog,
+    grouping: Grouping,
+    plan: Plan,
+    session_files: Callable[[int], str],
+    gathered: list[list[DatasetRequest] | None],
+) -> CreationPlan:
+    """Rank 0: check the ranks' requests, place the blocks, plan extents and leader tasks.
+
+    ``where`` names the file in messages; ``session_files(group)`` names the subfile of a
+    group in this session. Pure: no I/O.
+    """
+    size = len(gathered)
+    check_same(
+        "create_dataset/write_datasets", [[r.signature for r in reqs or ()] for reqs in gathered]
+    )
+    present = [reqs for reqs in gathered if reqs is not None]  # None only with an error
+    assert len(present) == size, "root_plans raises before planning when a rank failed"
+    requested = []
+    # Datasets placed by prefix sum with the same lengths (a VPIC step's eight) share one
+    # block map, which plan_datasets then checks and coalesces once.
+    prefix_maps: dict[tuple[Any, ...], tuple[tuple[int, ...], BlockMap]] = {}
+    for index, first in enumerate(gathered[0] or []):
+        requests = [reqs[index] for reqs in present]
+        if first.kind is RequestKind.PREFIX:
+            key = (tuple(r.block.count[0] for r in requests), first.block.count[1:])
+            found = prefix_maps.get(key)
+            if found is None:
+                found = prefix_maps[key] = _shape_and_blocks(requests)
+            shape, blocks = found
+        else:
+            shape, blocks = _shape_and_blocks(requests)
+        requested.append(RequestedDataset(first, shape, blocks))
+    return plan_datasets(where, catalog, grouping, plan, session_files, requested)
+
+
+def plan_datasets(
+    where: str,
+    catalog: Catalog,
+    grouping: Grouping,
+    plan: Plan,
+    session_files: Callable[[int], str],
+    requested: Sequence[RequestedDataset],
+) -> CreationPlan:
+    """Rank 0, once the requests agree: place each dataset, and plan the leaders' tasks.
+    Pure; O(P log P) per dataset with numpy (a million ranks in seconds)."""
+    seen: set[str] = set()
+    placed: list[_Placed] = []
+    names: dict[int, str] = {}
+    done: Coalescings = {}  # block maps checked and coalesced, shared by datasets
+
+    def subfile_of(group: int) -> str:  # each group's subfile named once, for every dataset
+        found = names.get(group)
+        if found is None:
+            found = names[group] = session_files(group)
+        return found
+
+    for one in requested:
+        path = one.request.path
+        if path in seen:
+            raise ObjectExistsError(f"dataset {path} is named twice in one call")
+        seen.add(path)
+        existing = catalog.nodes.get(path)
+        if existing is not None and not existing.unfinished:
+            raise ObjectExistsError(f"{path} already exists in {where}")
+        catalog.missing_groups(path)
+        one_placed = _place(one, grouping, subfile_of, plan.chunk_bytes, done)
+        if existing is not None:
+            one_placed = dataclasses.replace(
+                one_placed,
+                dataset=dataclasses.replace(one_placed.dataset, replaces_unfinished=True),
+            )
+        placed.append(one_placed)
+    return CreationPlan(
+        tuple(p.dataset for p in placed), tuple(placed), _tasks(placed, grouping), grouping
+    )
+
+
+def _assignment(placed: _Placed, grouping: Grouping, rank: int) -> BlockAssignment:
+    extent = placed.placement.extent_of(rank)
+    dataset = placed.dataset
+    block = placed.placement.block(rank)
+    if dataset.choice is None or extent is None:
+        return BlockAssignment(block, extent)
+    leader = grouping.leaders[dataset.groups[extent]]
+    chunks = ChunkPlacement(placed.members[extent], leader, dataset.filters)
+    return BlockAssignment(block, extent, chunks)
+
+
+def _tasks(placed: Sequence[_Placed], grouping: Grouping) -> dict[int, tuple[LeaderTask, ...]]:
+    """The source datasets each leader creates for its group, by leader (one pass over the
+    extents of every dataset)."""
+    tasks: dict[int, list[LeaderTask]] = {}
+    leaders = grouping.leaders
+    for index, one in enumerate(placed):
+        dataset = one.dataset
+        chunked = dataset.choice is not None
+        for k, (extent, group) in enumerate(zip(dataset.extents, dataset.groups)):
+            tasks.setdefault(leaders[group], []).append(
+                LeaderTask(
+                    index,
+                    k,
+                    dataset.in_master,
+                    extent.dataset,
+                    extent.shape,
+                    dataset.dtype,
+                    extent.chunks if chunked else None,
+                    dataset.filters,
+                )
+            )
+    return {rank: tuple(found) for rank, found in tasks.items()}
+
+
+def dataset_layout(
+    number: int, dataset: PlannedDataset, extents: Sequence[StoredExtent]
+) -> DatasetLayout:
+    """The layout record of a dataset created in session ``number`` over ``extents``."""
+    layout = DatasetLayout(number, tuple(extents), complete=True, dtype=dtype_text(dataset.dtype))
+    if dataset.choice is not None and extents:
+        layout = dataclasses.replace(
+            layout,
+            chunks=dataset.choice.chunks,
+            chunks_aligned=dataset.choice.aligned,
+            filters=dataset.filters.to_dict(),
+        )
+    return layout
+
+
+def rank_view(
+    nodes: dict[str, NodeInfo], creation: CreationPlan, rank: int
+) -> dict[str, tuple[NodeInfo, StoredExtent | None]]:
+    """Rank 0: what ``rank`` learns of the new datasets: each node with only the rank's own
+    extent when there are several (rank 0 keeps them all), and that extent. O(1) per rank and
+    dataset, so the metadata sent grows linearly with the ranks (whole layouts: O(P) each)."""
+    view = {}
+    for (path, info), placed in zip(nodes.items(), creation.placed):
+        layout = info.layout
+        extent = placed.placement.extent_of(rank)
+        own = None if layout is None or extent is None else layout.extents[extent]
+        trimmed = layout is not None and len(layout.extents) > 1  # the same on every rank
+        if trimmed and rank != 0:
+            assert layout is not None
+            layout = dataclasses.replace(layout, extents=() if own is None else (own,))
+        view[path] = (dataclasses.replace(info, layout=layout, local_view=trimmed), own)
+    return view
+
+
+#: Bytes a rank's offsets take at most in the round that sends them to rank 0, per source
+#: dataset it creates and in all (pickled ints, and the list and tuple around them).
+OFFSET_BYTES, OFFSETS_OVERHEAD = 10, 64
+
+
+def own_views(creation: CreationPlan, number: int, plan: Plan) -> list[tuple[OwnView, ...]] | None:
+    """Rank 0: what each rank will know of the new datasets but its own extent's offset (the
+    views :func:`rank_view` gives once the datasets are published), when each rank can make
+    its view alone: every rank creates the only extent it holds (file per process: each rank
+    its group's leader), writes it directly (contiguous, no aggregators), and its offsets fit
+    the one round that sends them to rank 0. None otherwise. Pure; O(P) per dataset."""
+    size = creation.grouping.size
+    leaders = np.asarray(creation.grouping.leaders)
+    if plan.aggregators is not None:
+        return None
+    most = max((len(tasks) for tasks in creation.tasks.values()), default=0)
+    if most * OFFSET_BYTES + OFFSETS_OVERHEAD > one_slot_bytes(size):
+        return None
+    for placed in creation.placed:
+        dataset = placed.dataset
+        if dataset.choice is not None or (len(dataset.extents) == 1 and size > 1):
+            return None
+        holders = placed.placement.extent_of_rank
+        holding = np.flatnonzero(holders >= 0)
+        creators = leaders[np.asarray(dataset.groups, dtype=np.int64)[holders[holding]]]
+        if not np.array_equal(creators, holding):
+            return None
+    views: list[list[OwnView]] = [[] for _ in range(size)]
+    for placed in creation.placed:
+        dataset = placed.dataset
+        whole = dataset_layout(number, dataset, dataset.extents)  # offsets still -1
+        storage = describe_storage(whole)
+        trimmed = len(dataset.extents) > 1
+        for rank in range(size):
+            extent = placed.placement.extent_of(rank)
+            held = () if extent is None else (dataset.extents[extent],)
+            layout = dataclasses.replace(whole, extents=held)
+            views[rank].append(OwnView(dataset.shape, storage, layout, trimmed))
+    return [tuple(found) for found in views]
+
+
+def completed_view(
+    view: OwnView, dtype: np.dtype, offset: int | None
+) -> tuple[NodeInfo, StoredExtent | None]:
+    """A rank's view of a new dataset from its :class:`OwnView` and the offset of the extent
+    it created (None when it holds none): what :func:`rank_view` would have sent it."""
+    layout = view.layout
+    own = None
+    if layout.extents:
+        assert offset is not None
+        own = dataclasses.replace(layout.extents[0], offset=offset)
+        layout = dataclasses.replace(layout, extents=(own,))
+    info = dataset_node(view.shape, dtype, layout, view.storage)
+    return dataclasses.replace(info, local_view=view.local_view), own

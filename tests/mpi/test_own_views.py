@@ -1,0 +1,144 @@
+"""File per process, ``write_datasets`` makes each rank's view of the new datasets without an
+answer from rank 0 (engine/create.py, ``own_views``): one round fewer, and a failure of rank 0's
+publishing, or of a rank's source creation, is raised by the write's closing round instead,
+the same on every rank, leaving every rank's catalogue the same and nothing of the call in the
+file."""
+
+from __future__ import annotations
+
+import errno
+from pathlib import Path
+
+import numpy as np
+import pytest
+from mpi4py import MPI
+from ranks import plain_h5py, raises_on_every_rank, same_on_every_rank
+
+import h5subfile as hs
+from h5subfile import errors
+from h5subfile.io import h5 as h5_io
+from h5subfile.io import master as master_io
+from h5subfile.mpi import collective
+
+
+def _rounds(comm: MPI.Comm) -> int:
+    return collective.channel_of(comm).rounds
+
+
+def _step(comm: MPI.Comm, step: int) -> dict[str, np.ndarray]:
+    """A VPIC-like step: eight arrays per rank, rank r holding r + 2 rows."""
+    rows = comm.rank + 2
+    return {f"T{step}/f{i}": np.arange(rows, dtype="f4") + 1000 * i + comm.rank for i in range(8)}
+
+
+def _whole(comm: MPI.Comm, name: str) -> np.ndarray:
+    i = int(name.rsplit("f", 1)[1])
+    return np.concatenate([np.arange(r + 2, dtype="f4") + 1000 * i + r for r in range(comm.size)])
+
+
+@pytest.mark.parametrize("subfiles", ["rank", 1])
+def test_file_per_process_creation_needs_no_answer(
+    comm: MPI.Comm, shared_tmp: Path, subfiles: object
+) -> None:
+    """Creating and writing a step is 5 rounds with file per process (no answer after the
+    sources are created), 6 when ranks share a file (they need their leader's offsets); the
+    data read back bit for bit with plain h5py."""
+    path = shared_tmp / f"own-{subfiles}.h5"
+    with hs.File(path, "w", comm=comm, subfiles=subfiles) as f:
+        f.write_datasets(_step(comm, 0))  # the first call also opens the subfile
+        before = _rounds(comm)
+        f.write_datasets(_step(comm, 1))
+        taken = _rounds(comm) - before
+        shapes = same_on_every_rank(comm, {n: f[f"T1/{n}"].shape for n in f["T1"]})
+    many = comm.size > 1 and subfiles == "rank"
+    assert taken == (5 if many or comm.size == 1 else 6)
+    assert shapes == {f"f{i}": (sum(r + 2 for r in range(comm.size)),) for i in range(8)}
+    code = (
+        "import sys, h5py, numpy as np\n"
+        "with h5py.File(sys.argv[1], 'r') as f:\n"
+        "    for s in (0, 1):\n"
+        "        for i in range(8):\n"
+        "            print(f'T{s}/f{i}', f[f'T{s}/f{i}'][()].tobytes().hex())\n"
+    )
+    for line in plain_h5py(comm, code, str(path)).splitlines():
+        name, data = line.split()
+        assert bytes.fromhex(data) == _whole(comm, name).tobytes(), name
+
+
+def _fail_on(monkeypatch: pytest.MonkeyPatch, cls: type, method: str, rank: int, name: str):  # type: ignore[no-untyped-def]
+    """Make ``cls.method`` raise ENOSPC on ``rank`` for objects named ``.../name``."""
+    real = getattr(cls, method)
+
+    def failing(self, path, *args, **kwargs):  # type: ignore[no-untyped-def]
+        if MPI.COMM_WORLD.rank == rank and str(path).endswith(name):
+            raise OSError(errno.ENOSPC, f"No space left on device (injected: {path})")
+        return real(self, path, *args, **kwargs)
+
+    monkeypatch.setattr(cls, method, failing)
+
+
+@pytest.mark.parametrize("where", ["publish on rank 0", "source creation on the last rank", "both"])
+def test_failed_creation_is_raised_everywhere_and_leaves_nothing(
+    comm: MPI.Comm, shared_tmp: Path, monkeypatch: pytest.MonkeyPatch, where: str
+) -> None:
+    """Rank 0 failing to publish the call's datasets, or a rank failing to create its source,
+    raises the same error on every rank; no rank keeps the call's datasets or the group made
+    for them; the file goes on (a later call writes) and closes with what was written."""
+    if comm.size < 2:
+        pytest.skip("file per process with one rank: no other rank to tell")
+    if where != "source creation on the last rank":
+        _fail_on(monkeypatch, master_io.MasterWriter, "publish_dataset", 0, "/T1/f5")
+    if where != "publish on rank 0":
+        _fail_on(monkeypatch, h5_io.SourceFile, "create", comm.size - 1, "/T1/f3")
+    path = shared_tmp / f"own-fail-{where.split()[0]}.h5"
+    with hs.File(path, "w", comm=comm, subfiles="rank") as f:
+        f.write_datasets(_step(comm, 0))
+        failing = 0 if where == "publish on rank 0" else comm.size - 1
+        with raises_on_every_rank(
+            comm, errors.RankIOError, f"[rank {failing}]", "No space left on device"
+        ):
+            f.write_datasets(_step(comm, 1))
+        same_on_every_rank(comm, sorted(f.keys()), "top-level names")
+        assert "T1" not in f and "T1/f0" not in f
+        f.write_datasets(_step(comm, 2))
+        assert same_on_every_rank(comm, sorted(f.keys())) == ["T0", "T2"]
+    listing = plain_h5py(
+        comm,
+        "import sys, h5py\n"
+        "with h5py.File(sys.argv[1], 'r') as f:\n"
+        "    f.visit(print)\n"
+        "    print(f['T2/f7'][()].tobytes().hex())\n",
+        str(path),
+    ).splitlines()
+    assert not [name for name in listing if name.startswith("T1")]
+    assert "T0/f7" in listing and "T2/f0" in listing
+    assert bytes.fromhex(listing[-1]) == _whole(comm, "T2/f7").tobytes()
+
+
+def test_failed_write_after_publishing_keeps_the_datasets_everywhere(
+    comm: MPI.Comm, shared_tmp: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A write that fails once rank 0 has published is a failed write as with any plan: every
+    rank raises, every rank still knows the datasets, and the close leaves out the one not
+    completely written (raising IncompleteFileError, the error having been caught)."""
+    from h5subfile.engine import transfer
+
+    real = transfer.write_direct
+
+    def failing(session, writes):  # type: ignore[no-untyped-def]
+        if comm.rank == comm.size - 1 and any(w.path == "/T1/f2" for w in writes):
+            return OSError(errno.EIO, "Input/output error (injected)")
+        return real(session, writes)
+
+    monkeypatch.setitem(transfer.TRANSFERS, transfer.Transfer.DIRECT, failing)
+    path = shared_tmp / "own-write-fail.h5"
+    with raises_on_every_rank(comm, errors.IncompleteFileError, "/T1"):
+        with hs.File(path, "w", comm=comm, subfiles="rank") as f:
+            f.write_datasets(_step(comm, 0))
+            with raises_on_every_rank(comm, errors.RankIOError, "Input/output error"):
+                f.write_datasets(_step(comm, 1))
+            assert same_on_every_rank(comm, sorted(f["T1"].keys())) == [f"f{i}" for i in range(8)]
+    names = plain_h5py(
+        comm, "import sys, h5py\nh5py.File(sys.argv[1], 'r').visit(print)\n", str(path)
+    ).splitlines()
+    assert "T0/f7" in names and "T1/f2" not in names

@@ -1,0 +1,108 @@
+"""Own views (engine/creation_plan.py): with file per process, a rank's assignment already says what the
+rank will know of the new datasets but its own extent's offset; completed with that offset it is
+exactly what rank 0 would have sent once the datasets were published. Pure."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from h5subfile.engine import creation_plan
+from h5subfile.engine.messages import CONTIGUOUS, DatasetRequest, RequestKind, Storage
+from h5subfile.io.master import dataset_node
+from h5subfile.layout.blocks import Block
+from h5subfile.layout.catalog import Catalog, NodeInfo
+from h5subfile.layout.grouping import plan_groups
+from h5subfile.layout.record import FileRecord
+from h5subfile.plan import Plan
+
+SESSION = 3
+
+
+def _plan(
+    rows: list[int], plan: Plan, storage: Storage = CONTIGUOUS, only_rank_0: bool = False
+) -> creation_plan.CreationPlan:
+    """Rank 0's plan of a call creating three datasets: two at the prefix sum of ``rows``
+    (one of them 2-D), and one of explicit shape that no rank writes (or rank 0 alone)."""
+    size = len(rows)
+    total = sum(rows)
+
+    def requests(rank: int) -> list[DatasetRequest]:
+        alone = Block((0,), (total if rank == 0 and only_rank_0 else 0,))
+        return [
+            DatasetRequest(
+                "/g/a",
+                np.dtype("f4"),
+                RequestKind.PREFIX,
+                None,
+                Block((0,), (rows[rank],)),
+                storage,
+            ),
+            DatasetRequest(
+                "/g/b", np.dtype("<i8"), RequestKind.PREFIX, None, Block((0, 0), (rows[rank], 3))
+            ),
+            DatasetRequest("/c", np.dtype("u1"), RequestKind.EXPLICIT, (total,), alone),
+        ]
+
+    catalog = Catalog({"/": NodeInfo("group")}, FileRecord())
+    return creation_plan.plan_creation(
+        "run.h5",
+        catalog,
+        plan_groups(size, plan),
+        plan,
+        lambda group: f"run.subfiles/s{group}.h5",
+        [requests(rank) for rank in range(size)],
+    )
+
+
+def _offset(dataset: int, extent: int) -> int:
+    return 69632 + 4096 * dataset + (extent << 20)
+
+
+@pytest.mark.parametrize("rows", [[5, 7], [4, 0, 3, 9, 1]])
+def test_a_completed_own_view_is_what_rank_0_would_send(rows: list[int]) -> None:
+    plan = Plan(subfiles="rank")
+    creation = _plan(rows, plan)
+    own = creation_plan.own_views(creation, SESSION, plan)
+    assert own is not None and len(own) == len(rows)
+    nodes = {}
+    for index, dataset in enumerate(creation.datasets):
+        stored = [
+            type(e)(**{**e.__dict__, "offset": _offset(index, k)})
+            for k, e in enumerate(dataset.extents)
+        ]
+        layout = creation_plan.dataset_layout(SESSION, dataset, stored)
+        nodes[dataset.path] = dataset_node(dataset.shape, dataset.dtype, layout)
+    for rank in range(1, len(rows)):  # rank 0 keeps the whole layouts it published
+        sent = creation_plan.rank_view(nodes, creation, rank)
+        for index, (placed, view) in enumerate(zip(creation.placed, own[rank])):
+            extent = placed.placement.extent_of(rank)
+            offset = None if extent is None else _offset(index, extent)
+            made = creation_plan.completed_view(view, placed.dataset.dtype, offset)
+            assert made == sent[placed.dataset.path], (rank, placed.dataset.path)
+            assert made[0].local_view == (len(placed.dataset.extents) > 1)
+    assert [len(d.extents) for d in creation.datasets] == [sum(1 for r in rows if r)] * 2 + [0]
+
+
+def test_own_views_only_where_every_rank_creates_what_it_holds(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    rows = [4, 2, 3, 5]
+    assert creation_plan.own_views(_plan(rows, Plan(subfiles="rank")), 0, Plan(subfiles="rank"))
+    one = Plan(subfiles=1)
+    assert creation_plan.own_views(_plan([3], one), 0, one) is not None  # the one rank holds all
+    for plan in (Plan(subfiles=2), Plan(subfiles=1)):  # members need their leader's offsets
+        assert creation_plan.own_views(_plan(rows, plan), 0, plan) is None
+    aggregated = Plan(subfiles="rank", aggregators=1)  # two-phase writes: rounds of their own
+    assert creation_plan.own_views(_plan(rows, aggregated), 0, aggregated) is None
+    per_rank = Plan(subfiles="rank")
+    chunked = _plan(rows, per_rank, Storage(chunks=True))
+    assert creation_plan.own_views(chunked, 0, per_rank) is None
+    shared = _plan(rows, per_rank, only_rank_0=True)  # one extent, held by every rank
+    assert creation_plan.own_views(shared, 0, per_rank) is None
+    monkeypatch.setattr(
+        creation_plan, "one_slot_bytes", lambda size: creation_plan.OFFSET_BYTES + 64
+    )
+    assert (
+        creation_plan.own_views(_plan(rows, per_rank), 0, per_rank) is None
+    )  # 2 offsets: too many
