@@ -318,12 +318,12 @@ def own_views(creation: CreationPlan, number: int, plan: Plan) -> list[tuple[Own
         dataset = placed.dataset
         whole = dataset_layout(number, dataset, dataset.extents)  # offsets still -1
         storage = describe_storage(whole)
+        bare = dataclasses.replace(whole, extents=())
         trimmed = len(dataset.extents) > 1
-        for rank in range(size):
-            extent = placed.placement.extent_of(rank)
-            held = () if extent is None else (dataset.extents[extent],)
-            layout = dataclasses.replace(whole, extents=held)
-            views[rank].append(OwnView(dataset.shape, storage, layout, trimmed))
+        extents = dataset.extents
+        for rank, extent in enumerate(placed.placement.extent_of_rank.tolist()):
+            held = None if extent < 0 else extents[extent]
+            views[rank].append(OwnView(dataset.shape, storage, bare, held, trimmed))
     return [tuple(found) for found in views]
 
 
@@ -332,11 +332,10 @@ def completed_view(
 ) -> tuple[NodeInfo, StoredExtent | None]:
     """A rank's view of a new dataset from its :class:`OwnView` and the offset of the extent
     it created (None when it holds none): what :func:`rank_view` would have sent it."""
-    layout = view.layout
-    own = None
-    if layout.extents:
+    layout, own = view.layout, None
+    if view.extent is not None:
         assert offset is not None
-        own = dataclasses.replace(layout.extents[0], offset=offset)
+        own = dataclasses.replace(view.extent, offset=offset)
         layout = dataclasses.replace(layout, extents=(own,))
     info = dataset_node(view.shape, dtype, layout, view.storage)
     return dataclasses.replace(info, local_view=view.local_view), own

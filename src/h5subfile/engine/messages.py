@@ -139,8 +139,9 @@ class OwnView:
 
     shape: tuple[int, ...]  # the dataset's
     storage: str  # as ``info`` shows it (from the whole layout)
-    layout: DatasetLayout  # the record's fields, with this rank's extent only (offset -1)
-    local_view: bool  # the layout was trimmed to this rank's extent
+    layout: DatasetLayout  # the record's other fields, without extents (one object per dataset)
+    extent: StoredExtent | None  # this rank's, its offset still -1 (None: it holds none)
+    local_view: bool  # the layout is trimmed to this rank's extent
 
 
 @dataclass(frozen=True)
