@@ -335,7 +335,9 @@ class Group(_Object):
         created = create.create_datasets(session, requests, error, writes=True)
         writes = [WriteRequest(p, a) for p, a in zip(created.paths, arrays)]
         try:
-            transfer.put(session, writes, True, created.error, skip=not created.writes)
+            transfer.put(
+                session, writes, entered=True, failed=created.error, skip=not created.learnt
+            )
         except H5SubfileError as exc:
             create.settle(session, created, exc)
             raise

@@ -1,5 +1,5 @@
 """File per process, ``write_datasets`` makes each rank's view of the new datasets without an
-answer from rank 0 (engine/create.py, ``own_views``): one round fewer, and a failure of rank 0's
+answer from rank 0 (engine/creation_plan.py, ``own_views``): one round fewer, and a failure of rank 0's
 publishing, or of a rank's source creation, is raised by the write's closing round instead,
 the same on every rank, leaving every rank's catalogue the same and nothing of the call in the
 file."""

@@ -84,6 +84,19 @@ def test_a_completed_own_view_is_what_rank_0_would_send(rows: list[int]) -> None
     assert [len(d.extents) for d in creation.datasets] == [sum(1 for r in rows if r)] * 2 + [0]
 
 
+def test_offsets_sent_without_an_answer_fit_the_bound_own_views_checks() -> None:
+    """The offsets message ``root_collects`` sends (the offsets in task order, and no failure)
+    stays within ``OFFSET_BYTES`` per task plus ``OFFSETS_OVERHEAD``, for offsets up to
+    2**62 and up to 500 tasks: rank 0 decides with that bound that it fits one slot."""
+    from h5subfile.mpi.collective import _pickled
+
+    for tasks in (0, 1, 8, 500):
+        for offset in (0, 69632, 2**31, 2**62):
+            size = _pickled(([offset + k for k in range(tasks)], None)).size
+            bound = tasks * creation_plan.OFFSET_BYTES + creation_plan.OFFSETS_OVERHEAD
+            assert size <= bound, (tasks, offset, size)
+
+
 def test_own_views_only_where_every_rank_creates_what_it_holds(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
@@ -98,7 +111,7 @@ def test_own_views_only_where_every_rank_creates_what_it_holds(
     per_rank = Plan(subfiles="rank")
     chunked = _plan(rows, per_rank, Storage(chunks=True))
     assert creation_plan.own_views(chunked, 0, per_rank) is None
-    shared = _plan(rows, per_rank, only_rank_0=True)  # one extent, held by every rank
+    shared = _plan(rows, per_rank, only_rank_0=True)  # one extent: every rank is sent it whole
     assert creation_plan.own_views(shared, 0, per_rank) is None
     monkeypatch.setattr(
         creation_plan, "one_slot_bytes", lambda size: creation_plan.OFFSET_BYTES + 64

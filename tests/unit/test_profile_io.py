@@ -237,16 +237,23 @@ def test_small_datasets_leave_the_same_file_with_or_without_the_log_driver(
     """The layout of a subfile (an early-allocated 128-byte identity, then small datasets, in
     64 KiB metadata blocks, 4 KiB aligned): byte for byte the same through the log driver.
     With HDF5's small-data aggregation on, the profiled file ended 1920 bytes longer (the log
-    driver keeps the unused end of the last small-data block)."""
+    driver keeps the unused end of the last small-data block).
+
+    The root group's header holds the second it was created in, so two files made across a
+    second boundary differ there: the pair is made again (at most three times) until both
+    fall in one second; a difference of layout shows in every pair."""
     from h5subfile.io.h5 import META_BLOCK_SIZE, _hdf5_library, collect_hdf5_logs, create_file
 
     if _hdf5_library() is None:
         pytest.skip("HDF5's library is not reachable here (no /proc/self/maps)")
-    profile = Profile()
-    for name, prof in (("plain.h5", None), ("logged.h5", profile)):
-        with create_file(str(tmp_path / name), 4096, META_BLOCK_SIZE, prof) as h5:
-            h5.create_dataset("identity", data=np.zeros(128, np.uint8))
-            for i in range(16):
-                h5.create_dataset(f"x{i}", data=np.full(1024, i, np.float32))
-    collect_hdf5_logs(profile)
+    for _ in range(3):
+        profile = Profile()
+        for name, prof in (("plain.h5", None), ("logged.h5", profile)):
+            with create_file(str(tmp_path / name), 4096, META_BLOCK_SIZE, prof) as h5:
+                h5.create_dataset("identity", data=np.zeros(128, np.uint8))
+                for i in range(16):
+                    h5.create_dataset(f"x{i}", data=np.full(1024, i, np.float32))
+        collect_hdf5_logs(profile)
+        if (tmp_path / "plain.h5").read_bytes() == (tmp_path / "logged.h5").read_bytes():
+            break
     assert (tmp_path / "plain.h5").read_bytes() == (tmp_path / "logged.h5").read_bytes()

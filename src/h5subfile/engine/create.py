@@ -4,9 +4,10 @@ create the source datasets; rank 0 publishes the master; every rank learns where
 
 Four collectives (gather, scatter, gather, scatter), O(P) in total, for any number of
 datasets. In a call that writes, when every rank creates the only extent it holds (file per
-process), the last one goes: each rank's assignment already says what it will know of the
-datasets (:func:`own_views`) but its offsets, which it learns by creating its sources, and
-rank 0's failure to publish is raised by the write's closing round (:class:`Created`).
+process), the last scatter goes. Each rank's assignment then already says what the rank will
+know of the datasets, all but the offset of its extent, which it learns by creating its source
+(:func:`~.creation_plan.own_views`); a failure to publish is raised by the write's closing
+round (:class:`Created`).
 """
 
 from __future__ import annotations
@@ -148,7 +149,7 @@ class Created:
     """What a creation call left on this rank: the datasets' paths and, when each rank made
     its own view of them (``local``: no answer from rank 0 after the sources were created),
     what the write that follows in the same call must know. ``error``: this rank's failure,
-    which that write's closing round raises on every rank; ``writes``: this rank learnt the
+    which that write's closing round raises on every rank; ``learnt``: this rank learnt the
     datasets and writes its part (False on a rank that failed, and on rank 0 when it did not
     publish: the failing ranks bring their errors). ``groups``: the groups this rank added to
     its catalogue for them."""
@@ -156,7 +157,7 @@ class Created:
     paths: list[str]
     local: bool = False
     error: BaseException | None = None
-    writes: bool = True
+    learnt: bool = True
     groups: tuple[str, ...] = ()
 
 
@@ -252,11 +253,11 @@ def _own_views_made(
     error = root_collects(session.comm, mine, error, publish_on_root)
     if session.rank == 0:
         if not published:
-            return Created(paths, True, error, writes=False)
+            return Created(paths, True, error, learnt=False)
         assert creation is not None
         views = rank_view(published[0], creation, 0)
     elif error is not None:
-        return Created(paths, True, error, writes=False)
+        return Created(paths, True, error, learnt=False)
     else:
         views = {}
         for index, (path, view, request, block) in enumerate(
@@ -299,7 +300,7 @@ def settle(session: Session, created: Created, error: BaseException) -> None:
         return
     if isinstance(error, (CollectiveMismatchError, CollectiveTimeoutError)):
         return
-    published = bcast(session.comm, created.writes if session.rank == 0 else None)
+    published = bcast(session.comm, created.learnt if session.rank == 0 else None)
     if published:
         return
     writing = session.writing
@@ -379,6 +380,8 @@ def publish(
             nodes[dataset.path] = master.publish_dataset(
                 dataset.path, dataset.shape, dataset.dtype, layout
             )
+        if master.commit_mode == "in-place":
+            master.flush()  # a master changed in place: the new datasets on disk now
     except Exception:
         # No rank learns of this call's datasets: none may stay in the master, nor the
         # groups made for them.
@@ -388,8 +391,6 @@ def publish(
         with contextlib.suppress(Exception):
             master.unlink_empty_groups(new_groups)
         raise
-    if master.commit_mode == "in-place":
-        master.flush()  # the new datasets are on disk before any rank writes data
     return nodes
 
 
