@@ -14,7 +14,15 @@ from hypothesis import strategies as st
 
 from h5subfile.errors import CorruptFileError
 from h5subfile.layout.blocks import Block
-from h5subfile.layout.record import DatasetLayout, Session, StoredExtent, record_digest
+from h5subfile.layout.integrity import PieceSum
+from h5subfile.layout.record import (
+    DIGEST_KEY,
+    DatasetLayout,
+    Session,
+    StoredExtent,
+    canonical_json,
+    record_digest,
+)
 from h5subfile.layout.validate import (
     ByteRange,
     Hdf5Facts,
@@ -241,6 +249,30 @@ def test_digest_is_of_the_canonical_json() -> None:
     data = json.loads(DatasetLayout(0, (MASTER,), dtype="<f4").to_json())
     reordered = dict(reversed(list(data.items())))
     assert record_digest(reordered) == record_digest(data) == data["digest"]
+
+
+def test_record_is_stored_as_its_canonical_json_and_digest() -> None:
+    piece = PieceSum((0, 0), (4, 3), "0123456789abcdef")
+    layout = DatasetLayout(0, (MASTER.changed(pieces=(piece,)),), dtype="<f4", checksum="xxh3_64")
+    text = layout.to_json()
+    data = json.loads(text)
+    body = {k: v for k, v in data.items() if k != DIGEST_KEY}
+    assert text == canonical_json(body)[:-1] + f',"digest":"{record_digest(data)}"}}'
+    assert list(data)[-1] == DIGEST_KEY and body == json.loads(json.dumps(layout.to_dict()))
+    assert DatasetLayout.from_json(text, "/d") == layout
+
+
+def test_records_in_field_order_are_read() -> None:
+    """Records were stored in field order with the digest last (until the encoding made the
+    stored text the canonical one): key order is not part of the format."""
+    layout = DatasetLayout(0, (MASTER,), dtype="<f4")
+    data = layout.to_dict()
+    data[DIGEST_KEY] = record_digest(data)
+    text = json.dumps(data, separators=(",", ":"))
+    assert text != layout.to_json()
+    assert DatasetLayout.from_json(text, "/d") == layout
+    facts = Hdf5Facts((4, 3), F4, "contiguous", 4096)
+    assert layout_problem("/d", text, layout, facts, [SESSION]) is None
 
 
 @given(

@@ -13,7 +13,6 @@ round (:class:`Created`).
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -373,7 +372,7 @@ def publish(
     try:
         for index, dataset in enumerate(creation.datasets):
             stored = tuple(
-                dataclasses.replace(extent, offset=offsets[(index, k)])
+                extent.changed(offset=offsets[(index, k)])
                 for k, extent in enumerate(dataset.extents)
             )
             layout = dataset_layout(writing.number, dataset, stored)

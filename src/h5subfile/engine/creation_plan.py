@@ -335,7 +335,7 @@ def completed_view(
     layout, own = view.layout, None
     if view.extent is not None:
         assert offset is not None
-        own = dataclasses.replace(view.extent, offset=offset)
+        own = view.extent.changed(offset=offset)
         layout = dataclasses.replace(layout, extents=(own,))
     info = dataset_node(view.shape, dtype, layout, view.storage)
     return dataclasses.replace(info, local_view=view.local_view), own

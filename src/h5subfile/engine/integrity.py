@@ -160,9 +160,7 @@ def record(session: Session, gathered: list[Report]) -> None:
             continue
         found = pieces.get(path, {})
         extents = tuple(
-            dataclasses.replace(
-                e, pieces=tuple(sorted(found.get(e.start, ()), key=lambda p: p.start))
-            )
+            e.changed(pieces=tuple(sorted(found.get(e.start, ()), key=lambda p: p.start)))
             for e in layout.extents
         )
         info.layout = dataclasses.replace(layout, extents=extents, checksum=ALGORITHM)

