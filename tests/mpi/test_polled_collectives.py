@@ -310,15 +310,21 @@ def test_barrier_returns_on_every_rank_after_the_last_one_arrives(comm: MPI.Comm
 
 
 class _NoBlockingBarrier(MPI.Intracomm):
-    """A communicator whose blocking barrier fails the test: with more ranks than cores, MPI's
-    blocking barrier spins, and ranks leave it far apart (the kernels' timed steps would count
-    the spread)."""
+    """A communicator whose blocking barrier and reductions fail the test: with more ranks
+    than cores, MPI's blocking collectives spin, so ranks leave them far apart (the kernels'
+    timed steps would count the spread), and ranks that finished first spin in them while the
+    last ones still do timed work."""
 
     def Barrier(self) -> None:  # noqa: N802 - mpi4py's name
         raise AssertionError("a kernel used MPI's blocking barrier")
 
+    def _blocking(self, *args: object, **kwargs: object) -> None:
+        raise AssertionError("a kernel used one of MPI's blocking collectives")
 
-def test_the_kernels_and_repack_start_their_timed_work_with_a_polled_barrier(
+    allreduce = Allreduce = allgather = Allgather = _blocking
+
+
+def test_the_kernels_and_repack_wait_for_other_ranks_in_polled_rounds(
     comm: MPI.Comm, shared_tmp: Path
 ) -> None:
     import h5py

@@ -26,9 +26,9 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from typing import Any
 
-import numpy as np
 from mpi4py import MPI
 
+from ..mpi.collective import allgather
 from ..units import format_bytes
 
 
@@ -146,18 +146,24 @@ def reduce_metrics(
 ) -> Metrics:
     """Collective: combine every rank's numbers into the job's metrics (same on every rank).
     ``background_seconds``: the background writes' time (None: not writing behind, the same
-    on every rank)."""
-    total = comm.allreduce(local_bytes, op=MPI.SUM)
-    local = [
+    on every rank).
+
+    One polled round (:func:`~h5subfile.mpi.collective.allgather`): with more ranks than cores
+    MPI's blocking collectives spin, and ranks that had finished spun here while the last ranks
+    were still closing, taking the cores those needed to end their timed work."""
+    local = (
+        local_bytes,
         raw_seconds,
         observed_seconds,
         compute_seconds,
         observed_seconds + compute_seconds,
         background_seconds or 0.0,
-    ]
-    slowest = np.empty(len(local))
-    comm.Allreduce(np.array(local, dtype=np.float64), slowest, op=MPI.MAX)
-    raw, observed, compute, with_compute, background = (float(v) for v in slowest)
+    )
+    every = allgather(comm, local)
+    total = sum(numbers[0] for numbers in every)
+    raw, observed, compute, with_compute, background = (
+        float(max(numbers[k] for numbers in every)) for k in range(1, len(local))
+    )
     return combine_metrics(
         kind,
         comm.size,

@@ -28,7 +28,7 @@ from mpi4py import MPI
 
 from ..files import File
 from ..layout.vpic import BYTES_PER_PARTICLE, FIELDS, step_name
-from ..mpi.collective import barrier
+from ..mpi.collective import allgather, barrier
 from ..units import parse_duration
 from .metrics import Metrics, reduce_metrics
 
@@ -91,7 +91,7 @@ def write_vpic(
     time per step. ``progress(done, total)``, if given, is called with the steps written so
     far.
     """
-    counts = comm.allgather(particles)
+    counts = allgather(comm, particles)
     first = sum(counts[: comm.rank])
     gids = np.arange(first, first + particles, dtype=np.uint64)
     excluded = computed = 0.0
