@@ -26,9 +26,10 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from typing import Any
 
+import numpy as np
 from mpi4py import MPI
 
-from ..mpi.collective import allgather
+from ..mpi.collective import allreduce
 from ..units import format_bytes
 
 
@@ -148,22 +149,19 @@ def reduce_metrics(
     ``background_seconds``: the background writes' time (None: not writing behind, the same
     on every rank).
 
-    One polled round (:func:`~h5subfile.mpi.collective.allgather`): with more ranks than cores
+    Polled rounds (:func:`~h5subfile.mpi.collective.allreduce`): with more ranks than cores
     MPI's blocking collectives spin, and ranks that had finished spun here while the last ranks
     were still closing, taking the cores those needed to end their timed work."""
-    local = (
-        local_bytes,
+    total = int(allreduce(comm, np.array([local_bytes], dtype=np.int64), MPI.SUM)[0])
+    local = [
         raw_seconds,
         observed_seconds,
         compute_seconds,
         observed_seconds + compute_seconds,
         background_seconds or 0.0,
-    )
-    every = allgather(comm, local)
-    total = sum(numbers[0] for numbers in every)
-    raw, observed, compute, with_compute, background = (
-        float(max(numbers[k] for numbers in every)) for k in range(1, len(local))
-    )
+    ]
+    slowest = allreduce(comm, np.array(local, dtype=np.float64))
+    raw, observed, compute, with_compute, background = (float(v) for v in slowest)
     return combine_metrics(
         kind,
         comm.size,

@@ -28,7 +28,7 @@ from mpi4py import MPI
 
 from ..files import File
 from ..layout.vpic import BYTES_PER_PARTICLE, FIELDS, step_name
-from ..mpi.collective import allgather, barrier
+from ..mpi.collective import allgather_array, barrier
 from ..units import parse_duration
 from .metrics import Metrics, reduce_metrics
 
@@ -91,7 +91,7 @@ def write_vpic(
     time per step. ``progress(done, total)``, if given, is called with the steps written so
     far.
     """
-    counts = allgather(comm, particles)
+    counts = [int(n) for n in allgather_array(comm, np.array([particles], dtype=np.int64))[:, 0]]
     first = sum(counts[: comm.rank])
     gids = np.arange(first, first + particles, dtype=np.uint64)
     excluded = computed = 0.0

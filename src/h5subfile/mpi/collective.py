@@ -31,7 +31,8 @@ from .rounds import (  # noqa: F401 - Call, waited and the timeout names are thi
     GRACE,
     TIMEOUT_VARIABLE,
     Call,
-    allreduce_max,
+    allgather_array,
+    allreduce,
     broadcast,
     by_value,
     call_hash,
@@ -124,7 +125,7 @@ def agree(
     key = 0 if call is None else call_hash(f"{call.name}\0{call.seq}")
     args = 0 if call is None or call.args is None else call_hash(call.args)
     sent = np.array([flag, key, -key, args, -args, value], dtype=np.int64)
-    got = allreduce_max(comm, sent, call)
+    got = allreduce(comm, sent, call=call)
     in_step, same_args = got[1] == -got[2], got[3] == -got[4]
     if got[0] == 0 and in_step and same_args:
         return int(got[5])

@@ -226,11 +226,23 @@ def waited(comm: MPI.Comm) -> tuple[float, int]:
     return (channel.waited, channel.waits) if isinstance(channel, _Channel) else (0.0, 0)
 
 
-def allreduce_max(comm: MPI.Comm, sent: np.ndarray, call: Call | None) -> np.ndarray:
-    """Collective: the element-wise maximum of ``sent`` over the ranks, by a non-blocking
-    allreduce polled with short sleeps; CollectiveTimeoutError after the timeout."""
+def allreduce(
+    comm: MPI.Comm, sent: np.ndarray, op: MPI.Op = MPI.MAX, call: Call | None = None
+) -> np.ndarray:
+    """Collective: ``sent`` reduced element-wise over the ranks by ``op`` (the maximum by
+    default), by a non-blocking allreduce polled with short sleeps; CollectiveTimeoutError
+    after the timeout."""
     got = np.empty_like(sent)
-    polled(comm, lambda: comm.Iallreduce(sent, got, op=MPI.MAX), (sent, got), call)
+    polled(comm, lambda: comm.Iallreduce(sent, got, op=op), (sent, got), call)
+    return got
+
+
+def allgather_array(comm: MPI.Comm, sent: np.ndarray) -> np.ndarray:
+    """Collective: every rank's ``sent`` (the same shape and dtype on every rank), stacked in
+    rank order, by a non-blocking allgather polled with short sleeps: numbers, a few bytes per
+    rank, where :func:`~h5subfile.mpi.collective.allgather` would move a slot per rank."""
+    got = np.empty((comm.size, *sent.shape), dtype=sent.dtype)
+    polled(comm, lambda: comm.Iallgather(sent, got), (sent, got), None)
     return got
 
 
