@@ -5,13 +5,12 @@ as HDF5 reports it and as plain h5py reads it, in this process and in a fresh on
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import h5py
 import numpy as np
 
+from conftest import run_python
 from h5subfile.io.h5 import Groups, create_virtual_dataset, hdf5_facts
 from h5subfile.layout.validate import Mapping
 
@@ -54,12 +53,6 @@ def test_each_mapping_is_its_own(tmp_path: Path) -> None:
         "with h5py.File(sys.argv[1], 'r') as f:\n"
         "    print(json.dumps(f['/g/v'][...].tolist()))\n"
     )
-    out = subprocess.run(
-        [sys.executable, "-c", script, str(master)],
-        capture_output=True,
-        text=True,
-        check=True,
-        cwd=tmp_path,
-        timeout=120,
-    )
+    out = run_python(script, str(master))
+    assert out.returncode == 0, out.stderr
     assert np.array_equal(np.array(json.loads(out.stdout), dtype="<i4"), expected)

@@ -115,8 +115,7 @@ class DatasetLayout:
         added as the last key, so that it is encoded once (readers parse it: key order is
         not part of the format)."""
         canonical = canonical_json(self.to_dict())
-        digest = hashlib.sha256(canonical.encode()).hexdigest()
-        return f'{canonical[:-1]},"{DIGEST_KEY}":"{digest}"}}'
+        return f'{canonical[:-1]},"{DIGEST_KEY}":"{digest_of(canonical)}"}}'
 
     def to_wire(self) -> str:
         """The record as compact JSON for sending to other ranks (rank 0 checked it; no digest):
@@ -210,10 +209,14 @@ def canonical_json(body: dict[str, Any]) -> str:
     return json.dumps(body, sort_keys=True, separators=(",", ":"), ensure_ascii=True)
 
 
+def digest_of(canonical: str) -> str:
+    """The digest of a record's canonical JSON: SHA-256, hex."""
+    return hashlib.sha256(canonical.encode()).hexdigest()
+
+
 def record_digest(data: dict[str, Any]) -> str:
-    """SHA-256 (hex) of a record's canonical JSON, digest left out."""
-    body = {k: v for k, v in data.items() if k != DIGEST_KEY}
-    return hashlib.sha256(canonical_json(body).encode()).hexdigest()
+    """The digest of a record (its canonical JSON, digest left out)."""
+    return digest_of(canonical_json({k: v for k, v in data.items() if k != DIGEST_KEY}))
 
 
 def _int(value: Any, what: str) -> int:
@@ -316,8 +319,7 @@ def _subfile_info(value: Any) -> dict[str, dict[str, int]]:
 
 def session_sha(session: Session) -> str:
     """SHA-256 (hex) of one write session's entry of the root record (canonical JSON)."""
-    text = json.dumps(asdict(session), sort_keys=True, separators=(",", ":"))
-    return hashlib.sha256(text.encode()).hexdigest()
+    return digest_of(canonical_json(asdict(session)))
 
 
 def is_reserved(name: str) -> bool:
