@@ -247,6 +247,63 @@ def test_waiting_ranks_yield_only_when_the_node_is_not_oversubscribed(
     assert rounds.ranks_on_node() == 7
 
 
+class _DoneAtTest:
+    """A stand-in request that completes at its ``n``-th test (local: no MPI)."""
+
+    def __init__(self, n: int) -> None:
+        self.left = n
+
+    def Test(self) -> bool:  # noqa: N802 - MPI.Request's name
+        self.left -= 1
+        return self.left <= 0
+
+
+@pytest.mark.parametrize("patient", [False, True])
+def test_a_patient_round_pauses_up_to_the_longer_sleep(
+    comm: MPI.Comm, monkeypatch: pytest.MonkeyPatch, patient: bool
+) -> None:
+    """Pauses double from FIRST_SLEEP up to LAST_SLEEP, or up to PATIENT_SLEEP in a round that
+    waits for one rank's long work (the sleeps recorded, not slept: the time waited stays
+    far below what would lengthen them further)."""
+    monkeypatch.setattr(rounds, "_YIELD_FOR", 0.0)  # sleep at once, as when oversubscribed
+    pauses: list[float] = []
+    monkeypatch.setattr(rounds.time, "sleep", pauses.append)
+    rounds.polled(comm, lambda: _DoneAtTest(40), None, patient=patient)
+    assert pauses[0] == 0.0 and pauses[1] == rounds.FIRST_SLEEP
+    assert all(b == min(2 * a, max(pauses)) for a, b in zip(pauses[1:], pauses[2:]))
+    assert max(pauses) == (rounds.PATIENT_SLEEP if patient else rounds.LAST_SLEEP)
+    assert rounds.PATIENT_SLEEP > rounds.LAST_SLEEP
+
+
+def test_only_the_agreement_before_roots_result_is_patient(
+    comm: MPI.Comm, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """root_first's agreement round waits for root's work (a scan before a read): patient;
+    the broadcast of its result and the rounds of other calls are not."""
+    seen: list[bool] = []
+    real = rounds.polled
+
+    def spy(
+        comm: MPI.Comm,
+        start: Callable[[], rounds.Pending],
+        buffers: object,
+        call: rounds.Call | None = None,
+        patient: bool = False,
+    ) -> None:
+        seen.append(patient)
+        real(comm, start, buffers, call, patient)
+
+    monkeypatch.setattr(rounds, "polled", spy)
+    got = collective.root_first(
+        comm, lambda: np.arange(5000), None, rounds.Call("test", 0, args="x")
+    )
+    assert np.array_equal(got, np.arange(5000))
+    assert seen[0] is True and not any(seen[1:]), seen
+    seen.clear()
+    collective.agree(comm, None, rounds.Call("test", 1))
+    assert seen == [False]
+
+
 def test_call_hash_is_the_same_in_every_process(comm: MPI.Comm) -> None:
     h = collective.call_hash("write /x\0" + "7")
     same_on_every_rank(comm, h, "call hash")

@@ -108,7 +108,11 @@ def _argument_mismatch(arrivals: Sequence[_Arrival]) -> errors.CollectiveMismatc
 
 
 def agree(
-    comm: MPI.Comm, error: BaseException | None, call: Call | None = None, value: int = 0
+    comm: MPI.Comm,
+    error: BaseException | None,
+    call: Call | None = None,
+    value: int = 0,
+    patient: bool = False,
 ) -> int:
     """Collective: raise the same exception on every rank if ``error`` is set on any rank.
 
@@ -118,14 +122,15 @@ def agree(
     error instead). Waiting ranks poll; after ``H5SUBFILE_COLLECTIVE_TIMEOUT`` seconds they raise
     CollectiveTimeoutError. The common case (no error, same call) costs one small allreduce,
     which also carries ``value``: every rank returns the largest ``value`` of any rank
-    (a non-negative int; 0 when nobody gives one).
+    (a non-negative int; 0 when nobody gives one). ``patient``: the ranks wait for one rank's
+    long work, and sleep longer between tests (``rounds.PATIENT_SLEEP``).
     """
     agreed = isinstance(error, errors.H5SubfileError) and error.collective
     flag = 0 if error is None else 2 if agreed else 1
     key = 0 if call is None else call_hash(f"{call.name}\0{call.seq}")
     args = 0 if call is None or call.args is None else call_hash(call.args)
     sent = np.array([flag, key, -key, args, -args, value], dtype=np.int64)
-    got = allreduce(comm, sent, call=call)
+    got = allreduce(comm, sent, call=call, patient=patient)
     in_step, same_args = got[1] == -got[2], got[3] == -got[4]
     if got[0] == 0 and in_step and same_args:
         return int(got[5])
@@ -369,11 +374,14 @@ class _Outcome:
             return cls(_pickled((False, describe(exc))), cause=exc)
 
     def delivered(self, comm: MPI.Comm, got: np.ndarray, root: int) -> Any:
-        """The result on every rank (the root keeps its own object), or root's error raised."""
+        """The result on every rank (the root keeps its own object, unpickling nothing), or
+        root's error raised."""
+        if comm.rank == root and self.cause is None:
+            return self.result
         ok, value = _unpickled(got)
         if not ok:
             raise rebuild([(root, value)], 1) from self.cause
-        return self.result if comm.rank == root else value
+        return value
 
 
 def root_first(
@@ -385,10 +393,11 @@ def root_first(
     in one broadcast of that size. Every rank returns the result or raises ``root``'s error,
     or the round's (an ``error`` on any rank, calls or arguments that differ: ``fn``'s result
     is then dropped). Two rounds whatever the result's size; :func:`agree` then
-    :func:`root_only` take two or three."""
+    :func:`root_only` take two or three. The agreement round is *patient*: the others wait
+    out ``root``'s work sleeping longer between tests, leaving it the CPU."""
     outcome = _Outcome.of(fn) if comm.rank == root and error is None else _Outcome()
     data = outcome.data
-    size = agree(comm, error, call, 0 if data is None else data.size)
+    size = agree(comm, error, call, 0 if data is None else data.size, patient=True)
     got = data if data is not None else np.empty(size, dtype=np.uint8)
     broadcast(comm, got, root)
     return outcome.delivered(comm, got, root)

@@ -54,6 +54,11 @@ LAST_SLEEP = 1e-3
 #: collective promptly (0.1: the VPIC write's metadata at 128 ranks took 10-25 % longer).
 PATIENCE = 0.05
 LONGEST_SLEEP = 0.05
+#: A *patient* round's pauses grow to this instead of LAST_SLEEP: the others wait for one rank's
+#: work of unknown length (rank 0 scanning a master before a read, ``root_first``), so waking
+#: every millisecond only takes the CPU from it (an open for reading at 64 ranks on 2 cores:
+#: 0.117-0.123 -> 0.103-0.111 s; 2 ms: 0.113-0.118, 10 ms: 0.110-0.120, docs/ARCHITECTURE.md).
+PATIENT_SLEEP = 5e-3
 CHECK_EVERY = 0.01  # seconds between looks for other ranks' timeout notices while waiting
 GRACE = 1.0  # seconds a rank that gives up waits to hear where the others are
 _NOTICE = 1  # the tag of timeout notices on a communicator's status duplicate
@@ -227,13 +232,17 @@ def waited(comm: MPI.Comm) -> tuple[float, int]:
 
 
 def allreduce(
-    comm: MPI.Comm, sent: np.ndarray, op: MPI.Op = MPI.MAX, call: Call | None = None
+    comm: MPI.Comm,
+    sent: np.ndarray,
+    op: MPI.Op = MPI.MAX,
+    call: Call | None = None,
+    patient: bool = False,
 ) -> np.ndarray:
     """Collective: ``sent`` reduced element-wise over the ranks by ``op`` (the maximum by
-    default), by a non-blocking allreduce polled with short sleeps; CollectiveTimeoutError
-    after the timeout."""
+    default), by a non-blocking allreduce polled with short sleeps (longer ones when
+    ``patient``, :data:`PATIENT_SLEEP`); CollectiveTimeoutError after the timeout."""
     got = np.empty_like(sent)
-    polled(comm, lambda: comm.Iallreduce(sent, got, op=op), (sent, got), call)
+    polled(comm, lambda: comm.Iallreduce(sent, got, op=op), (sent, got), call, patient)
     return got
 
 
@@ -307,19 +316,25 @@ class Pending(Protocol):
 
 
 def polled(
-    comm: MPI.Comm, start: Callable[[], Pending], buffers: Any, call: Call | None = None
+    comm: MPI.Comm,
+    start: Callable[[], Pending],
+    buffers: Any,
+    call: Call | None = None,
+    patient: bool = False,
 ) -> None:
     """One round: start a non-blocking collective (after the communicator's channel exists:
     every rank posts the same operations in the same order) and poll it to completion,
-    sleeping between tests; CollectiveTimeoutError after the timeout, or when the others
-    gave up waiting for this rank. ``buffers`` stay referenced until the request completes."""
+    sleeping between tests (pauses up to :data:`PATIENT_SLEEP` rather than LAST_SLEEP when
+    ``patient``: the round waits for one rank's long work); CollectiveTimeoutError after the
+    timeout, or when the others gave up waiting for this rank. ``buffers`` stay referenced
+    until the request completes."""
     channel = channel_of(comm)
     channel.rounds += 1
     request = start()
     if not request.Test():
         began = time.monotonic()
         try:
-            _wait(comm, channel, request, buffers, call)
+            _wait(comm, channel, request, buffers, call, PATIENT_SLEEP if patient else LAST_SLEEP)
         finally:
             channel.waited += time.monotonic() - began
             channel.waits += 1
@@ -335,10 +350,15 @@ def polled(
 
 
 def _wait(
-    comm: MPI.Comm, channel: _Channel, request: Pending, buffers: Any, call: Call | None
+    comm: MPI.Comm,
+    channel: _Channel,
+    request: Pending,
+    buffers: Any,
+    call: Call | None,
+    last_sleep: float = LAST_SLEEP,
 ) -> None:
     """Poll ``request`` (spin briefly, yield the CPU between tests for :func:`yield_for`, then
-    sleep, the pause doubling up to LAST_SLEEP, then growing with the time waited) until it
+    sleep, the pause doubling up to ``last_sleep``, then growing with the time waited) until it
     completes, the timeout passes or another rank says it gave up waiting.
 
     After each sleep the rank first probes its channel (:meth:`_Channel.progress`): MPI's
@@ -354,7 +374,7 @@ def _wait(
         slept = now - started >= yielding
         if slept:
             time.sleep(pause)
-            longest = min(max(LAST_SLEEP, (now - started) * PATIENCE), LONGEST_SLEEP)
+            longest = min(max(last_sleep, (now - started) * PATIENCE), LONGEST_SLEEP)
             pause = min(max(2 * pause, FIRST_SLEEP), longest)
             now = time.monotonic()
         elif now - started >= SPIN:
