@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 
 from h5subfile.layout.integrity import (
@@ -48,6 +50,35 @@ def test_pieces_and_subfile_info_round_trip_through_the_record() -> None:
     )
     record = FileRecord.from_json(FileRecord([session]).to_json(), "test")
     assert record.sessions[0].subfile_info == {"a": {"bytes": 1, "identity_offset": 0}}
+
+
+def test_a_layout_crosses_between_ranks_whole_and_without_its_caches() -> None:
+    """to_wire / from_wire (what rank 0 sends readers): every field of the layout, its extents
+    and their checksums arrives equal, whatever its value; what was cached on the sender
+    (an extent's block, the wire bytes themselves) is not sent; and each class pickles as all
+    of its fields, in order, so a field added later cannot be dropped on the way."""
+    piece = PieceSum((4, 0), (4, 3), checksum(b"x"))
+    extents = (
+        StoredExtent("run.subfiles/a.h5", "/x", (4, 0), (4, 3), 2048, (1, 2), (), (piece,)),
+        StoredExtent("run.subfiles/b.h5", "/x", (8, 0), (4, 3), -1, (3,), (2, 3), ()),
+    )
+    layout = DatasetLayout(
+        7, extents, False, (2, 3), False, {"name": "gzip", "level": 4}, "<f4", "xxh3_64"
+    )
+    for extent in extents:
+        assert extent.block.count == (4, 3) and "block" in extent.__dict__  # cached
+    wire = layout.to_wire()
+    assert isinstance(wire, bytes) and layout.to_wire() is wire  # made once
+    got = DatasetLayout.from_wire(wire)
+    assert got == layout and got is not layout
+    assert [type(e) for e in got.extents] == [StoredExtent] * 2
+    assert got.extents[0].pieces == (piece,) and isinstance(got.extents[0].pieces[0], PieceSum)
+    assert all("block" not in e.__dict__ for e in got.extents) and "_wire" not in got.__dict__
+    assert len(wire) < len(layout.to_json())
+    for value in (layout, extents[0], piece):
+        made, fields = value.__reduce__()
+        assert made is type(value)
+        assert fields == tuple(getattr(value, f.name) for f in dataclasses.fields(value))
 
 
 def test_small_writes_are_hashed_at_once_large_ones_in_the_thread(monkeypatch) -> None:

@@ -98,7 +98,7 @@ def test_each_reader_is_sent_its_own_share_plus_a_constant() -> None:
             assert len(part.extents) <= own
             ids = identities_of(catalog.record, {e.file for e in part.extents})
             assert sorted(ids.sessions[0].subfile_info) == sorted(e.file for e in part.extents)
-            sent = len(pickle.dumps((part.to_wire(), ids))) / max(1, len(part.extents))
+            sent = len(pickle.dumps((part, ids))) / max(1, len(part.extents))
             largest = max(largest, int(sent))
         assert largest < 400, largest  # bytes per extent sent: no term in the ranks
 

@@ -214,7 +214,7 @@ def read_share_bytes(
             lo, hi = partition(d.shape[0], readers, reader)
             part = touched_layout(layout, [Block((lo,), (hi - lo,))], index)
             files = {e.file for e in part.extents}
-            total += message_bytes((True, (part.to_wire(), identities.of(files))))
+            total += message_bytes((True, (part, identities.of(files))))
         sent[reader] = total
     return sent
 

@@ -95,19 +95,20 @@ def sent_layout(session: Session, info: NodeInfo, boxes: list[Block]) -> Dataset
     of their subfiles."""
     layouts = {"layout": info.layout} if session.rank == 0 else {}  # rank 0 holds them all
 
-    def answer(gathered: list[list[Block]]) -> list[tuple[str, FileRecord]]:
+    def answer(gathered: list[list[Block]]) -> list[tuple[DatasetLayout, FileRecord]]:
         whole = layouts["layout"]
         assert whole is not None
         index, identities = ExtentIndex(whole.extents), Identities(session.catalog.record)
         answers = []
         for wanted in gathered:
             part = touched_layout(whole, wanted, index)
-            answers.append((part.to_wire(), identities.of(extents_files(part.extents))))
+            answers.append((part, identities.of(extents_files(part.extents))))
         return answers
 
-    wire, identities = root_decides(session.comm, boxes, None, answer)
+    part, identities = root_decides(session.comm, boxes, None, answer)
     session.add_identities(identities)
-    return DatasetLayout.from_wire(wire)
+    assert isinstance(part, DatasetLayout)
+    return part
 
 
 @mapped

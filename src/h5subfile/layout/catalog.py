@@ -43,7 +43,7 @@ def _no_layout() -> DatasetLayout | None:
 class NodeInfo:
     """What every rank knows of one group or dataset.
 
-    Sent between ranks, the layout travels as one string (:meth:`DatasetLayout.to_wire`) and
+    Sent between ranks, the layout travels as bytes (:meth:`DatasetLayout.to_wire`) and
     is parsed when this rank first uses it: a rank that opens a file of P extents per dataset
     pays for the datasets it reads, not for every layout (``layout`` has no class attribute,
     so that :meth:`__getattr__` sees it missing). A large layout is not sent at all

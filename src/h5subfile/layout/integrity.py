@@ -86,6 +86,10 @@ class PieceSum:
     shape: tuple[int, ...]
     checksum: str
 
+    def __reduce__(self) -> tuple[type[PieceSum], tuple[Any, ...]]:
+        """Pickled as a call with its fields (compact: a rank's layout may list many)."""
+        return type(self), (self.start, self.shape, self.checksum)
+
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> PieceSum:
         return cls(
