@@ -262,17 +262,20 @@ class _DoneAtTest:
 def test_a_patient_round_pauses_up_to_the_longer_sleep(
     comm: MPI.Comm, monkeypatch: pytest.MonkeyPatch, patient: bool
 ) -> None:
-    """Pauses double from FIRST_SLEEP up to LAST_SLEEP, or up to PATIENT_SLEEP in a round that
-    waits for one rank's long work (the sleeps recorded, not slept: the time waited stays
-    far below what would lengthen them further)."""
+    """Pauses double from FIRST_SLEEP up to LAST_SLEEP, or from PATIENT_FIRST_SLEEP up to
+    PATIENT_SLEEP in a round that waits for one rank's long work (the sleeps recorded, not
+    slept: the time waited stays far below what would lengthen them further)."""
     monkeypatch.setattr(rounds, "_YIELD_FOR", 0.0)  # sleep at once, as when oversubscribed
     pauses: list[float] = []
     monkeypatch.setattr(rounds.time, "sleep", pauses.append)
     rounds.polled(comm, lambda: _DoneAtTest(40), None, patient=patient)
-    assert pauses[0] == 0.0 and pauses[1] == rounds.FIRST_SLEEP
+    first = rounds.PATIENT_FIRST_SLEEP if patient else rounds.FIRST_SLEEP
+    assert pauses[0] == 0.0 and pauses[1] == first
     assert all(b == min(2 * a, max(pauses)) for a, b in zip(pauses[1:], pauses[2:]))
     assert max(pauses) == (rounds.PATIENT_SLEEP if patient else rounds.LAST_SLEEP)
-    assert rounds.PATIENT_SLEEP > rounds.LAST_SLEEP
+    assert (
+        rounds.PATIENT_SLEEP > rounds.LAST_SLEEP and rounds.PATIENT_FIRST_SLEEP > rounds.FIRST_SLEEP
+    )
 
 
 def test_only_the_agreement_before_roots_result_is_patient(

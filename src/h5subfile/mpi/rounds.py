@@ -59,6 +59,10 @@ LONGEST_SLEEP = 0.05
 #: every millisecond only takes the CPU from it (an open for reading at 64 ranks on 2 cores:
 #: 0.117-0.123 -> 0.103-0.111 s; 2 ms: 0.113-0.118, 10 ms: 0.110-0.120, docs/ARCHITECTURE.md).
 PATIENT_SLEEP = 5e-3
+#: ... doubling from this, not FIRST_SLEEP: such work takes milliseconds at least, and the
+#: shorter first pauses were a quarter of the waiting ranks' wake-ups (64 ranks on 2 cores:
+#: about 23 per open; the open 0.100 -> 0.095 s, medians of 10 alternated pairs).
+PATIENT_FIRST_SLEEP = 1e-3
 CHECK_EVERY = 0.01  # seconds between looks for other ranks' timeout notices while waiting
 GRACE = 1.0  # seconds a rank that gives up waits to hear where the others are
 _NOTICE = 1  # the tag of timeout notices on a communicator's status duplicate
@@ -324,8 +328,8 @@ def polled(
 ) -> None:
     """One round: start a non-blocking collective (after the communicator's channel exists:
     every rank posts the same operations in the same order) and poll it to completion,
-    sleeping between tests (pauses up to :data:`PATIENT_SLEEP` rather than LAST_SLEEP when
-    ``patient``: the round waits for one rank's long work); CollectiveTimeoutError after the
+    sleeping between tests (pauses from :data:`PATIENT_FIRST_SLEEP` up to :data:`PATIENT_SLEEP`
+    when ``patient``: the round waits for one rank's long work); CollectiveTimeoutError after the
     timeout, or when the others gave up waiting for this rank. ``buffers`` stay referenced
     until the request completes."""
     channel = channel_of(comm)
@@ -334,7 +338,8 @@ def polled(
     if not request.Test():
         began = time.monotonic()
         try:
-            _wait(comm, channel, request, buffers, call, PATIENT_SLEEP if patient else LAST_SLEEP)
+            pauses = (PATIENT_FIRST_SLEEP, PATIENT_SLEEP) if patient else (FIRST_SLEEP, LAST_SLEEP)
+            _wait(comm, channel, request, buffers, call, *pauses)
         finally:
             channel.waited += time.monotonic() - began
             channel.waits += 1
@@ -355,10 +360,12 @@ def _wait(
     request: Pending,
     buffers: Any,
     call: Call | None,
+    first_sleep: float = FIRST_SLEEP,
     last_sleep: float = LAST_SLEEP,
 ) -> None:
     """Poll ``request`` (spin briefly, yield the CPU between tests for :func:`yield_for`, then
-    sleep, the pause doubling up to ``last_sleep``, then growing with the time waited) until it
+    sleep, the pause doubling from ``first_sleep`` up to ``last_sleep``, then growing with the
+    time waited) until it
     completes, the timeout passes or another rank says it gave up waiting.
 
     After each sleep the rank first probes its channel (:meth:`_Channel.progress`): MPI's
@@ -375,7 +382,7 @@ def _wait(
         if slept:
             time.sleep(pause)
             longest = min(max(last_sleep, (now - started) * PATIENCE), LONGEST_SLEEP)
-            pause = min(max(2 * pause, FIRST_SLEEP), longest)
+            pause = min(max(2 * pause, first_sleep), longest)
             now = time.monotonic()
         elif now - started >= SPIN:
             os.sched_yield()  # runnable ranks (oversubscribed) go first; otherwise no delay
