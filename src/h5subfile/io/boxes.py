@@ -142,7 +142,7 @@ class BoxReader:
         self._sources: dict[str, h5py.File] = {}
         #: subfiles whose identity and size the master recorded (:meth:`expect`), by the
         #: relative path recorded; by absolute path only once a file is read under another name
-        self._recorded: dict[str, Expected] = {}
+        self._recorded: dict[str, Expected] | None = None  # made from _record when first asked
         self._resolved: dict[str, Expected] | None = None
         self._record: FileRecord | None = None
         self._checked: set[str] = set()
@@ -151,30 +151,31 @@ class BoxReader:
     def expect(self, record: FileRecord) -> None:
         """Check the identity and size of the subfiles ``record`` describes, each when this
         process first reads from it. Nothing is resolved here: opening costs no file-system
-        call per subfile (with P ranks and P subfiles that would be P x P calls)."""
+        call per subfile (with P ranks and P subfiles that would be P x P calls), nor parsed
+        until this process first reads from a subfile."""
         self._record = record
-        self._recorded = recorded_identities(record)
-        self._resolved = None
+        self._recorded = self._resolved = None
         self._checked.clear()
 
     def expect_more(self, record: FileRecord) -> None:
         """Add the identities of the subfiles ``record`` describes (a read session that was
         sent only some of them: layout/sharing.py) to those already expected."""
-        self._recorded.update(recorded_identities(record))
         if self._record is None:
             self._record = FileRecord()
         self._record = FileRecord(self._record.sessions + record.sessions, record.format)
-        self._resolved = None
+        self._recorded = self._resolved = None  # a later session's entry wins, as before
 
     def expected_at(self, path: str) -> Expected | None:
         """The recorded identity of the file at absolute ``path``, if any: found by the name it
         was resolved from (the common case, one lookup), else among every recorded path,
         resolved once (a record naming a subfile in two spellings is still checked)."""
+        record = self._record if self._record is not None else FileRecord()
+        if self._recorded is None:
+            self._recorded = recorded_identities(record)
         name = self.paths.name_of(path)
         if name is not None and name in self._recorded:
             return self._recorded[name]
         if self._resolved is None:
-            record = self._record if self._record is not None else FileRecord()
             self._resolved = expected_identities(record, self.paths)
         return self._resolved.get(path)
 
