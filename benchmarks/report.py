@@ -580,7 +580,7 @@ def open_summary(data: dict) -> list[tuple[str, str, str]]:
         (
             f"Opening for reading: {top['ranks']} ranks against {first['ranks']} (wall; rank 0 "
             "CPU)",
-            f"**{top['ratio']:.2f}x** wall; **{top['cpu_root_ratio']:.2f}x** rank 0 CPU",
+            f"**{open_scaling.ratio_text(top)}** wall; **{top['cpu_root_ratio']:.2f}x** rank 0 CPU",
             open_scaling.TITLE,
         )
     ]
