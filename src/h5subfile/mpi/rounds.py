@@ -365,8 +365,8 @@ def _wait(
 ) -> None:
     """Poll ``request`` (spin briefly, yield the CPU between tests for :func:`yield_for`, then
     sleep, the pause doubling from ``first_sleep`` up to ``last_sleep``, then growing with the
-    time waited) until it
-    completes, the timeout passes or another rank says it gave up waiting.
+    time waited) until it completes, the timeout passes or another rank says it gave up
+    waiting.
 
     After each sleep the rank first probes its channel (:meth:`_Channel.progress`): MPI's
     progress then moves every message that arrived while it slept, which a test of this
