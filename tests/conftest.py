@@ -61,6 +61,7 @@ STAGES = (
             "test_shared_layouts.py",
             "test_async_writes.py",
             "test_own_views.py",
+            "test_star_rounds.py",
         ),
     ),
     Stage(
@@ -92,6 +93,7 @@ STAGES = (
             "test_autoplan.py",
             "test_async_writes.py",
             "test_own_views.py",
+            "test_star_rounds.py",
         ),
     ),
     Stage(

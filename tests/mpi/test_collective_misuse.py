@@ -292,9 +292,10 @@ def test_only_the_agreement_before_roots_result_is_patient(
         buffers: object,
         call: rounds.Call | None = None,
         patient: bool = False,
+        rung: bool = False,
     ) -> None:
         seen.append(patient)
-        real(comm, start, buffers, call, patient)
+        real(comm, start, buffers, call, patient, rung)
 
     monkeypatch.setattr(rounds, "polled", spy)
     got = collective.root_first(

@@ -25,6 +25,7 @@ import numpy as np
 from mpi4py import MPI
 
 from .. import errors
+from . import rounds
 from .failures import Failure, describe, exception_for, rebuild
 from .rounds import (  # noqa: F401 - Call, waited and the timeout names are this module's API too
     DEFAULT_TIMEOUT,
@@ -39,6 +40,7 @@ from .rounds import (  # noqa: F401 - Call, waited and the timeout names are thi
     channel_of,
     collective_timeout,
     files_text,
+    gather_rows,
     polled,
     ranks_text,
     waited,
@@ -227,7 +229,7 @@ def _gather_bytes(comm: MPI.Comm, data: np.ndarray, root: int = 0) -> list[np.nd
     """Collective, polled, two rounds: every rank's bytes on ``root`` (None elsewhere)."""
     size = np.array([data.size], dtype=np.int64)
     sizes = np.empty(comm.size, dtype=np.int64)
-    polled(comm, lambda: comm.Igather(size, sizes, root=root), (size, sizes))
+    gather_rows(comm, size, sizes if comm.rank == root else None, root)
     parts = _gatherv(comm, data, sizes, root)
     return parts if comm.rank == root else None
 
@@ -240,8 +242,7 @@ def _gather_slots(comm: MPI.Comm, data: np.ndarray, root: int = 0) -> list[Any] 
     mine = np.zeros(width, dtype=np.uint8)
     _fill(mine, None if comm.rank == root else data)
     slots = np.empty((comm.size, width), dtype=np.uint8) if comm.rank == root else None
-    spec = None if slots is None else [slots, width, MPI.BYTE]
-    polled(comm, lambda: comm.Igather(mine, spec, root=root), (mine, spec))
+    gather_rows(comm, mine, slots, root)
     if slots is None:
         return None
     found = [_read_slot(slot) for slot in slots]
@@ -265,7 +266,7 @@ def _scatter_bytes(
     never travels: however large it is (rank 0's view of new datasets holds every extent),
     it costs no second round."""
     width = slot_bytes(comm.size)
-    slots, spec, sent = None, None, []
+    slots, sent = None, []
     if comm.rank == root:
         assert parts is not None and len(parts) == comm.size
         sent = [p for r, p in enumerate(parts) if r != root]
@@ -273,9 +274,8 @@ def _scatter_bytes(
         slots = np.zeros((comm.size, width), dtype=np.uint8)
         for rank, (slot, part) in enumerate(zip(slots, parts)):
             _fill(slot, None if rank == root else part, flags | more)
-        spec = [slots, width, MPI.BYTE]
     mine = np.empty(width, dtype=np.uint8)
-    polled(comm, lambda: comm.Iscatter(spec, mine, root=root), (spec, mine))
+    rounds.scatter_rows(comm, slots, mine, root)
     got_flags, size, got = _read_slot(mine)
     if got is None:  # a second round carries the parts sent, at their exact sizes
         whole: list[Any] | None = None
@@ -298,7 +298,7 @@ def _bcast_bytes(
     slot = np.zeros(slot_bytes(comm.size), dtype=np.uint8)
     if comm.rank == root:
         _fill(slot, data, flags)
-    polled(comm, lambda: comm.Ibcast(slot, root=root), slot)
+    broadcast(comm, slot, root)
     got_flags, size, inline = _read_slot(slot)
     if inline is not None:
         return got_flags, inline
@@ -312,7 +312,7 @@ def barrier(comm: MPI.Comm) -> None:
     timeout). Where ranks must start timed work together: with more ranks than cores, MPI's
     blocking barrier spins, and ranks left it 280-400 ms apart at 128 ranks on 2 cores (a
     polled one: 40-220 ms), which the first timed round then counted as its own."""
-    polled(comm, comm.Ibarrier, None)
+    rounds.barrier(comm)
 
 
 def gather(comm: MPI.Comm, obj: Any, root: int = 0) -> list[Any] | None:
@@ -335,7 +335,7 @@ def allgather(comm: MPI.Comm, obj: Any) -> list[Any]:
     mine = np.zeros(width, dtype=np.uint8)
     _fill(mine, data)
     slots = np.empty((comm.size, width), dtype=np.uint8)
-    polled(comm, lambda: comm.Iallgather(mine, slots), (mine, slots))
+    rounds.allgather_rows(comm, mine, slots)
     read = [_read_slot(slot) for slot in slots]
     inlines = [inline for _, _, inline in read if inline is not None]
     if len(inlines) == comm.size:

@@ -26,6 +26,8 @@ import numpy as np
 from mpi4py import MPI
 
 from .. import errors
+from .doorbell import ADDRESS_FIELDS, MANY, OVERSUBSCRIBED, Doorbell, own_bell
+from .star import Star, reduction
 
 T = TypeVar("T")
 
@@ -63,6 +65,14 @@ PATIENT_SLEEP = 5e-3
 #: shorter first pauses were a quarter of the waiting ranks' wake-ups (64 ranks on 2 cores:
 #: about 23 per open; the open 0.100 -> 0.095 s, medians of 10 alternated pairs).
 PATIENT_FIRST_SLEEP = 1e-3
+#: ``H5SUBFILE_DOORBELLS=0`` keeps MPI's non-blocking collectives for every round (the
+#: baseline of docs/BENCHMARKS.md); otherwise, on a communicator whose ranks all share one node
+#: with more ranks than cores, rounds of small messages are star rounds (:mod:`.star`), and
+#: their waiting ranks sleep on their doorbells (:mod:`.doorbell`): a ring wakes them, so the
+#: pauses of a rung round double from RUNG_FIRST_SLEEP up to LONGEST_SLEEP, a fallback only.
+DOORBELLS_VARIABLE = "H5SUBFILE_DOORBELLS"
+RUNG_FIRST_SLEEP = 1e-3
+AFTER_RING = 50e-6  # after a ring, pauses double again from this
 CHECK_EVERY = 0.01  # seconds between looks for other ranks' timeout notices while waiting
 GRACE = 1.0  # seconds a rank that gives up waits to hear where the others are
 _NOTICE = 1  # the tag of timeout notices on a communicator's status duplicate
@@ -189,6 +199,11 @@ class _Channel:
     rounds: int = 0
     status: MPI.Comm | None = None
     dup: tuple[MPI.Comm, MPI.Request] | None = None  # the duplicate until its Idup completes
+    #: every rank's doorbell address (doorbell.ADDRESS_FIELDS each), until its Iallgather completes
+    exchange: tuple[MPI.Request, np.ndarray, np.ndarray] | None = None
+    addresses: np.ndarray | None = None
+    bell: Doorbell | None = None
+    star: bool = False  # rounds of small messages go through a star (decided on every rank alike)
     notices: dict[int, dict[int, _Notice]] = field(default_factory=dict)  # by round, by rank
     sends: list[MPI.Request] = field(default_factory=list)
     given_up: list[Any] = field(default_factory=list)  # requests (and buffers) left pending
@@ -211,6 +226,31 @@ class _Channel:
                 self.notices.setdefault(notice.round, {})[notice.rank] = notice
         self.sends = [s for s in self.sends if not s.Test()]
 
+    def settle(self) -> None:
+        """After the communicator's first round, which every rank has reached: finish the
+        duplicate and the exchange of doorbell addresses posted before it (they complete), and
+        decide from the addresses, the same on every rank, whether rounds go through a star:
+        when every rank has a bell, on one host, flagged as oversubscribed."""
+        # Every rank posted both before the first round, which every rank has now reached.
+        if self.dup is not None:
+            self.dup[1].Wait()  # left pending, MPI would report it at exit
+            self.status, self.dup = self.dup[0], None
+        if self.exchange is not None:
+            request, _, every = self.exchange
+            request.Wait()
+            self.exchange, self.addresses = None, every
+            hosts, flags = every[:, 0], every[:, 3]
+            self.star = (
+                len(every) > 1
+                and bool(np.all(hosts == hosts[0]))
+                and bool(np.all(flags & OVERSUBSCRIBED))  # set only beside a bell
+            )
+
+    def ring(self, rank: int) -> None:
+        """Ring ``rank``'s doorbell (a star round's message to it has gone)."""
+        if self.bell is not None and self.addresses is not None:
+            self.bell.ring(self.addresses[rank])
+
 
 _KEYVAL: int | None = None
 
@@ -223,9 +263,22 @@ def channel_of(comm: MPI.Comm) -> _Channel:
     channel = comm.Get_attr(_KEYVAL)
     if channel is None:
         channel = _Channel(dup=comm.Idup())
+        channel.bell = own_bell() if comm.size > 1 and doorbells_allowed() else None
+        mine = np.zeros(ADDRESS_FIELDS, dtype=np.uint64)
+        if channel.bell is not None:
+            local = ranks_on_node()
+            crowded = local is not None and local > cores()
+            mine = channel.bell.address(OVERSUBSCRIBED if crowded else 0)
+        every = np.empty((comm.size, ADDRESS_FIELDS), dtype=np.uint64)
+        channel.exchange = (comm.Iallgather(mine, every), mine, every)
         comm.Set_attr(_KEYVAL, channel)
     assert isinstance(channel, _Channel)
     return channel
+
+
+def doorbells_allowed() -> bool:
+    """Whether ``H5SUBFILE_DOORBELLS`` allows star rounds and doorbells (default: yes)."""
+    return os.environ.get(DOORBELLS_VARIABLE, "1").strip().lower() not in ("0", "no", "off")
 
 
 def waited(comm: MPI.Comm) -> tuple[float, int]:
@@ -246,7 +299,28 @@ def allreduce(
     default), by a non-blocking allreduce polled with short sleeps (longer ones when
     ``patient``, :data:`PATIENT_SLEEP`); CollectiveTimeoutError after the timeout."""
     got = np.empty_like(sent)
-    polled(comm, lambda: comm.Iallreduce(sent, got, op=op), (sent, got), call, patient)
+    if channel_of(comm).star:
+        rows = np.empty((comm.size, *sent.shape), dtype=sent.dtype) if comm.rank == 0 else None
+
+        def combine() -> None:
+            assert rows is not None
+            rows[0] = sent
+            reduction(op).reduce(rows, axis=0, out=got)
+
+        _star(
+            comm,
+            0,
+            (sent, got, rows),
+            call,
+            patient,
+            up=sent,
+            rows=rows,
+            combine=combine,
+            answers=lambda _: got,
+            answer=got,
+        )
+    else:
+        polled(comm, lambda: comm.Iallreduce(sent, got, op=op), (sent, got), call, patient)
     return got
 
 
@@ -255,8 +329,75 @@ def allgather_array(comm: MPI.Comm, sent: np.ndarray) -> np.ndarray:
     rank order, by a non-blocking allgather polled with short sleeps: numbers, a few bytes per
     rank, where :func:`~h5subfile.mpi.collective.allgather` would move a slot per rank."""
     got = np.empty((comm.size, *sent.shape), dtype=sent.dtype)
-    polled(comm, lambda: comm.Iallgather(sent, got), (sent, got), None)
+    allgather_rows(comm, sent, got)
     return got
+
+
+def allgather_rows(comm: MPI.Comm, sent: np.ndarray, got: np.ndarray) -> None:
+    """Collective, one polled round: every rank's ``sent`` into row ``rank`` of ``got`` (every
+    rank's ``sent`` of one size, ``got`` of ``comm.size`` such rows, C-contiguous)."""
+    if channel_of(comm).star:
+        rows = got.reshape(comm.size, -1)
+        if comm.rank == 0:
+            rows[0] = sent.reshape(-1)
+        _star(comm, 0, (sent, got), up=sent, rows=rows, answers=lambda _: got, answer=got)
+    else:
+        polled(comm, lambda: comm.Iallgather(sent, got), (sent, got))
+
+
+def gather_rows(comm: MPI.Comm, sent: np.ndarray, got: np.ndarray | None, root: int = 0) -> None:
+    """Collective, one polled round: every rank's ``sent`` into row ``rank`` of ``got`` on
+    ``root`` (``comm.size`` rows of ``sent``'s size, C-contiguous; None elsewhere)."""
+    if channel_of(comm).star:
+        rows = None if got is None else got.reshape(comm.size, -1)
+        if rows is not None:
+            rows[root] = sent.reshape(-1)
+        _star(comm, root, (sent, got), up=sent, rows=rows)
+    else:
+        spec = None if got is None else [got, sent.nbytes, MPI.BYTE]
+        polled(comm, lambda: comm.Igather(sent, spec, root=root), (sent, spec))
+
+
+def scatter_rows(comm: MPI.Comm, parts: np.ndarray | None, got: np.ndarray, root: int = 0) -> None:
+    """Collective, one polled round: row r of ``parts`` (given on ``root``, ``comm.size`` rows
+    of ``got``'s size, C-contiguous) into rank r's ``got``."""
+    if channel_of(comm).star:
+        if parts is not None:
+            rows = parts.reshape(comm.size, -1)
+            got.reshape(-1)[:] = rows[root]
+            _star(comm, root, (parts, got), answers=lambda rank: rows[rank])
+        else:
+            _star(comm, root, got, answer=got)
+    else:
+        spec = None if parts is None else [parts, got.nbytes, MPI.BYTE]
+        polled(comm, lambda: comm.Iscatter(spec, got, root=root), (spec, got))
+
+
+def barrier(comm: MPI.Comm) -> None:
+    """Collective, one polled round: return once every rank has arrived."""
+    if channel_of(comm).star:
+        nothing = np.empty(0, dtype=np.uint8)
+        rows = [nothing] * comm.size if comm.rank == 0 else None
+        _star(comm, 0, nothing, up=nothing, rows=rows, answers=lambda _: nothing, answer=nothing)
+    else:
+        polled(comm, comm.Ibarrier, None)
+
+
+def _star(
+    comm: MPI.Comm,
+    centre: int,
+    buffers: Any,
+    call: Call | None = None,
+    patient: bool = False,
+    **parts: Any,
+) -> None:
+    """One polled star round (:class:`~h5subfile.mpi.star.Star`) on the communicator's
+    private duplicate, its waiting ranks woken by their doorbells (``patient`` changes
+    nothing then)."""
+    channel = channel_of(comm)
+    assert channel.status is not None  # star rounds begin after the first round
+    start = lambda: Star(channel.status, centre, channel.ring, **parts)  # noqa: E731
+    polled(comm, start, buffers, call, patient, rung=True)
 
 
 def tree_links(size: int, rank: int, root: int) -> tuple[int | None, list[int]]:
@@ -306,8 +447,14 @@ def broadcast(comm: MPI.Comm, buffer: np.ndarray, root: int = 0) -> None:
     on every rank). More than :data:`TREE_BYTES` go down a binomial tree
     (:class:`TreeBroadcast`) once the communicator's private duplicate exists (after its first
     round: the same on every rank), fewer by MPI's broadcast."""
-    status = channel_of(comm).status
-    if status is None or buffer.nbytes <= TREE_BYTES:
+    channel = channel_of(comm)
+    status = channel.status
+    if channel.star and buffer.nbytes <= TREE_BYTES:
+        if comm.rank == root:
+            _star(comm, root, buffer, answers=lambda _: buffer)
+        else:
+            _star(comm, root, buffer, answer=buffer)
+    elif status is None or buffer.nbytes <= TREE_BYTES:
         polled(comm, lambda: comm.Ibcast(buffer, root=root), buffer)
     else:
         polled(comm, lambda: TreeBroadcast(status, buffer, root), buffer)
@@ -325,6 +472,7 @@ def polled(
     buffers: Any,
     call: Call | None = None,
     patient: bool = False,
+    rung: bool = False,
 ) -> None:
     """One round: start a non-blocking collective (after the communicator's channel exists:
     every rank posts the same operations in the same order) and poll it to completion,
@@ -335,19 +483,29 @@ def polled(
     channel = channel_of(comm)
     channel.rounds += 1
     request = start()
+    if rung:
+        # A star round whose centre has given up waiting never completes (an MPI collective
+        # does once the last rank arrives): a rank arriving after the others gave up hears
+        # their notices now.
+        channel.progress()
+        late = channel.notices.pop(channel.rounds, None)
+        if late:
+            channel.given_up.append((request, buffers))
+            raise _arrived_late(comm, late, call)
     if not request.Test():
         began = time.monotonic()
         try:
-            pauses = (PATIENT_FIRST_SLEEP, PATIENT_SLEEP) if patient else (FIRST_SLEEP, LAST_SLEEP)
-            _wait(comm, channel, request, buffers, call, *pauses)
+            if rung:
+                pauses = (RUNG_FIRST_SLEEP, LONGEST_SLEEP)
+            elif patient:
+                pauses = (PATIENT_FIRST_SLEEP, PATIENT_SLEEP)
+            else:
+                pauses = (FIRST_SLEEP, LAST_SLEEP)
+            _wait(comm, channel, request, buffers, call, *pauses, channel.bell if rung else None)
         finally:
             channel.waited += time.monotonic() - began
             channel.waits += 1
-    if channel.dup is not None:
-        # Every rank posted the duplicate before this round, which every rank has now
-        # reached: it completes. Left pending, MPI would report it at exit.
-        channel.dup[1].Wait()
-        channel.status, channel.dup = channel.dup[0], None
+    channel.settle()
     channel.progress()  # one probe: did the others give up waiting for this rank?
     late = channel.notices.pop(channel.rounds, None)
     if late:  # they have left this call: going on would wait for them in its next steps
@@ -362,11 +520,14 @@ def _wait(
     call: Call | None,
     first_sleep: float = FIRST_SLEEP,
     last_sleep: float = LAST_SLEEP,
+    bell: Doorbell | None = None,
 ) -> None:
     """Poll ``request`` (spin briefly, yield the CPU between tests for :func:`yield_for`, then
     sleep, the pause doubling from ``first_sleep`` up to ``last_sleep``, then growing with the
     time waited) until it completes, the timeout passes or another rank says it gave up
-    waiting.
+    waiting. With a ``bell`` (a star round's) the rank sleeps on it: a ring ends the pause,
+    and the rank tests once more for each ring before it sleeps again, from
+    :data:`AFTER_RING`.
 
     After each sleep the rank first probes its channel (:meth:`_Channel.progress`): MPI's
     progress then moves every message that arrived while it slept, which a test of this
@@ -375,14 +536,27 @@ def _wait(
     yielding = yield_for()
     started = time.monotonic()
     checked = started
-    pause = 0.0
+    pause, shortest = 0.0, first_sleep
     while True:
         now = time.monotonic()
         slept = now - started >= yielding
         if slept:
-            time.sleep(pause)
-            longest = min(max(last_sleep, (now - started) * PATIENCE), LONGEST_SLEEP)
-            pause = min(max(2 * pause, first_sleep), longest)
+            rings = 0 if bell is None else bell.wait(pause)
+            if rings:
+                # Each ring is a message sent to this rank, and MPI may move only one message
+                # per call (a part of the next round queued before one of this round's among
+                # them): test once for each, twice over, before sleeping again, and if it is
+                # still not there, sleep briefly.
+                tests = 2 * (comm.size if rings >= MANY else rings)
+                for _ in range(tests):
+                    if request.Test():
+                        return
+                pause = shortest = AFTER_RING
+            else:
+                if bell is None:
+                    time.sleep(pause)
+                longest = min(max(last_sleep, (now - started) * PATIENCE), LONGEST_SLEEP)
+                pause = min(max(2 * pause, shortest), longest)
             now = time.monotonic()
         elif now - started >= SPIN:
             os.sched_yield()  # runnable ranks (oversubscribed) go first; otherwise no delay
