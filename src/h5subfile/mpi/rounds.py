@@ -10,7 +10,11 @@ other ranks where it waited (on a duplicate of the communicator) and raises
 CollectiveTimeoutError naming the ranks that never arrived; a rank arriving later finds the
 notices and raises too. :class:`Call` names the collective call a round belongs to.
 :func:`broadcast` is one round of a broadcast, large buffers going down a binomial tree of
-point-to-point messages (:class:`TreeBroadcast`) instead of MPI's broadcast.
+point-to-point messages (:class:`TreeBroadcast`) instead of MPI's broadcast. On a communicator
+whose ranks all share one node with more ranks than cores, the rounds of small messages
+(:func:`allreduce`, :func:`gather_rows`, :func:`scatter_rows`, :func:`allgather_rows`, small
+broadcasts, :func:`barrier`) are star rounds (:mod:`.star`), whose waiting ranks sleep on their
+doorbells (:mod:`.doorbell`) instead of waking to relay MPI's trees.
 """
 
 from __future__ import annotations
