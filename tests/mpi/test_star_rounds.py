@@ -5,7 +5,6 @@ choice is the same on every rank, and a rank without a bell turns it off for eve
 
 from __future__ import annotations
 
-import os
 import time
 from collections.abc import Iterator
 
@@ -13,7 +12,7 @@ import numpy as np
 import pytest
 from mpi4py import MPI
 
-from h5subfile.mpi import collective, doorbell, rounds, star
+from h5subfile.mpi import collective, rounds, star
 
 
 @pytest.fixture
@@ -125,29 +124,6 @@ def test_star_reductions_are_those_of_mpi() -> None:
     assert star.reduction(MPI.SUM).reduce(rows, axis=0).tolist() == [2, 6]
     with pytest.raises(ValueError, match="no star reduction"):
         star.reduction(MPI.PROD)
-
-
-def test_a_doorbell_counts_its_rings_and_ignores_bells_that_are_gone(comm: MPI.Comm) -> None:
-    """Local: a bell rung three times wakes at once and counts three; a wait with no ring
-    sleeps its pause and counts none; ringing a bell whose process is gone is not an error."""
-    bell = doorbell.own_bell()
-    if bell is None:
-        pytest.skip("no abstract sockets here")
-    mine = bell.address(0)
-    bell.clear()
-    for _ in range(3):
-        bell.ring(mine)
-    began = time.monotonic()
-    assert bell.wait(5.0) == 3
-    assert time.monotonic() - began < 1.0
-    assert bell.wait(0.01) == 0
-    for _ in range(3 * doorbell.MANY):
-        bell.ring(mine)  # the kernel refuses some once its queue is full: not an error
-    assert bell.wait(0.0) == doorbell.MANY
-    gone = mine.copy()
-    gone[1] = 2**22 + 12345  # no such process id on Linux (pid_max <= 2**22)
-    bell.ring(gone)
-    assert int(mine[1]) == os.getpid()
 
 
 class _DoneAtTest:

@@ -44,10 +44,10 @@ class Doorbell:
     """This process's bell, and the addresses of the bells it rings."""
 
     def __init__(self) -> None:
-        self.token = secrets.randbits(62)
+        self.token, self.pid = secrets.randbits(62), os.getpid()
         self._socket = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
         try:
-            self._socket.bind(_name(os.getpid(), self.token))
+            self._socket.bind(_name(self.pid, self.token))
             self._socket.setblocking(False)
         except OSError:
             self._socket.close()
@@ -55,7 +55,7 @@ class Doorbell:
 
     def address(self, flags: int) -> np.ndarray:
         """This rank's part of the exchange of addresses (``ADDRESS_FIELDS`` uint64)."""
-        return np.array([host_key(), os.getpid(), self.token, flags], dtype=np.uint64)
+        return np.array([host_key(), self.pid, self.token, flags], dtype=np.uint64)
 
     def wait(self, seconds: float) -> int:
         """Sleep until the bell rings or ``seconds`` pass (at once when it rang meanwhile);
@@ -75,6 +75,10 @@ class Doorbell:
                 heard += 1
         return min(heard, MANY)
 
+    def close(self) -> None:
+        """Close this process's end of the bell (a forked child's copy of its parent's)."""
+        self._socket.close()
+
     def ring(self, address: np.ndarray) -> None:
         """Ring the bell at ``address`` (a row of the exchange of addresses). A bell gone or
         full is not an error: its rank tests its request when its pause ends anyway."""
@@ -86,7 +90,12 @@ _BELL: list[Doorbell | None] = []
 
 
 def own_bell() -> Doorbell | None:
-    """This process's bell, made on first use; None where abstract sockets do not exist."""
+    """This process's bell, made on first use (again in a forked child, whose parent's bell
+    it must not answer for); None where abstract sockets do not exist."""
+    cached = _BELL[0] if _BELL else None
+    if cached is not None and cached.pid != os.getpid():
+        cached.close()
+        _BELL.clear()
     if not _BELL:
         bell = None
         if sys.platform.startswith("linux"):
