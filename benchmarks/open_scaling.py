@@ -290,11 +290,17 @@ def render(record: dict) -> str:
             f"| {r['ranks']} {how}| {_cell(r['wall'])} | {ratio_text(r)} | "
             f"{_cell(r['cpu_root'], 1000, 1)} | {r['cpu_root_ratio']:.2f} | {other} |"
         )
-    met = "met" if top["ratio"] <= 2 else "not met"
+    by_round = top.get("ratio_by_round")
+    if top["ratio"] > 2:
+        met = "not met in wall time"
+    elif by_round is not None and by_round["max"] > 2:
+        met = "met in wall time by the medians, not in every round"
+    else:
+        met = "met in wall time"
     lines += [
         "",
         f"- **Target: opening at {top['ranks']} ranks costs at most 2x opening at {first} rank: "
-        f"{met} in wall time: {ratio_text(top)}.** Rank 0's work does not grow with the "
+        f"{met}: {ratio_text(top)}.** Rank 0's work does not grow with the "
         f"readers ({top['cpu_root_ratio']:.2f}x its CPU at {first} rank) and every other rank "
         f"spends {1000 * top['cpu_other_mean']['median']:.1f} ms of CPU (no metadata read "
         "storm: the master is read once). With more ranks than cores the wall time is at least "
