@@ -11,6 +11,7 @@ Linux) there is no bell, and ranks sleep between tests as before.
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import hashlib
 import os
@@ -101,5 +102,6 @@ def own_bell() -> Doorbell | None:
         if sys.platform.startswith("linux"):
             with contextlib.suppress(OSError, ValueError):
                 bell = Doorbell()
+                atexit.register(bell.close)  # its name goes with it
         _BELL.append(bell)
     return _BELL[0]
