@@ -77,3 +77,14 @@ class raises_on_every_rank:
         if wrong:
             raise AssertionError("; ".join(wrong) + f"\nmessage: {message}") from None
         return True
+
+
+class DoneAtTest:
+    """A stand-in request that completes at its ``n``-th test (local: no MPI)."""
+
+    def __init__(self, n: int) -> None:
+        self.left = n
+
+    def Test(self) -> bool:  # noqa: N802 - MPI.Request's name
+        self.left -= 1
+        return self.left <= 0

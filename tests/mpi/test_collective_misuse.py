@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from mpi4py import MPI
-from ranks import raises_on_every_rank, same_on_every_rank
+from ranks import DoneAtTest, raises_on_every_rank, same_on_every_rank
 
 import h5subfile as hs
 from h5subfile.mpi import collective, rounds
@@ -247,17 +247,6 @@ def test_waiting_ranks_yield_only_when_the_node_is_not_oversubscribed(
     assert rounds.ranks_on_node() == 7
 
 
-class _DoneAtTest:
-    """A stand-in request that completes at its ``n``-th test (local: no MPI)."""
-
-    def __init__(self, n: int) -> None:
-        self.left = n
-
-    def Test(self) -> bool:  # noqa: N802 - MPI.Request's name
-        self.left -= 1
-        return self.left <= 0
-
-
 @pytest.mark.parametrize("patient", [False, True])
 def test_a_patient_round_pauses_up_to_the_longer_sleep(
     comm: MPI.Comm, monkeypatch: pytest.MonkeyPatch, patient: bool
@@ -268,7 +257,7 @@ def test_a_patient_round_pauses_up_to_the_longer_sleep(
     monkeypatch.setattr(rounds, "_YIELD_FOR", 0.0)  # sleep at once, as when oversubscribed
     pauses: list[float] = []
     monkeypatch.setattr(rounds.time, "sleep", pauses.append)
-    rounds.polled(comm, lambda: _DoneAtTest(40), None, patient=patient)
+    rounds.polled(comm, lambda: DoneAtTest(40), None, patient=patient)
     first = rounds.PATIENT_FIRST_SLEEP if patient else rounds.FIRST_SLEEP
     assert pauses[0] == 0.0 and pauses[1] == first
     assert all(b == min(2 * a, max(pauses)) for a, b in zip(pauses[1:], pauses[2:]))

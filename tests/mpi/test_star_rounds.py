@@ -11,6 +11,7 @@ from collections.abc import Iterator
 import numpy as np
 import pytest
 from mpi4py import MPI
+from ranks import DoneAtTest
 
 from h5subfile.mpi import collective, rounds, star
 
@@ -68,17 +69,22 @@ def test_star_rounds_give_what_mpis_collectives_give(crowded: MPI.Comm) -> None:
         _every_round(crowded, step)
 
 
-def test_rounds_stay_mpis_when_the_node_has_a_core_per_rank(
-    comm: MPI.Comm, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    monkeypatch.setenv("MPI_LOCALNRANKS", "1")
+def _stays_mpis(comm: MPI.Comm, step: int) -> None:
+    """On a new communicator: its rounds are MPI's on every rank, with the right values."""
     fresh = comm.Dup()
     try:
         rounds.barrier(fresh)
         assert not rounds.channel_of(fresh).star
-        _every_round(fresh, 1)
+        _every_round(fresh, step)
     finally:
         fresh.Free()
+
+
+def test_rounds_stay_mpis_when_the_node_has_a_core_per_rank(
+    comm: MPI.Comm, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("MPI_LOCALNRANKS", "1")
+    _stays_mpis(comm, 1)
 
 
 def test_one_rank_without_doorbells_turns_star_rounds_off_on_every_rank(
@@ -88,13 +94,7 @@ def test_one_rank_without_doorbells_turns_star_rounds_off_on_every_rank(
     monkeypatch.setenv("MPI_LOCALNRANKS", str(4 * rounds.cores()))
     if comm.rank == 0:
         monkeypatch.setenv(rounds.DOORBELLS_VARIABLE, "0")
-    fresh = comm.Dup()
-    try:
-        rounds.barrier(fresh)
-        assert not rounds.channel_of(fresh).star
-        _every_round(fresh, 2)
-    finally:
-        fresh.Free()
+    _stays_mpis(comm, 2)
 
 
 def test_star_rounds_survive_parts_of_the_next_round_arriving_first(crowded: MPI.Comm) -> None:
@@ -126,17 +126,6 @@ def test_star_reductions_are_those_of_mpi() -> None:
         star.reduction(MPI.PROD)
 
 
-class _DoneAtTest:
-    """A stand-in request that completes at its ``n``-th test (local: no MPI)."""
-
-    def __init__(self, n: int) -> None:
-        self.left = n
-
-    def Test(self) -> bool:  # noqa: N802 - MPI.Request's name
-        self.left -= 1
-        return self.left <= 0
-
-
 def test_a_rung_round_sleeps_on_its_bell_and_tests_again_for_each_ring(
     crowded: MPI.Comm, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -157,7 +146,7 @@ def test_a_rung_round_sleeps_on_its_bell_and_tests_again_for_each_ring(
         return rings.get(len(waits), 0)
 
     monkeypatch.setattr(channel.bell, "wait", wait)
-    request = _DoneAtTest(12 + 2 * 3 + 4)
+    request = DoneAtTest(12 + 2 * 3 + 4)
     rounds.polled(crowded, lambda: request, None, rung=True)
     assert waits[:8] == [0.0, 1e-3, 2e-3, 4e-3, 8e-3, 16e-3, 32e-3, rounds.LONGEST_SLEEP]
     assert waits[8:11] == [rounds.LONGEST_SLEEP] * 3
