@@ -84,6 +84,7 @@ class DoneAtTest:
 
     def __init__(self, n: int) -> None:
         self.left = n
+        self.sending = True  # what a star round says while a message of its rank is queued
 
     def Test(self) -> bool:  # noqa: N802 - MPI.Request's name
         self.left -= 1

@@ -126,30 +126,83 @@ def test_star_reductions_are_those_of_mpi() -> None:
         star.reduction(MPI.PROD)
 
 
-def test_a_rung_round_sleeps_on_its_bell_and_tests_again_for_each_ring(
-    crowded: MPI.Comm, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """Local (the waits recorded, not slept): a star round's pauses double from
-    RUNG_FIRST_SLEEP up to LONGEST_SLEEP on the bell, never on the clock; after a wait that
-    heard rings the rank tests once more for each, twice over, then pauses from AFTER_RING."""
-    rounds.barrier(crowded)
-    channel = rounds.channel_of(crowded)
-    if channel.bell is None:
-        pytest.skip("no doorbell here")
+def _recorded_waits(
+    channel: rounds._Channel, monkeypatch: pytest.MonkeyPatch, rings: dict[int, int]
+) -> list[float]:
+    """The pauses a rung round asks its bell for, recorded instead of slept; the n-th wait
+    hears ``rings[n]`` rings."""
     monkeypatch.setattr(rounds, "_YIELD_FOR", 0.0)  # sleep at once, as when oversubscribed
     monkeypatch.setattr(rounds.time, "sleep", lambda _: pytest.fail("slept on the clock"))
     waits: list[float] = []
-    rings = {12: 3}  # the 12th wait hears 3 rings
 
     def wait(seconds: float) -> int:
         waits.append(seconds)
         return rings.get(len(waits), 0)
 
+    assert channel.bell is not None
     monkeypatch.setattr(channel.bell, "wait", wait)
+    return waits
+
+
+def test_a_rung_round_sleeps_on_its_bell_and_tests_again_for_each_ring(
+    crowded: MPI.Comm, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Local (the waits recorded, not slept): a star round whose rank still has a message
+    queued pauses from RUNG_FIRST_SLEEP, doubling up to LONGEST_SLEEP, on the bell, never on
+    the clock; after a wait that heard rings the rank tests once more for each, twice over,
+    then pauses from AFTER_RING."""
+    rounds.barrier(crowded)
+    channel = rounds.channel_of(crowded)
+    if channel.bell is None:
+        pytest.skip("no doorbell here")
+    waits = _recorded_waits(channel, monkeypatch, {12: 3})  # the 12th wait hears 3 rings
     request = DoneAtTest(12 + 2 * 3 + 4)
+    request.sending = True
     rounds.polled(crowded, lambda: request, None, rung=True)
     assert waits[:8] == [0.0, 1e-3, 2e-3, 4e-3, 8e-3, 16e-3, 32e-3, rounds.LONGEST_SLEEP]
     assert waits[8:11] == [rounds.LONGEST_SLEEP] * 3
     assert waits[12:14] == [rounds.AFTER_RING, 2 * rounds.AFTER_RING]
     assert request.left == 0
     assert rounds.RUNG_FIRST_SLEEP == 1e-3
+
+
+def test_a_rung_round_with_nothing_left_to_send_sleeps_until_it_is_rung(
+    crowded: MPI.Comm, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Local: a rank whose messages have all gone waits only for a ring, so its fallback
+    pause is LONGEST_SLEEP from the first; after a ring it pauses from AFTER_RING (the
+    message rung for may not have been moved yet). A real star round's rank has nothing left
+    to send once the round is over."""
+    rounds.barrier(crowded)
+    channel = rounds.channel_of(crowded)
+    if channel.bell is None:
+        pytest.skip("no doorbell here")
+    waits = _recorded_waits(channel, monkeypatch, {4: 1})
+    request = DoneAtTest(4 + 2 + 3)
+    request.sending = False
+    rounds.polled(crowded, lambda: request, None, rung=True)
+    assert waits[:4] == [0.0] + [rounds.LONGEST_SLEEP] * 3
+    assert waits[4:6] == [rounds.AFTER_RING, 2 * rounds.AFTER_RING]
+    assert request.left == 0
+    monkeypatch.undo()
+    assert channel.status is not None
+    nothing = np.empty(0, dtype=np.uint8)
+    made: list[star.Star] = []
+
+    def start() -> star.Star:
+        rows = [nothing] * crowded.size if crowded.rank == 0 else None
+        made.append(
+            star.Star(
+                channel.status,
+                0,
+                channel.ring,
+                up=nothing,
+                rows=rows,
+                answers=lambda _: nothing,
+                answer=nothing,
+            )
+        )
+        return made[-1]
+
+    rounds.polled(crowded, start, nothing, rung=True)
+    assert not made[0].sending

@@ -85,6 +85,12 @@ class Star:
     def _send(self, data: np.ndarray, rank: int) -> None:
         self._unrung.append((self._comm.Isend(data, dest=rank, tag=TAG), rank))
 
+    @property
+    def sending(self) -> bool:
+        """Whether a message of this rank's is still queued: MPI sends it only while this rank
+        calls into MPI, and no ring will wake the rank to do so."""
+        return bool(self._unrung)
+
     def _ring_sent(self) -> bool:
         """Ring the ranks whose messages have gone; whether every message has."""
         waiting = []
