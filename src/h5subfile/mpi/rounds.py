@@ -547,7 +547,9 @@ def _wait(
     yielding = yield_for()
     started = time.monotonic()
     checked = started
-    pause, shortest = 0.0, first_sleep
+    # A rung round's rank tested its request as it entered the round (polled): it sleeps on
+    # its bell at once (a ring since then is queued and ends the pause at once).
+    pause, shortest = (0.0 if bell is None else first_sleep), first_sleep
     while True:
         now = time.monotonic()
         slept = now - started >= yielding
