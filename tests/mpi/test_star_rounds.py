@@ -48,6 +48,17 @@ def _every_round(comm: MPI.Comm, step: int) -> None:
         answer = np.empty(8, dtype=np.int64)
         rounds.scatter_rows(comm, parts if rank == root else None, answer, root)
         assert answer.tolist() == (np.arange(8) + 8 * rank + step).tolist()
+        for same in (False, True):  # a question to the root, and its answer (one or each)
+            asked = np.full(5, rank + step, dtype=np.int64)
+            told = np.empty(3, dtype=np.int64)
+
+            def answer(rows: np.ndarray, same: bool = same) -> np.ndarray:
+                assert rows[:, 0].tolist() == [r + step for r in range(size)]
+                totals = rows.sum(axis=1)
+                return totals[:1, None].repeat(3, 1) if same else totals[:, None].repeat(3, 1)
+
+            rounds.ask_rows(comm, asked, told, answer if rank == root else None, same, root)
+            assert told.tolist() == [5 * ((0 if same else rank) + step)] * 3
         buffer = np.arange(100, dtype=np.float64) * step if rank == root else np.zeros(100)
         rounds.broadcast(comm, buffer, root)
         assert buffer.tolist() == (np.arange(100) * step).tolist()
@@ -206,3 +217,24 @@ def test_a_rung_round_with_nothing_left_to_send_sleeps_until_it_is_rung(
 
     rounds.polled(crowded, start, nothing, rung=True)
     assert not made[0].sending
+
+
+def test_the_centre_answering_a_question_is_work_not_waiting(crowded: MPI.Comm) -> None:
+    """Rank 0 answers within the star round (rounds.ask_rows) while the others sleep: the
+    others count that time as waiting, rank 0 does not (rounds.waited feeds the kernels'
+    waiting time and the profile's)."""
+    rounds.barrier(crowded)
+    if crowded.size < 2:
+        pytest.skip("a star needs two ranks")
+    before, _ = rounds.waited(crowded)
+
+    def answer(rows: np.ndarray) -> np.ndarray:
+        time.sleep(0.3)
+        return rows * 2
+
+    got = np.empty(1, dtype=np.int64)
+    mine = np.array([crowded.rank + 1], dtype=np.int64)
+    rounds.ask_rows(crowded, mine, got, answer if crowded.rank == 0 else None)
+    assert got.tolist() == [2 * (crowded.rank + 1)]
+    spent = rounds.waited(crowded)[0] - before
+    assert spent < 0.15 if crowded.rank == 0 else spent >= 0.25, spent

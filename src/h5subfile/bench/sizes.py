@@ -118,7 +118,7 @@ def scatter_sizes(step: PlannedStep, ranks: Iterable[int]) -> dict[int, int]:
 
 
 def gather_bytes(step: PlannedStep) -> int:
-    """Bytes one rank sends rank 0 (its requests, as ``root_plans`` gathers them); the same
+    """Bytes one rank sends rank 0 (its requests, as the creation's agreement round carries them); the same
     for every rank here (every rank has as many particles)."""
     return message_bytes(([one.request for one in step.requested], None))
 

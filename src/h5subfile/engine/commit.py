@@ -31,7 +31,7 @@ from ..errors import H5SubfileError, IncompleteFileError
 from ..io.writebehind import Lost
 from ..layout.catalog import NodeInfo
 from ..layout.regions import describe
-from ..mpi.collective import root_decides
+from ..mpi.collective import Question
 from ..mpi.failures import Failure, rebuild
 from ..mpi.failures import describe as describe_error
 from . import integrity
@@ -139,19 +139,19 @@ def _close(
     if failure is not None:
         failed = f"{type(failure).__name__}: {failure}"
     try:
-        session.enter(
-            "commit" if keep_claim else "close", error, background=False
-        )  # background errors: reported below
-        # One round: each rank's checksums, subfile identity and missing regions to rank 0,
-        # which records the checksums and identities, then commits the master.
+        # Each rank's checksums, subfile identity and missing regions go to rank 0 with the
+        # agreement (in its round where the rounds are stars), and rank 0 records the
+        # checksums and identities, then commits the master.
         report, not_made = integrity.close_report(session)
-        message, troubles = root_decides(
-            session.comm,
+        question = Question(
             (report, missing_regions(session), behind),
-            not_made,
             lambda gathered: _record_and_commit(session, gathered, failed, keep_claim),
             per_rank=False,
+            error=not_made,
         )
+        message, troubles = session.enter(
+            "commit" if keep_claim else "close", error, background=False, question=question
+        )  # background errors: reported below
     except BaseException:
         session.abandon()
         raise

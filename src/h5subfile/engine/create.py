@@ -35,10 +35,10 @@ from ..layout.dtypes import check_dtype
 from ..layout.names import subfile_relpath
 from ..layout.record import DatasetLayout, StoredExtent
 from ..mpi.collective import (
+    Question,
     bcast,
     root_collects,
     root_decides,
-    root_plans,
 )
 from ..plan import Plan
 from .creation_plan import (
@@ -189,7 +189,9 @@ def _create_datasets(
     writing = session.require_writable("create_datasets")
     comm = session.comm
 
-    def plan_on_root(gathered: list[Any]) -> tuple[list[RankAssignment], CreationPlan]:
+    planned: list[CreationPlan] = []  # rank 0's, kept for publishing
+
+    def plan_on_root(gathered: list[Any]) -> list[RankAssignment]:
         creation = plan_creation(
             session.path,
             session.catalog,
@@ -202,12 +204,20 @@ def _create_datasets(
         for dataset in creation.datasets:
             if dataset.replaces_unfinished:
                 writing.root.master.replace_unfinished(dataset.path)
+        planned.append(creation)
         own = own_views(creation, writing.number, session.plan) if writes else None
-        return creation.assignments(own), creation
+        return creation.assignments(own)
 
     named = "" if requests is None else ", ".join(r.path for r in requests)
-    session.enter("write_datasets" if writes else "create_dataset", error, detail=named)
-    assignment, creation = root_plans(comm, requests, None, plan_on_root)
+    # Every rank's requests go to rank 0 with the call's agreement, which rank 0 answers with
+    # each rank's assignment (in the same round where the rounds are stars).
+    assignment: RankAssignment = session.enter(
+        "write_datasets" if writes else "create_dataset",
+        error,
+        detail=named,
+        question=Question(requests, plan_on_root),
+    )
+    creation = planned[0] if planned else None
     offsets, error = create_sources(session, assignment.tasks)
     if assignment.own is not None:
         assert requests is not None  # the agreement round raised otherwise

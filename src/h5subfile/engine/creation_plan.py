@@ -156,7 +156,7 @@ def plan_creation(
         "create_dataset/write_datasets", [[r.signature for r in reqs or ()] for reqs in gathered]
     )
     present = [reqs for reqs in gathered if reqs is not None]  # None only with an error
-    assert len(present) == size, "root_plans raises before planning when a rank failed"
+    assert len(present) == size, "the agreement raises before planning when a rank failed"
     requested = []
     # Datasets placed by prefix sum with the same lengths (a VPIC step's eight) share one
     # block map, which plan_datasets then checks and coalesces once.

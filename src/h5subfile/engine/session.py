@@ -48,7 +48,7 @@ from ..layout.integrity import PieceSum, identity
 from ..layout.names import SourcePaths, subfile_relpath
 from ..layout.record import DatasetLayout, FileRecord
 from ..layout.sharing import broadcast_limit
-from ..mpi.collective import Call, agree, root_first, root_only, waited
+from ..mpi.collective import Call, Question, agree, agree_asking, root_first, root_only, waited
 from ..mpi.nodes import node_of_ranks
 from ..plan import READ_FIELDS, Plan
 from . import autoplan
@@ -235,7 +235,8 @@ class Session:
         detail: str = "",
         args: str | None = None,
         background: bool = True,
-    ) -> None:
+        question: Question | None = None,
+    ) -> Any:
         """Collective: the agreement round that starts every collective call on this file.
 
         Every rank must be in the same call (``name`` and its number on this file; ``args``
@@ -245,6 +246,8 @@ class Session:
         Without an ``error`` of its own, a rank brings the error its background writes met
         (``async_writes``; not waited for, and kept: every later call raises it too), which
         fails the session (``background=False``: the close, which waits and reports them).
+        A ``question`` for rank 0 (the call's next step: :func:`collective.agree_asking`)
+        rides with the agreement where the rounds are stars; returns its answer, or None.
         """
         call = Call(name, self.calls, detail, args, self.path)
         self.calls += 1
@@ -254,10 +257,10 @@ class Session:
             error = behind = self.writing.pool.error()
         try:
             if profile is None:
-                agree(self.comm, error, call)
+                _, answered = agree_asking(self.comm, error, call, question)
             else:
                 with profile.phases.timed("agree"):
-                    agree(self.comm, error, call)
+                    _, answered = agree_asking(self.comm, error, call, question)
         except (CollectiveMismatchError, CollectiveTimeoutError) as exc:
             if isinstance(exc, CollectiveTimeoutError) or exc.out_of_step:
                 self.abandon()
@@ -266,6 +269,7 @@ class Session:
             if behind is not None and self.writing is not None:
                 self.writing.note_failure(exc)
             raise
+        return answered()
 
     def wait_writes(self) -> BaseException | None:
         """Local: wait until this rank's background writes (``async_writes``) are done, before

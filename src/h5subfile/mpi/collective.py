@@ -11,7 +11,8 @@ differ all raise CollectiveMismatchError naming them; ranks that wait longer tha
 ``H5SUBFILE_COLLECTIVE_TIMEOUT`` seconds raise CollectiveTimeoutError naming the ranks that
 never arrived (docs/ARCHITECTURE.md, "Collective discipline"). The object collectives
 (:func:`gather`, :func:`bcast`, :func:`allgather`) and rank 0's protocols (:func:`root_only`,
-:func:`root_decides`, :func:`root_plans`) are polled rounds too.
+:func:`root_decides`) are polled rounds too; where the rounds are stars, a call's question
+to rank 0 rides with its agreement round (:func:`agree_asking`).
 """
 
 from __future__ import annotations
@@ -127,15 +128,42 @@ def agree(
     (a non-negative int; 0 when nobody gives one). ``patient``: the ranks wait for one rank's
     long work, and sleep longer between tests (``rounds.PATIENT_SLEEP``).
     """
+    return agree_asking(comm, error, call, None, value, patient)[0]
+
+
+def agree_asking(
+    comm: MPI.Comm,
+    error: BaseException | None,
+    call: Call | None,
+    question: Question | None,
+    value: int = 0,
+    patient: bool = False,
+) -> tuple[int, Callable[[], Any]]:
+    """Collective: :func:`agree`, then ``question`` asked of rank 0 as :func:`root_decides`
+    asks it. Returns agree's value and the function (collective, called by every rank next)
+    that returns this rank's answer or raises the question's error: so the caller tells the
+    agreement's errors from the answer's. Where the rounds are stars, the question rides
+    with the agreement and rank 0 answers it in the same round once every rank agrees: one
+    round instead of agree's and root_decides'. Every agreement round in a star has that
+    one shape, with or without a question, so ranks in different calls still meet in it."""
     agreed = isinstance(error, errors.H5SubfileError) and error.collective
     flag = 0 if error is None else 2 if agreed else 1
     key = 0 if call is None else call_hash(f"{call.name}\0{call.seq}")
     args = 0 if call is None or call.args is None else call_hash(call.args)
     sent = np.array([flag, key, -key, args, -args, value], dtype=np.int64)
-    got = allreduce(comm, sent, call=call, patient=patient)
-    in_step, same_args = got[1] == -got[2], got[3] == -got[4]
-    if got[0] == 0 and in_step and same_args:
-        return int(got[5])
+    answered: Callable[[], Any] | None = None
+    if channel_of(comm).star:
+        got, answered = _star_agreement(comm, sent, call, patient, question)
+    else:
+        got = allreduce(comm, sent, call=call, patient=patient)
+    if _in_agreement(got):
+        if answered is None and question is not None:
+            asked = question
+
+            def answered() -> Any:
+                return root_decides(comm, asked.local, asked.error, asked.decide, asked.per_rank)
+
+        return int(got[5]), answered or (lambda: None)  # no question: no answer
     mine = _Arrival(
         "" if call is None else call.describe(),
         "" if call is None else call.file,
@@ -147,16 +175,59 @@ def agree(
     crossed = [r for r, a in enumerate(arrivals) if not isinstance(a, _Arrival)]
     if crossed:
         raise _crossed(crossed, mine) from error
-    if not in_step:
+    if got[1] != -got[2]:
         raise out_of_step(arrivals) from error
     # A rank that failed has no arguments worth comparing: its error is the one to raise,
     # unless the others disagree among themselves too.
-    if not same_args and len({a.args for a in arrivals if a.failure is None}) > 1:
+    if got[3] != -got[4] and len({a.args for a in arrivals if a.failure is None}) > 1:
         raise _argument_mismatch(arrivals) from error
     failures = [(rank, a.failure) for rank, a in enumerate(arrivals) if a.failure is not None]
     if error is not None and all(a.agreed and a.failure == mine.failure for a in arrivals):
         raise error  # already the same on every rank: raised as itself
     raise rebuild(failures, comm.size) from error
+
+
+def _in_agreement(got: np.ndarray) -> bool:
+    """Whether an agreement round's reduced [flag, h, -h, a, -a, value] says: no rank failed,
+    every rank in the same call with the same arguments."""
+    return bool(got[0] == 0 and got[1] == -got[2] and got[3] == -got[4])
+
+
+def _star_agreement(
+    comm: MPI.Comm,
+    sent: np.ndarray,
+    call: Call | None,
+    patient: bool,
+    question: Question | None,
+) -> tuple[np.ndarray, Callable[[], Any] | None]:
+    """An agreement round in a star (:func:`rounds.ask_rows`): each rank sends rank 0 its
+    vector ``sent`` and a question's slot (empty without one); rank 0 reduces the vectors
+    with MAX and, when they agree and the call asks a question, answers it. Returns the
+    reduced vector, and the function that finishes the question (None unless answered)."""
+    head = sent.nbytes
+    asking = None if question is None else _Asking(comm, question)
+    width = slot_bytes(comm.size)
+    mine = np.zeros(head + width, dtype=np.uint8)
+    mine[:head] = sent.view(np.uint8)
+    if asking is not None:
+        mine[head:] = asking.slot()
+    got = np.empty_like(mine)
+
+    def answer(rows: np.ndarray) -> np.ndarray:
+        reduced = rows[:, :head].copy().view(sent.dtype).max(axis=0)
+        if asking is None or not _in_agreement(reduced):
+            slots = np.zeros((1, width), dtype=np.uint8)  # nothing asked: one row for all
+        else:
+            slots = asking.rows(rows[:, head:])
+        return np.hstack([np.broadcast_to(reduced.view(np.uint8), (len(slots), head)), slots])
+
+    on_root = answer if comm.rank == 0 else None
+    rounds.ask_rows(comm, mine, got, on_root, call=call, patient=patient)
+    reduced = got[:head].copy().view(sent.dtype)
+    if asking is None or not _in_agreement(reduced):
+        return reduced, None
+    answers = asking
+    return reduced, lambda: answers.answered(got[head:])
 
 
 # Object collectives, polled: with more ranks than cores, MPI's blocking collectives spin and
@@ -266,28 +337,62 @@ def _scatter_bytes(
     never travels: however large it is (rank 0's view of new datasets holds every extent),
     it costs no second round."""
     width = slot_bytes(comm.size)
-    slots, sent = None, []
+    slots = None
     if comm.rank == root:
         assert parts is not None and len(parts) == comm.size
-        sent = [p for r, p in enumerate(parts) if r != root]
-        more = MORE if sent and max(p.size for p in sent) > width - _HEAD else 0
-        slots = np.zeros((comm.size, width), dtype=np.uint8)
-        for rank, (slot, part) in enumerate(zip(slots, parts)):
-            _fill(slot, None if rank == root else part, flags | more)
+        slots = _answer_slots(parts, width, flags, root)
     mine = np.empty(width, dtype=np.uint8)
     rounds.scatter_rows(comm, slots, mine, root)
-    got_flags, size, got = _read_slot(mine)
-    if got is None:  # a second round carries the parts sent, at their exact sizes
-        whole: list[Any] | None = None
-        if comm.rank == root:
-            sizes = np.array([0 if r == root else p.size for r, p in enumerate(parts or ())])
-            whole = [np.concatenate(sent), sizes, _displacements(sizes), MPI.BYTE]
-        got = np.empty(size, dtype=np.uint8)
-        polled(comm, lambda: comm.Iscatterv(whole, got, root=root), (whole, got))
+    return _answer_read(comm, mine, parts, True, root)
+
+
+def _answer_slots(
+    parts: Sequence[np.ndarray], width: int, flags: int, root: int | None
+) -> np.ndarray:
+    """The slots of answers ``parts`` (one per rank, ``root``'s own left out since it never
+    travels; or, with ``root`` None, one for every rank), each with ``flags``, and MORE in every
+    slot when one that travels does not fit."""
+    sent = [p for r, p in enumerate(parts) if r != root]
+    more = MORE if sent and max(p.size for p in sent) > width - _HEAD else 0
+    slots = np.zeros((len(parts), width), dtype=np.uint8)
+    for rank, (slot, part) in enumerate(zip(slots, parts)):
+        _fill(slot, None if rank == root else part, flags | more)
+    return slots
+
+
+def _answer_read(
+    comm: MPI.Comm,
+    slot: np.ndarray,
+    parts: Sequence[np.ndarray] | None,
+    per_rank: bool,
+    root: int,
+) -> tuple[int, np.ndarray]:
+    """This rank's (flags, answer) from the slot it received of ``root``'s ``parts`` (given on
+    ``root``: one per rank with ``per_rank``, else one for all): the answers that did not fit
+    come in a second round at their exact sizes, scattered or broadcast; ``root`` keeps its
+    own, which never travels."""
+    flags, size, got = _read_slot(slot)
+    if got is None:
+        if per_rank:
+            whole: list[Any] | None = None
+            if comm.rank == root:
+                assert parts is not None
+                sizes = np.array([0 if r == root else p.size for r, p in enumerate(parts)])
+                sent = [p for r, p in enumerate(parts) if r != root]
+                whole = [np.concatenate(sent), sizes, _displacements(sizes), MPI.BYTE]
+            got = np.empty(0 if comm.rank == root else size, dtype=np.uint8)
+            polled(comm, lambda: comm.Iscatterv(whole, got, root=root), (whole, got))
+        else:
+            if comm.rank == root:
+                assert parts is not None
+                got = parts[0]
+            else:
+                got = np.empty(size, dtype=np.uint8)
+            broadcast(comm, got, root)
     if comm.rank == root:
         assert parts is not None
-        return got_flags, parts[root]
-    return got_flags, got
+        return flags, parts[root if per_rank else 0]
+    return flags, got
 
 
 def _bcast_bytes(
@@ -299,12 +404,7 @@ def _bcast_bytes(
     if comm.rank == root:
         _fill(slot, data, flags)
     broadcast(comm, slot, root)
-    got_flags, size, inline = _read_slot(slot)
-    if inline is not None:
-        return got_flags, inline
-    got = data if comm.rank == root and data is not None else np.empty(size, dtype=np.uint8)
-    broadcast(comm, got, root)
-    return got_flags, got
+    return _answer_read(comm, slot, None if data is None else [data], False, root)
 
 
 def barrier(comm: MPI.Comm) -> None:
@@ -403,30 +503,6 @@ def root_first(
     return outcome.delivered(comm, got, root)
 
 
-def root_plans(
-    comm: MPI.Comm,
-    local: Any,
-    local_error: BaseException | None,
-    plan: Callable[[list[Any]], tuple[list[Any], T]],
-) -> tuple[Any, T | None]:
-    """Collective: gather every rank's ``local`` on rank 0, whose ``plan`` returns one answer
-    per rank (scattered) and what rank 0 keeps for the next step of its protocol.
-
-    Returns ``(this rank's answer, kept)``; ``kept`` is None except on rank 0. Local errors
-    from any rank, and any exception raised by ``plan``, become the same exception on every
-    rank. O(P) messages in total.
-    """
-    kept: list[T] = []
-
-    def decide(gathered: list[Any]) -> list[Any]:
-        answers, keep = plan(gathered)
-        kept.append(keep)
-        return answers
-
-    answer = root_decides(comm, local, local_error, decide)
-    return answer, (kept[0] if kept else None)
-
-
 def root_decides(
     comm: MPI.Comm,
     local: Any,
@@ -439,36 +515,92 @@ def root_decides(
     With ``per_rank`` ``decide`` returns one answer per rank (scattered); otherwise one answer for
     everybody (broadcast). Local errors from any rank (a ``local`` that cannot be sent is one),
     and any exception raised by ``decide`` (or an answer that cannot be sent), become the same
-    exception on every rank. O(P) messages in total, polled: waiting ranks sleep.
+    exception on every rank. O(P) messages in total, polled: waiting ranks sleep. One round
+    when the rounds are stars and every message fits its slot, two otherwise
+    (:func:`rounds.ask_rows`); a rank's message larger than its slot costs two more.
     """
-    try:
-        sent = _pickled((local, None if local_error is None else describe(local_error)))
-    except Exception as exc:  # noqa: BLE001 - agreed below, like a local error
-        sent = _pickled((None, describe(exc)))
-    slots = _gather_slots(comm, sent, root=0)
-    while True:  # twice when some rank's bytes did not fit its slot: rank 0 asks for them
-        answers: list[np.ndarray] | None = None
-        cause: BaseException | None = None  # the original, kept as __cause__ on rank 0
-        flags = 0
-        if slots is not None:
-            if any(inline is None for _, _, inline in slots):
-                answers, flags = [np.empty(0, dtype=np.uint8)] * comm.size, RESEND
-            else:
-                gathered = [_unpickled(inline) for _, _, inline in slots if inline is not None]
-                answers, cause = _decided(gathered, decide, per_rank, comm.size)
-        if per_rank:
-            flags, data = _scatter_bytes(comm, answers, 0, flags)
+    asking = _Asking(comm, Question(local, decide, per_rank, local_error))
+    got = np.empty(slot_bytes(comm.size), dtype=np.uint8)
+    on_root = asking.rows if comm.rank == 0 else None
+    rounds.ask_rows(comm, asking.slot(), got, on_root, same_for_all=not per_rank)
+    return asking.answered(got)
+
+
+@dataclass(frozen=True)
+class Question:
+    """What a collective call asks rank 0 (:func:`root_decides`' arguments): every rank's
+    ``local``; rank 0's ``decide`` answers them all, one answer per rank with ``per_rank``,
+    else one for all. :func:`agree` can carry it in the agreement round (``question``)."""
+
+    local: Any
+    decide: Callable[[list[Any]], Any]
+    per_rank: bool = True
+    error: BaseException | None = None  # this rank's: decide is not called, every rank raises
+
+
+class _Asking:
+    """A :class:`Question` on its way: the bytes this rank sends rank 0 in its slot, rank 0's
+    answers to the slots it gets (:meth:`rows`), and each rank's answer from the slot it gets
+    back (:meth:`answered`, with the rounds that bring what did not fit a slot)."""
+
+    def __init__(self, comm: MPI.Comm, question: Question) -> None:
+        self.comm, self.question = comm, question
+        failure = None if question.error is None else describe(question.error)
+        try:
+            self.sent = _pickled((question.local, failure))
+        except Exception as exc:  # noqa: BLE001 - agreed by the answer, like a local error
+            self.sent = _pickled((None, describe(exc)))
+        self.width = slot_bytes(comm.size)
+        self.asked: list[Any] = []  # rank 0: each rank's slot as read
+        self.parts: list[np.ndarray] = []  # rank 0: the answers' bytes
+        self.cause: BaseException | None = None  # rank 0: what decide raised, as __cause__
+
+    def slot(self) -> np.ndarray:
+        """This rank's slot (rank 0's own bytes never travel)."""
+        mine = np.zeros(self.width, dtype=np.uint8)
+        _fill(mine, None if self.comm.rank == 0 else self.sent)
+        return mine
+
+    def _decided(self, slots: list[Any]) -> list[np.ndarray]:
+        question = self.question
+        gathered = [_unpickled(inline) for _, _, inline in slots]
+        answers, self.cause = _decided(gathered, question.decide, question.per_rank, self.comm.size)
+        return answers
+
+    def rows(self, slots: np.ndarray) -> np.ndarray:
+        """Rank 0: the answers' slots (one per rank, or one for all) to every rank's slot: the
+        answers, or RESEND when some rank's bytes did not fit its slot."""
+        found = [_read_slot(slot) for slot in slots]
+        found[0] = (0, self.sent.size, self.sent)
+        self.asked = found
+        per_rank = self.question.per_rank
+        flags = RESEND if any(inline is None for _, _, inline in found) else 0
+        if flags:
+            self.parts = [np.empty(0, dtype=np.uint8)] * (self.comm.size if per_rank else 1)
         else:
-            flags, data = _bcast_bytes(comm, None if answers is None else answers[0], 0, flags)
-        if not flags & RESEND:
-            break
-        slots = _regather(comm, sent, slots)
-    ok, value = _unpickled(data)
-    if not ok:
-        error = exception_for(value)
-        error.collective = True
-        raise error from cause
-    return value
+            self.parts = self._decided(found)
+        return _answer_slots(self.parts, self.width, flags, 0 if per_rank else None)
+
+    def answered(self, got: np.ndarray) -> Any:
+        """Collective: this rank's answer from the slot ``got`` it was sent, or the error every
+        rank raises (after one more round for answers larger than their slots; after two more
+        and a new answer when rank 0 asked for the bytes again, RESEND)."""
+        comm, per_rank = self.comm, self.question.per_rank
+        parts = self.parts if comm.rank == 0 else None
+        flags, data = _answer_read(comm, got, parts, per_rank, 0)
+        if flags & RESEND:  # some rank's bytes did not fit its slot: every rank sends them again
+            slots = _regather(comm, self.sent, self.asked if comm.rank == 0 else None)
+            answers = None if slots is None else self._decided(slots)
+            if per_rank:
+                _, data = _scatter_bytes(comm, answers, 0)
+            else:
+                _, data = _bcast_bytes(comm, None if answers is None else answers[0], 0)
+        ok, value = _unpickled(data)
+        if not ok:
+            error = exception_for(value)
+            error.collective = True
+            raise error from self.cause
+        return value
 
 
 def one_slot_bytes(size: int) -> int:

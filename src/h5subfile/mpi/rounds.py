@@ -383,6 +383,57 @@ def scatter_rows(comm: MPI.Comm, parts: np.ndarray | None, got: np.ndarray, root
         polled(comm, lambda: comm.Iscatter(spec, got, root=root), (spec, got))
 
 
+def ask_rows(
+    comm: MPI.Comm,
+    sent: np.ndarray,
+    got: np.ndarray,
+    answer: Callable[[np.ndarray], np.ndarray] | None,
+    same_for_all: bool = False,
+    root: int = 0,
+    call: Call | None = None,
+    patient: bool = False,
+) -> None:
+    """Collective: every rank's ``sent`` (one size on every rank) to ``root``, whose ``answer``
+    (given on ``root`` only) takes them stacked in rank order and returns the rows to send
+    back: row r into rank r's ``got``, or with ``same_for_all`` (passed alike on every rank)
+    its one row into every rank's. One star round where the rounds are stars: the other ranks
+    sleep on their bells while ``root`` answers, as they would between a gather and a
+    scatter, with a round fewer to wake for; there ``answer`` may also return one row for
+    every rank whatever ``same_for_all`` says. Otherwise a gather, then a scatter (or a
+    broadcast). ``call`` and ``patient``: as for :func:`polled`, in a star round."""
+    rows = None
+    if comm.rank == root:
+        assert answer is not None
+        rows = np.empty((comm.size, *sent.shape), dtype=sent.dtype)
+        rows[root] = sent
+    if channel_of(comm).star:
+        answered: list[np.ndarray] = []
+
+        def row(rank: int) -> np.ndarray:
+            replies = answered[0]
+            return replies[0 if len(replies) == 1 else rank]
+
+        def combine() -> None:
+            assert answer is not None and rows is not None
+            answered.append(answer(rows))
+            got[...] = row(root)
+
+        if comm.rank == root:
+            kept = (sent, got, rows)
+            _star(comm, root, kept, call, patient, up=sent, rows=rows, combine=combine, answers=row)
+        else:
+            _star(comm, root, (sent, got), call, patient, up=sent, answer=got)
+        return
+    gather_rows(comm, sent, rows, root)
+    replies = None if answer is None or rows is None else answer(rows)
+    if same_for_all:
+        if replies is not None:
+            got[...] = replies[0]
+        broadcast(comm, got, root)
+    else:
+        scatter_rows(comm, replies, got, root)
+
+
 def barrier(comm: MPI.Comm) -> None:
     """Collective, one polled round: return once every rank has arrived."""
     if channel_of(comm).star:
@@ -504,6 +555,7 @@ def polled(
             raise _arrived_late(comm, late, call)
     if not request.Test():
         began = time.monotonic()
+        worked = getattr(request, "worked", 0.0)  # a star centre's answering is not waiting
         try:
             if rung:
                 sending = getattr(request, "sending", True)  # a Star's; unknown: assume so
@@ -514,7 +566,8 @@ def polled(
                 pauses = (FIRST_SLEEP, LAST_SLEEP)
             _wait(comm, channel, request, buffers, call, *pauses, channel.bell if rung else None)
         finally:
-            channel.waited += time.monotonic() - began
+            worked = getattr(request, "worked", 0.0) - worked
+            channel.waited += time.monotonic() - began - worked
             channel.waits += 1
     channel.settle()
     channel.progress()  # one probe: did the others give up waiting for this rank?

@@ -14,6 +14,7 @@ communicator shares one oversubscribed node).
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Sequence
 
 import numpy as np
@@ -50,6 +51,7 @@ class Star:
       ``answers(rank)`` into each other rank's ``answer``.
 
     ``ring(rank)`` rings a rank's bell; it is called once the message to that rank is sent.
+    ``worked``: the seconds the centre spent in ``combine`` and ``answers`` (work, not waiting).
     """
 
     def __init__(
@@ -69,6 +71,7 @@ class Star:
         self._receives: list[MPI.Request] = []
         self._combine, self._answers = combine, answers
         self._answered = comm.rank != centre
+        self.worked = 0.0
         if comm.rank == centre:
             if rows is not None:
                 self._receives = [
@@ -118,10 +121,12 @@ class Star:
             if not received:
                 return False
             self._answered = True
+            began = time.monotonic()
             if self._combine is not None:
                 self._combine()
             if self._answers is not None:
                 for rank in range(self._comm.size):
                     if rank != self._centre:
                         self._send(self._answers(rank), rank)
+            self.worked = time.monotonic() - began
         return self._ring_sent() and received
