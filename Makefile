@@ -20,15 +20,22 @@ $(STAMP): pyproject.toml
 
 venv: $(STAMP)
 
+# Every MPI rank imports h5subfile: compile its bytecode once, here, rather than in every rank of
+# every job (an editable install writes none, nor does Python under PYTHONDONTWRITEBYTECODE).
+BYTECODE := $(PY) -m compileall -q src
+
 demo: $(STAMP)
+	$(BYTECODE)
 	$(VENV)/bin/h5subfile demo
 
 test: $(STAMP)
+	$(BYTECODE)
 	$(PY) -m pytest -q
 
 # The 256-rank round trip (2-3 minutes on 2 cores), kept out of `make test` to hold the suite
 # under 10 minutes; CI runs it right after `make test`.
 test-scale: $(STAMP)
+	$(BYTECODE)
 	$(PY) -m pytest -q -m scale
 
 lint: $(STAMP)
