@@ -22,7 +22,7 @@ from h5subfile.errors import (
     PlanError,
     RankFailedError,
 )
-from h5subfile.mpi import collective, rounds
+from h5subfile.mpi import collective, rounds, slots
 
 
 @pytest.fixture(autouse=True)
@@ -121,7 +121,7 @@ def test_messages_larger_than_a_slot_arrive_whole_in_more_rounds(comm: MPI.Comm)
     two rounds; small values stay on one round each."""
     if comm.size < 2:
         pytest.skip("the last rank must not be rank 0, whose own bytes never travel")
-    width = collective.slot_bytes(comm.size)
+    width = slots.slot_bytes(comm.size)
     big = np.arange(width, dtype="i8")  # 8 bytes per element: 8 slots' worth
 
     def decide(gathered: list[object]) -> list[object]:
@@ -151,7 +151,7 @@ def test_rank_0s_own_large_value_and_answer_cost_no_second_round(comm: MPI.Comm)
     """Rank 0's own value and answer never travel: however large (its view of new datasets
     holds every extent), a root_decides whose other messages fit their slots takes the rounds
     of one question and answer, and rank 0 gets its own bytes back exactly."""
-    width = collective.slot_bytes(comm.size)
+    width = slots.slot_bytes(comm.size)
     big = np.arange(width, dtype="i8")
     seen: list[object] = []
 
@@ -170,11 +170,11 @@ def test_rank_0s_own_large_value_and_answer_cost_no_second_round(comm: MPI.Comm)
 
 
 def test_the_slot_shrinks_with_the_ranks_so_rank_0_holds_at_most_4_mib() -> None:
-    assert collective.slot_bytes(1) == collective.slot_bytes(1024) == 4096
-    assert collective.slot_bytes(2048) == 2048
-    assert collective.slot_bytes(10**4) == 416
-    assert collective.slot_bytes(10**6) == 64
-    assert all(collective.slot_bytes(p) * p <= max(4 << 20, 64 * p) for p in (3, 777, 5000))
+    assert slots.slot_bytes(1) == slots.slot_bytes(1024) == 4096
+    assert slots.slot_bytes(2048) == 2048
+    assert slots.slot_bytes(10**4) == 416
+    assert slots.slot_bytes(10**6) == 64
+    assert all(slots.slot_bytes(p) * p <= max(4 << 20, 64 * p) for p in (3, 777, 5000))
 
 
 def test_write_datasets_is_one_agreement_round_whatever_the_datasets(
@@ -213,7 +213,7 @@ def test_write_datasets_is_one_agreement_round_whatever_the_datasets(
 def test_root_first_sends_roots_result_in_one_round_after_the_agreement(comm: MPI.Comm) -> None:
     """Rank 0 works before the agreement round, which carries the size of its answer: two
     rounds in all, however large the answer (a root_only of it takes two of its own)."""
-    big = np.arange(collective.slot_bytes(comm.size), dtype="i8")  # 8 slots' worth
+    big = np.arange(slots.slot_bytes(comm.size), dtype="i8")  # 8 slots' worth
     ran: list[int] = []
 
     def work() -> np.ndarray:

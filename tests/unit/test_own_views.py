@@ -88,7 +88,7 @@ def test_offsets_sent_without_an_answer_fit_the_bound_own_views_checks() -> None
     """The offsets message ``root_collects`` sends (the offsets in task order, and no failure)
     stays within ``OFFSET_BYTES`` per task plus ``OFFSETS_OVERHEAD``, for offsets up to
     2**62 and up to 500 tasks: rank 0 decides with that bound that it fits one slot."""
-    from h5subfile.mpi.collective import _pickled
+    from h5subfile.mpi.slots import pickled as _pickled
 
     for tasks in (0, 1, 8, 500):
         for offset in (0, 69632, 2**31, 2**62):

@@ -22,7 +22,8 @@ from ..layout.dtypes import dtype_text
 from ..layout.grouping import Grouping
 from ..layout.planning import Coalescings, DatasetPlacement, place_dataset
 from ..layout.record import DatasetLayout, StoredExtent
-from ..mpi.collective import check_same, one_slot_bytes
+from ..mpi.collective import check_same
+from ..mpi.slots import one_slot_bytes
 from ..plan import Plan
 from .messages import (
     BlockAssignment,

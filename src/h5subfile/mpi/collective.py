@@ -17,7 +17,6 @@ to rank 0 rides with its agreement round (:func:`agree_asking`).
 
 from __future__ import annotations
 
-import pickle
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
@@ -45,6 +44,23 @@ from .rounds import (  # noqa: F401 - Call, waited and the timeout names are thi
     polled,
     ranks_text,
     waited,
+)
+from .slots import (  # noqa: F401 - slot_bytes and one_slot_bytes are this module's API too
+    RESEND,
+    answer_read,
+    answer_slots,
+    bcast_bytes,
+    displacements,
+    fill,
+    gather_bytes,
+    gather_slots,
+    one_slot_bytes,
+    pickled,
+    read_slot,
+    regather,
+    scatter_bytes,
+    slot_bytes,
+    unpickled,
 )
 
 T = TypeVar("T")
@@ -230,183 +246,6 @@ def _star_agreement(
     return reduced, lambda: answers.answered(got[head:])
 
 
-# Object collectives, polled: with more ranks than cores, MPI's blocking collectives spin and
-# starve the ranks that still work (a blocking barrier of 128 ranks on 2 cores took 1.6 s, a
-# polled round 0.12 s). Each round costs every rank a wake-up, so bytes travel in fixed-size
-# slots: a message that fits its slot (the common case: calls' arguments, answers, catalogues of
-# a few datasets) takes one round; a larger one a second round of its exact size. The
-# ``_bytes`` forms move objects pickled by the caller, who can then turn a pickling error into
-# an answer.
-SLOT_BUDGET = 1 << 22  # bytes of slots rank 0 holds for one round, whatever the ranks
-SLOT_MAX, SLOT_MIN = 4096, 64
-_HEAD = 16  # a slot starts with two int64: its flags and the message's length
-MORE = 1  # flag: the bytes did not fit (on one rank at least): a second round carries them
-RESEND = 2  # flag of an answer: a gathered message did not fit; every rank sends it again
-
-
-def slot_bytes(size: int) -> int:
-    """The slot of one rank in a round among ``size`` ranks: 4 KiB up to 1024 ranks, then
-    smaller, so that rank 0 holds at most 4 MiB of slots (never under 64 bytes)."""
-    return max(SLOT_MIN, min(SLOT_MAX, SLOT_BUDGET // max(size, 1))) // 8 * 8
-
-
-def _fill(slot: np.ndarray, data: np.ndarray | None, flags: int = 0) -> None:
-    """Write ``data`` into ``slot``: flags, length, and the bytes when they fit (they are not
-    copied when ``flags`` already says MORE)."""
-    size = 0 if data is None else data.size
-    fits = not flags & MORE and size <= slot.size - _HEAD
-    slot[:_HEAD].view(np.int64)[:] = (flags | (0 if fits else MORE), size)
-    if fits and size:
-        assert data is not None
-        slot[_HEAD : _HEAD + size] = data
-
-
-def _read_slot(slot: np.ndarray) -> tuple[int, int, np.ndarray | None]:
-    """(flags, length, the bytes, or None when they come in a second round)."""
-    flags, size = (int(v) for v in slot[:_HEAD].view(np.int64))
-    return flags, size, None if flags & MORE else slot[_HEAD : _HEAD + size]
-
-
-def _pickled(obj: Any) -> np.ndarray:
-    """``obj`` as the bytes the object collectives move."""
-    return np.frombuffer(pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL), dtype=np.uint8)
-
-
-def _unpickled(data: np.ndarray) -> Any:
-    """The object whose bytes (:func:`_pickled`) ``data`` holds."""
-    return pickle.loads(data.data)
-
-
-def _displacements(sizes: np.ndarray) -> np.ndarray:
-    displs = np.zeros_like(sizes)
-    np.cumsum(sizes[:-1], out=displs[1:])
-    return displs
-
-
-def _gatherv(comm: MPI.Comm, data: np.ndarray, sizes: np.ndarray | None, root: int) -> list[Any]:
-    """One round: every rank's bytes on ``root``, whose ``sizes`` are known (else [])."""
-    if comm.rank != root:
-        polled(comm, lambda: comm.Igatherv(data, None, root=root), data)
-        return []
-    assert sizes is not None
-    displs = _displacements(sizes)
-    buffer = np.empty(int(sizes.sum()), dtype=np.uint8)
-    spec = [buffer, sizes, displs, MPI.BYTE]
-    polled(comm, lambda: comm.Igatherv(data, spec, root=root), (data, spec))
-    return [buffer[d : d + n] for d, n in zip(displs, sizes)]
-
-
-def _gather_bytes(comm: MPI.Comm, data: np.ndarray, root: int = 0) -> list[np.ndarray] | None:
-    """Collective, polled, two rounds: every rank's bytes on ``root`` (None elsewhere)."""
-    size = np.array([data.size], dtype=np.int64)
-    sizes = np.empty(comm.size, dtype=np.int64)
-    gather_rows(comm, size, sizes if comm.rank == root else None, root)
-    parts = _gatherv(comm, data, sizes, root)
-    return parts if comm.rank == root else None
-
-
-def _gather_slots(comm: MPI.Comm, data: np.ndarray, root: int = 0) -> list[Any] | None:
-    """Collective, polled, one round: on ``root``, each rank's (flags, length, bytes or None
-    when they did not fit: :func:`_regather`); None elsewhere. ``root``'s own bytes never
-    travel, so however large they are they cost no second round."""
-    width = slot_bytes(comm.size)
-    mine = np.zeros(width, dtype=np.uint8)
-    _fill(mine, None if comm.rank == root else data)
-    slots = np.empty((comm.size, width), dtype=np.uint8) if comm.rank == root else None
-    gather_rows(comm, mine, slots, root)
-    if slots is None:
-        return None
-    found = [_read_slot(slot) for slot in slots]
-    found[root] = (0, data.size, data)
-    return found
-
-
-def _regather(comm: MPI.Comm, data: np.ndarray, slots: list[Any] | None) -> list[Any] | None:
-    """The round after an answer said RESEND: every rank's bytes, whose lengths rank 0 read
-    in the slots, in the form of :func:`_gather_slots`."""
-    sizes = None if slots is None else np.array([n for _, n, _ in slots], dtype=np.int64)
-    parts = _gatherv(comm, data, sizes, 0)
-    return None if slots is None else [(0, part.size, part) for part in parts]
-
-
-def _scatter_bytes(
-    comm: MPI.Comm, parts: Sequence[np.ndarray] | None, root: int = 0, flags: int = 0
-) -> tuple[int, np.ndarray]:
-    """Collective, polled: ``parts[r]`` (given on ``root``) to each rank r, with ``flags``:
-    one round when every part sent fits its slot, else two. ``root`` keeps its own part, which
-    never travels: however large it is (rank 0's view of new datasets holds every extent),
-    it costs no second round."""
-    width = slot_bytes(comm.size)
-    slots = None
-    if comm.rank == root:
-        assert parts is not None and len(parts) == comm.size
-        slots = _answer_slots(parts, width, flags, root)
-    mine = np.empty(width, dtype=np.uint8)
-    rounds.scatter_rows(comm, slots, mine, root)
-    return _answer_read(comm, mine, parts, True, root)
-
-
-def _answer_slots(
-    parts: Sequence[np.ndarray], width: int, flags: int, root: int | None
-) -> np.ndarray:
-    """The slots of answers ``parts`` (one per rank, ``root``'s own left out since it never
-    travels; or, with ``root`` None, one for every rank), each with ``flags``, and MORE in every
-    slot when one that travels does not fit."""
-    sent = [p for r, p in enumerate(parts) if r != root]
-    more = MORE if sent and max(p.size for p in sent) > width - _HEAD else 0
-    slots = np.zeros((len(parts), width), dtype=np.uint8)
-    for rank, (slot, part) in enumerate(zip(slots, parts)):
-        _fill(slot, None if rank == root else part, flags | more)
-    return slots
-
-
-def _answer_read(
-    comm: MPI.Comm,
-    slot: np.ndarray,
-    parts: Sequence[np.ndarray] | None,
-    per_rank: bool,
-    root: int,
-) -> tuple[int, np.ndarray]:
-    """This rank's (flags, answer) from the slot it received of ``root``'s ``parts`` (given on
-    ``root``: one per rank with ``per_rank``, else one for all): the answers that did not fit
-    come in a second round at their exact sizes, scattered or broadcast; ``root`` keeps its
-    own, which never travels."""
-    flags, size, got = _read_slot(slot)
-    if got is None:
-        if per_rank:
-            whole: list[Any] | None = None
-            if comm.rank == root:
-                assert parts is not None
-                sizes = np.array([0 if r == root else p.size for r, p in enumerate(parts)])
-                sent = [p for r, p in enumerate(parts) if r != root]
-                whole = [np.concatenate(sent), sizes, _displacements(sizes), MPI.BYTE]
-            got = np.empty(0 if comm.rank == root else size, dtype=np.uint8)
-            polled(comm, lambda: comm.Iscatterv(whole, got, root=root), (whole, got))
-        else:
-            if comm.rank == root:
-                assert parts is not None
-                got = parts[0]
-            else:
-                got = np.empty(size, dtype=np.uint8)
-            broadcast(comm, got, root)
-    if comm.rank == root:
-        assert parts is not None
-        return flags, parts[root if per_rank else 0]
-    return flags, got
-
-
-def _bcast_bytes(
-    comm: MPI.Comm, data: np.ndarray | None, root: int = 0, flags: int = 0
-) -> tuple[int, np.ndarray]:
-    """Collective, polled: ``root``'s bytes and ``flags`` on every rank; one round when the
-    bytes fit a slot, else two."""
-    slot = np.zeros(slot_bytes(comm.size), dtype=np.uint8)
-    if comm.rank == root:
-        _fill(slot, data, flags)
-    broadcast(comm, slot, root)
-    return _answer_read(comm, slot, None if data is None else [data], False, root)
-
-
 def barrier(comm: MPI.Comm) -> None:
     """Collective, polled: return once every rank has arrived (CollectiveTimeoutError after the
     timeout). Where ranks must start timed work together: with more ranks than cores, MPI's
@@ -417,42 +256,42 @@ def barrier(comm: MPI.Comm) -> None:
 
 def gather(comm: MPI.Comm, obj: Any, root: int = 0) -> list[Any] | None:
     """Collective, polled: every rank's ``obj`` on ``root`` (None elsewhere)."""
-    parts = _gather_bytes(comm, _pickled(obj), root)
-    return None if parts is None else [_unpickled(p) for p in parts]
+    parts = gather_bytes(comm, pickled(obj), root)
+    return None if parts is None else [unpickled(p) for p in parts]
 
 
 def bcast(comm: MPI.Comm, obj: Any, root: int = 0) -> Any:
     """Collective, polled: ``root``'s ``obj`` on every rank (``root`` keeps its own)."""
-    _, data = _bcast_bytes(comm, _pickled(obj) if comm.rank == root else None, root)
-    return obj if comm.rank == root else _unpickled(data)
+    _, data = bcast_bytes(comm, pickled(obj) if comm.rank == root else None, root)
+    return obj if comm.rank == root else unpickled(data)
 
 
 def allgather(comm: MPI.Comm, obj: Any) -> list[Any]:
     """Collective, polled: every rank's ``obj`` on every rank; one round when every rank's
     bytes fit a slot (each rank sees every slot, so all know whether a second is needed)."""
-    data = _pickled(obj)
+    data = pickled(obj)
     width = slot_bytes(comm.size)
     mine = np.zeros(width, dtype=np.uint8)
-    _fill(mine, data)
+    fill(mine, data)
     slots = np.empty((comm.size, width), dtype=np.uint8)
     rounds.allgather_rows(comm, mine, slots)
-    read = [_read_slot(slot) for slot in slots]
+    read = [read_slot(slot) for slot in slots]
     inlines = [inline for _, _, inline in read if inline is not None]
     if len(inlines) == comm.size:
-        return [_unpickled(inline) for inline in inlines]
+        return [unpickled(inline) for inline in inlines]
     sizes = np.array([size for _, size, _ in read], dtype=np.int64)
-    displs = _displacements(sizes)
+    displs = displacements(sizes)
     buffer = np.empty(int(sizes.sum()), dtype=np.uint8)
     spec = [buffer, sizes, displs, MPI.BYTE]
     polled(comm, lambda: comm.Iallgatherv(data, spec), (data, spec))
-    return [_unpickled(buffer[d : d + n]) for d, n in zip(displs, sizes)]
+    return [unpickled(buffer[d : d + n]) for d, n in zip(displs, sizes)]
 
 
 def root_only(comm: MPI.Comm, fn: Callable[[], T], root: int = 0) -> T:
     """Collective: run ``fn`` on ``root`` only; every rank returns its result or raises its error.
     The others wait polling (they sleep while ``root`` works)."""
     outcome = _Outcome.of(fn) if comm.rank == root else _Outcome()
-    return outcome.delivered(comm, _bcast_bytes(comm, outcome.data, root)[1], root)
+    return outcome.delivered(comm, bcast_bytes(comm, outcome.data, root)[1], root)
 
 
 @dataclass
@@ -469,16 +308,16 @@ class _Outcome:
     def of(cls, fn: Callable[[], Any]) -> _Outcome:
         try:  # a result that cannot be pickled is an error like any other
             result = fn()
-            return cls(_pickled((True, result)), result)
+            return cls(pickled((True, result)), result)
         except Exception as exc:  # noqa: BLE001 - re-raised on every rank by delivered()
-            return cls(_pickled((False, describe(exc))), cause=exc)
+            return cls(pickled((False, describe(exc))), cause=exc)
 
     def delivered(self, comm: MPI.Comm, got: np.ndarray, root: int) -> Any:
         """The result on every rank (the root keeps its own object, unpickling nothing), or
         root's error raised."""
         if comm.rank == root and self.cause is None:
             return self.result
-        ok, value = _unpickled(got)
+        ok, value = unpickled(got)
         if not ok:
             raise rebuild([(root, value)], 1) from self.cause
         return value
@@ -547,9 +386,9 @@ class _Asking:
         self.comm, self.question = comm, question
         failure = None if question.error is None else describe(question.error)
         try:
-            self.sent = _pickled((question.local, failure))
+            self.sent = pickled((question.local, failure))
         except Exception as exc:  # noqa: BLE001 - agreed by the answer, like a local error
-            self.sent = _pickled((None, describe(exc)))
+            self.sent = pickled((None, describe(exc)))
         self.width = slot_bytes(comm.size)
         self.asked: list[Any] = []  # rank 0: each rank's slot as read
         self.parts: list[np.ndarray] = []  # rank 0: the answers' bytes
@@ -558,19 +397,19 @@ class _Asking:
     def slot(self) -> np.ndarray:
         """This rank's slot (rank 0's own bytes never travel)."""
         mine = np.zeros(self.width, dtype=np.uint8)
-        _fill(mine, None if self.comm.rank == 0 else self.sent)
+        fill(mine, None if self.comm.rank == 0 else self.sent)
         return mine
 
     def _decided(self, slots: list[Any]) -> list[np.ndarray]:
         question = self.question
-        gathered = [_unpickled(inline) for _, _, inline in slots]
+        gathered = [unpickled(inline) for _, _, inline in slots]
         answers, self.cause = _decided(gathered, question.decide, question.per_rank, self.comm.size)
         return answers
 
     def rows(self, slots: np.ndarray) -> np.ndarray:
         """Rank 0: the answers' slots (one per rank, or one for all) to every rank's slot: the
         answers, or RESEND when some rank's bytes did not fit its slot."""
-        found = [_read_slot(slot) for slot in slots]
+        found = [read_slot(slot) for slot in slots]
         found[0] = (0, self.sent.size, self.sent)
         self.asked = found
         per_rank = self.question.per_rank
@@ -579,7 +418,7 @@ class _Asking:
             self.parts = [np.empty(0, dtype=np.uint8)] * (self.comm.size if per_rank else 1)
         else:
             self.parts = self._decided(found)
-        return _answer_slots(self.parts, self.width, flags, 0 if per_rank else None)
+        return answer_slots(self.parts, self.width, flags, 0 if per_rank else None)
 
     def answered(self, got: np.ndarray) -> Any:
         """Collective: this rank's answer from the slot ``got`` it was sent, or the error every
@@ -587,26 +426,20 @@ class _Asking:
         and a new answer when rank 0 asked for the bytes again, RESEND)."""
         comm, per_rank = self.comm, self.question.per_rank
         parts = self.parts if comm.rank == 0 else None
-        flags, data = _answer_read(comm, got, parts, per_rank, 0)
+        flags, data = answer_read(comm, got, parts, per_rank, 0)
         if flags & RESEND:  # some rank's bytes did not fit its slot: every rank sends them again
-            slots = _regather(comm, self.sent, self.asked if comm.rank == 0 else None)
+            slots = regather(comm, self.sent, self.asked if comm.rank == 0 else None)
             answers = None if slots is None else self._decided(slots)
             if per_rank:
-                _, data = _scatter_bytes(comm, answers, 0)
+                _, data = scatter_bytes(comm, answers, 0)
             else:
-                _, data = _bcast_bytes(comm, None if answers is None else answers[0], 0)
-        ok, value = _unpickled(data)
+                _, data = bcast_bytes(comm, None if answers is None else answers[0], 0)
+        ok, value = unpickled(data)
         if not ok:
             error = exception_for(value)
             error.collective = True
             raise error from self.cause
         return value
-
-
-def one_slot_bytes(size: int) -> int:
-    """The most bytes a rank's pickled message may hold to travel in one round among ``size``
-    ranks (what :func:`root_collects` requires of its callers)."""
-    return slot_bytes(size) - _HEAD
 
 
 def root_collects(
@@ -624,7 +457,7 @@ def root_collects(
     """
     room = one_slot_bytes(comm.size)
     try:
-        sent = _pickled((local, None if local_error is None else describe(local_error)))
+        sent = pickled((local, None if local_error is None else describe(local_error)))
         if sent.size > room and comm.rank != 0:
             if local_error is None:
                 raise errors.H5SubfileError(
@@ -635,14 +468,14 @@ def root_collects(
     except Exception as exc:  # noqa: BLE001 - brought to the caller's next round
         local_error = exc
         sent = _shortened(None, describe(exc), room)
-    slots = _gather_slots(comm, sent, root=0)
+    slots = gather_slots(comm, sent, root=0)
     if slots is None or local_error is not None:
         return local_error
     values = []
     for _, _, inline in slots:
         if inline is None:
             return None  # a rank whose message did not fit brings its error
-        value, failure = _unpickled(inline)
+        value, failure = unpickled(inline)
         if failure is not None:
             return None  # the ranks that failed bring their errors
         values.append(value)
@@ -658,7 +491,7 @@ def _shortened(local: Any, failure: Failure, room: int) -> np.ndarray:
     (its class name kept) until it fits."""
     name, message = failure
     while True:
-        sent = _pickled((local, (name, message)))
+        sent = pickled((local, (name, message)))
         if sent.size <= room or not message:
             return sent
         message = message[: len(message) // 2]
@@ -678,12 +511,12 @@ def _decided(
             raise rebuild(failures, size)
         decided = decide([value for value, _ in gathered])
         if not per_rank:
-            return [_pickled((True, decided))], None
+            return [pickled((True, decided))], None
         if len(decided) != size:
             raise AssertionError("root_decides: one answer per rank expected")
-        return [_pickled((True, a)) for a in decided], None
+        return [pickled((True, a)) for a in decided], None
     except Exception as exc:  # noqa: BLE001 - re-raised on every rank by the caller
-        failure = _pickled((False, describe(exc)))
+        failure = pickled((False, describe(exc)))
         return [failure] * (size if per_rank else 1), exc
 
 
