@@ -19,6 +19,7 @@ from ranks import plain_h5py, raises_on_every_rank, same_on_every_rank
 from h5subfile.errors import (
     CollectiveMismatchError,
     MissingFileError,
+    ObjectExistsError,
     PlanError,
     RankFailedError,
 )
@@ -242,11 +243,13 @@ def test_root_first_raises_roots_error_or_the_rounds_on_every_rank(comm: MPI.Com
         collective.root_first(comm, lambda: 1, None, call)
 
 
-def test_opening_creating_groups_and_setting_attributes_take_two_rounds(
+def test_creating_groups_and_setting_attributes_take_one_star_round_opening_two(
     comm: MPI.Comm, shared_tmp: Path
 ) -> None:
-    """Each call's arguments are checked in its agreement round; rank 0's work follows in one
-    broadcast (a catalogue read from a file included, whatever its size)."""
+    """Each call's arguments are checked in its agreement round; rank 0's change of the master
+    rides with it where the rounds are stars (one round), else follows in one broadcast. Rank
+    0 reads a catalogue before the agreement round of an opening, and sends it in one round
+    after it, whatever its size."""
     import h5subfile as hs
 
     path = shared_tmp / "two-rounds.h5"
@@ -259,7 +262,12 @@ def test_opening_creating_groups_and_setting_attributes_take_two_rounds(
         ]:
             before = _rounds(comm)
             call()
-            assert _rounds(comm) - before == 2, name
+            assert _rounds(comm) - before == (1 if collective.channel_of(comm).star else 2), name
+        # Rank 0's change fails: its error on every rank, in the same rounds, and the file goes on.
+        before = _rounds(comm)
+        with raises_on_every_rank(comm, ObjectExistsError, "/g already exists"):
+            f.create_group("g")
+        assert _rounds(comm) - before == (1 if collective.channel_of(comm).star else 2)
         f["g"].write_datasets({f"d{i}": np.arange(3000) for i in range(30)})  # a large catalogue
     before = _rounds(comm)
     with hs.File(path, "r", comm=comm) as f:

@@ -1,8 +1,9 @@
 """Groups and attributes (collective): rank 0 changes the master, every rank learns the result.
 
-Each call is two rounds: the call's agreement round (:meth:`.session.Session.enter`), which also
-checks that every rank passed the same arguments, then rank 0's change, broadcast with its
-result or error (:func:`~h5subfile.mpi.collective.root_only`)."""
+Each call's agreement round (:meth:`.session.Session.enter`) also checks that every rank passed
+the same arguments; rank 0's change is the call's question (:meth:`.Question.of_root`): where
+the rounds are stars rank 0 makes it in that round once every rank agrees, and the answer (the
+result or the error) comes back in it, one round in all; otherwise a broadcast follows."""
 
 from __future__ import annotations
 
@@ -16,7 +17,7 @@ from ..errors import ObjectExistsError, ObjectNotFoundError
 from ..io.master import MasterWriter
 from ..layout.catalog import NodeInfo
 from ..layout.record import is_reserved
-from ..mpi.collective import root_only
+from ..mpi.collective import Question
 from ..mpi.failures import Failure, describe, rebuild
 from .session import Session
 
@@ -31,7 +32,6 @@ def _master(session: Session) -> MasterWriter:
 def create_group(session: Session, path: str) -> None:
     """Collective: create group ``path`` and its missing parents."""
     session.require_writable("create_group")
-    session.enter("create_group", detail=path, args=path)  # the same path on every rank
     catalog = session.catalog
 
     def create_on_root() -> list[str]:
@@ -41,7 +41,9 @@ def create_group(session: Session, path: str) -> None:
         _master(session).create_group(path)
         return new
 
-    created = root_only(session.comm, create_on_root)
+    # The same path on every rank, checked in the call's round, which also brings rank 0's answer.
+    question = Question.of_root(create_on_root)
+    created = session.enter("create_group", detail=path, args=path, question=question)
     for new_path in created:
         catalog.nodes[new_path] = NodeInfo("group")
 
@@ -59,8 +61,8 @@ def value_signature(value: Any) -> Any:
 
 
 def set_attrs(session: Session, path: str, values: Mapping[str, Any]) -> None:
-    """Collective: set the attributes ``values`` (name -> value) of ``path`` in one call of two
-    rounds, whatever their number (every rank passes the same names and values, in the same
+    """Collective: set the attributes ``values`` (name -> value) of ``path`` in one call,
+    whatever their number (every rank passes the same names and values, in the same
     order). Rank 0 sets them in order; the first that fails stops it, and its error is
     raised on every rank, the ones before it set."""
     items = list(values.items())
@@ -71,7 +73,6 @@ def set_attrs(session: Session, path: str, values: Mapping[str, Any]) -> None:
     where = ", ".join(f"{path}.attrs[{n!r}]" for n, _ in items)
     # The same object, names and values on every rank, checked in the call's own round.
     signature = "; ".join(f"{n!r} = {value_signature(v)!r}" for n, v in items)
-    session.enter("attrs set", detail=where, args=f"{path}: {signature}")
     cause: list[BaseException] = []
 
     def set_on_root() -> tuple[dict[str, Any], Failure | None]:
@@ -85,7 +86,8 @@ def set_attrs(session: Session, path: str, values: Mapping[str, Any]) -> None:
                 return done, (kind, f"{message} (setting attribute {name!r} of {path})")
         return done, None
 
-    done, failure = root_only(session.comm, set_on_root)
+    args, question = f"{path}: {signature}", Question.of_root(set_on_root)
+    done, failure = session.enter("attrs set", detail=where, args=args, question=question)
     session.node(path).attrs.update(done)  # the same on every rank, failed or not
     if failure is not None:
         raise rebuild([(0, failure)], 1) from (cause[0] if cause else None)
@@ -103,6 +105,6 @@ def delete_attr(session: Session, path: str, name: str) -> None:
     if name not in attrs:
         raise ObjectNotFoundError(f"no attribute {name!r} on {path}")
     where = f"{path}.attrs[{name!r}]"
-    session.enter("attrs delete", detail=where, args=f"del {where}")
-    root_only(session.comm, lambda: _master(session).delete_attr(path, name))
+    question = Question.of_root(lambda: _master(session).delete_attr(path, name))
+    session.enter("attrs delete", detail=where, args=f"del {where}", question=question)
     del attrs[name]

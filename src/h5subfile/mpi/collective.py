@@ -177,6 +177,8 @@ def agree_asking(
             asked = question
 
             def answered() -> Any:
+                if not asked.gathers:
+                    return _root_answers(comm, asked)
                 return root_decides(comm, asked.local, asked.error, asked.decide, asked.per_rank)
 
         return int(got[5]), answered or (lambda: None)  # no question: no answer
@@ -375,6 +377,13 @@ class Question:
     decide: Callable[[list[Any]], Any]
     per_rank: bool = True
     error: BaseException | None = None  # this rank's: decide is not called, every rank raises
+    gathers: bool = True  # False: rank 0 needs nothing from the others (:meth:`of_root`)
+
+    @classmethod
+    def of_root(cls, work: Callable[[], Any]) -> Question:
+        """Rank 0's ``work``, its result (or error) the answer of every rank: :func:`root_only`
+        riding with the agreement. Where the rounds are MPI's, one broadcast after it."""
+        return cls(None, lambda _: work(), per_rank=False, gathers=False)
 
 
 class _Asking:
@@ -434,12 +443,29 @@ class _Asking:
                 _, data = scatter_bytes(comm, answers, 0)
             else:
                 _, data = bcast_bytes(comm, None if answers is None else answers[0], 0)
-        ok, value = unpickled(data)
-        if not ok:
-            error = exception_for(value)
-            error.collective = True
-            raise error from self.cause
-        return value
+        return _answer(data, self.cause)
+
+
+def _answer(data: np.ndarray, cause: BaseException | None) -> Any:
+    """The answer whose bytes (``(ok, value or failure)``, pickled) ``data`` holds, or its
+    failure raised (from ``cause``, rank 0's exception)."""
+    ok, value = unpickled(data)
+    if not ok:
+        error = exception_for(value)
+        error.collective = True
+        raise error from cause
+    return value
+
+
+def _root_answers(comm: MPI.Comm, question: Question) -> Any:
+    """A question that gathers nothing (:meth:`Question.of_root`), where the rounds are MPI's:
+    rank 0 decides, and one broadcast brings every rank the answer or the error."""
+    answer, cause = None, None
+    if comm.rank == 0:
+        answers, cause = _decided([(None, None)] * comm.size, question.decide, False, comm.size)
+        answer = answers[0]
+    _, data = bcast_bytes(comm, answer, 0)
+    return _answer(data, cause)
 
 
 def root_collects(
