@@ -248,6 +248,10 @@ def _star_agreement(
     return reduced, lambda: answers.answered(got[head:])
 
 
+# Object collectives, polled: with more ranks than cores, MPI's blocking collectives spin and
+# starve the ranks that still work (a blocking barrier of 128 ranks on 2 cores took 1.6 s, a
+# polled round 0.12 s). Each round costs every rank a wake-up, so bytes travel in fixed-size
+# slots (:mod:`.slots`): one round when they fit.
 def barrier(comm: MPI.Comm) -> None:
     """Collective, polled: return once every rank has arrived (CollectiveTimeoutError after the
     timeout). Where ranks must start timed work together: with more ranks than cores, MPI's
