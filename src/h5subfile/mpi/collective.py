@@ -45,7 +45,7 @@ from .rounds import (  # noqa: F401 - Call, waited and the timeout names are thi
     ranks_text,
     waited,
 )
-from .slots import (  # noqa: F401 - slot_bytes and one_slot_bytes are this module's API too
+from .slots import (
     RESEND,
     answer_read,
     answer_slots,
