@@ -62,6 +62,7 @@ STAGES = (
             "test_async_writes.py",
             "test_own_views.py",
             "test_star_rounds.py",
+            "test_nodes.py",
         ),
     ),
     Stage(

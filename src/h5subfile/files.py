@@ -36,7 +36,7 @@ from .io.filters import FilterSpec
 from .io.posix import IOStats
 from .layout.blocks import Block
 from .layout.catalog import NodeInfo
-from .layout.grouping import Grouping
+from .layout.grouping import RankGrouping
 from .layout.record import DatasetLayout
 from .plan import Plan
 
@@ -594,7 +594,8 @@ class File(Group):
         return self._session.plan
 
     @property
-    def grouping(self) -> Grouping | None:
+    def grouping(self) -> RankGrouping | None:
+        """This rank's view of who writes which subfile (``RankGrouping``); None when reading."""
         writing = self._session.writing
         return None if writing is None else writing.grouping
 

@@ -22,7 +22,7 @@ import numpy as np
 from mpi4py import MPI
 
 from ..mpi.collective import agree, root_only
-from ..mpi.nodes import node_of_ranks
+from ..mpi.nodes import locate_nodes
 from ..progress import Progress, percent
 from . import pattern
 from .backends import BACKENDS, Backend, Unavailable, remove_files
@@ -61,9 +61,8 @@ class PhaseResult:
 def read_shift(comm: MPI.Comm) -> int:
     """Collective: how far -C moves each reader: one node over, as IOR does; when the job runs
     on one node, one rank over (so that every rank still reads data another rank wrote)."""
-    nodes = node_of_ranks(comm)
-    per_node = nodes.count(nodes[comm.rank])
-    return per_node if len(set(nodes)) > 1 else 1
+    nodes = locate_nodes(comm)
+    return len(nodes.members) if nodes.count > 1 else 1
 
 
 def _phase(

@@ -321,7 +321,7 @@ def run(args: argparse.Namespace) -> int:
     from mpi4py import MPI
 
     from ..mpi.collective import agree
-    from ..mpi.nodes import node_of_ranks
+    from ..mpi.nodes import locate_nodes
 
     comm = MPI.COMM_WORLD
     runs: list[BenchOptions] = []
@@ -335,7 +335,9 @@ def run(args: argparse.Namespace) -> int:
     if getattr(args, "plan", None) == "auto":
         runs, sources = _auto_plans(runs, comm)
     profiled = profiling(args, comm.rank)
-    nodes = node_of_ranks(comm)
+    located = locate_nodes(comm, every_rank=True)  # for the grouping of every run
+    nodes, per_node = located.of_rank, len(located.members)
+    assert nodes is not None
     available, unavailable = _available(runs)
     notes = sys.stderr if "-" in (args.json, args.csv) else sys.stdout
     if comm.rank == 0:
@@ -344,7 +346,7 @@ def run(args: argparse.Namespace) -> int:
             print("phdf5: not profiled (its I/O is inside parallel HDF5)", file=notes, flush=True)
     if not available:
         if comm.rank == 0:
-            _write_unavailable(args, runs, unavailable, comm.size, nodes.count(nodes[0]))
+            _write_unavailable(args, runs, unavailable, comm.size, per_node)
         return 0
     details = [details_for(options, comm, nodes) for options in available]
     for options, found in zip(available, details):
@@ -365,7 +367,7 @@ def run(args: argparse.Namespace) -> int:
             unavailable,
             several,
             comm.size,
-            nodes.count(nodes[0]),
+            per_node,
         )
     profiled.announce(args, comm.rank, notes)
     bad = sum(r.bad_transfers or 0 for rows in results for r in rows)

@@ -23,7 +23,7 @@ from ..io.filesystem import FileSystem, lustre_setup, probe
 from ..io.tuning_profiles import auto_plan
 from ..layout.names import subfile_folder
 from ..mpi.collective import root_only
-from ..mpi.nodes import node_of_ranks
+from ..mpi.nodes import locate_nodes
 from ..plan import READ_FIELDS
 
 AUTO = "auto"
@@ -118,6 +118,6 @@ def decide(path: str, mode: str, given: dict[str, Any], ranks: int, nodes: int) 
 
 def resolve(comm: MPI.Comm, path: str, mode: str, given: dict[str, Any]) -> tuple[dict, str]:
     """Collective: the plan fields of ``plan="auto"`` and the reason, the same on every rank."""
-    nodes = len(set(node_of_ranks(comm)))
+    nodes = locate_nodes(comm).count
     fields, reason = root_only(comm, lambda: decide(path, mode, given, comm.size, nodes))
     return fields, reason

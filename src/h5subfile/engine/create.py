@@ -192,10 +192,12 @@ def _create_datasets(
     planned: list[CreationPlan] = []  # rank 0's, kept for publishing
 
     def plan_on_root(gathered: list[Any]) -> list[RankAssignment]:
+        whole = writing.grouping.whole
+        assert whole is not None  # rank 0 holds the whole grouping
         creation = plan_creation(
             session.path,
             session.catalog,
-            writing.grouping,
+            whole,
             session.plan,
             lambda group: subfile_relpath(session.path, writing.number, writing.session_id, group),
             gathered,
@@ -432,7 +434,7 @@ def _target(
         session.reader.paths.resolve(extent.file),
         extent.offset,
         extent.block,
-        writing.grouping.group_of_rank[session.rank],
+        writing.grouping.group,
         transfer_for(info.layout, session.plan),
         chunked,
     )

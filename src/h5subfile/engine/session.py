@@ -43,13 +43,13 @@ from ..io.profile import Profile
 from ..io.subfile import SubfileWriter
 from ..layout.blocks import Block
 from ..layout.catalog import Catalog, NodeInfo
-from ..layout.grouping import Grouping, plan_groups
+from ..layout.grouping import NODE_RULE, RankGrouping, plan_groups
 from ..layout.integrity import PieceSum, identity
 from ..layout.names import SourcePaths, subfile_relpath
 from ..layout.record import DatasetLayout, FileRecord
 from ..layout.sharing import broadcast_limit
 from ..mpi.collective import Call, Question, agree, agree_asking, root_first, root_only, waited
-from ..mpi.nodes import node_of_ranks
+from ..mpi.nodes import locate_nodes
 from ..plan import READ_FIELDS, Plan
 from . import autoplan
 from .messages import WriteTarget
@@ -89,7 +89,7 @@ class LeaderRole:
 class Writing:
     """Every rank's part of a write session."""
 
-    grouping: Grouping
+    grouping: RankGrouping  # this rank's view (the whole on rank 0)
     number: int  # the session's number in the file's record
     session_id: str  # the session's unique id (record, subfile names and identities)
     pool: FilePool  # the files this rank writes bytes to
@@ -224,7 +224,7 @@ class Session:
         (collective over the file's communicator)."""
         writing = self.require_writable("group communicator")
         if writing.group_comm is None:
-            group = writing.grouping.group_of_rank[self.rank]
+            group = writing.grouping.group
             writing.group_comm = self.comm.Split(group, self.rank)
         return writing.group_comm
 
@@ -393,19 +393,43 @@ def _begin_writing(
     profile: Profile | None = None,
     source: str = "",
 ) -> Session:
-    """Collective: the grouping, then rank 0 opens the master. Every rank plans the grouping
-    from the same inputs (the plan agreed at open, the node of every rank), so it succeeds or
-    raises the same error on every rank without a round of its own."""
-    nodes = node_of_ranks(comm) if plan.grouping == "node" else None
-    try:
-        grouping = plan_groups(comm.size, plan, nodes)
-    except H5SubfileError as exc:
-        exc.collective = True  # the same on every rank
-        raise
+    """Collective: the grouping, then rank 0 opens the master."""
+    grouping = group_ranks(comm, plan)
     opened = _open_master(path, mode, comm, plan, grouping, profile, source)
     session = Session(path, mode, comm, plan, opened.catalog, opened.data_path)
     _attach_writing(session, grouping, opened, profile)
     return session
+
+
+def group_ranks(comm: MPI.Comm, plan: Plan) -> RankGrouping:
+    """Collective: this rank's view of the plan's grouping, the whole on rank 0.
+
+    Every rank plans the same grouping from the same inputs (the plan agreed at open, the size
+    of the communicator), so it succeeds or raises the same error on every rank without a round
+    of its own; except by node, where rank 0 groups the ranks' processor names and tells each
+    rank its own node only (every rank's node too when the plan has aggregators: the two-phase
+    plan reads every subfile's ranks on every rank, and gathers every rank's runs anyway).
+    """
+    nodes = None
+    if plan.grouping == "node":
+        nodes = locate_nodes(comm, every_rank=plan.aggregators is not None)
+        if nodes.of_rank is None:  # not rank 0: its node, the others counted
+            return RankGrouping(
+                rank=comm.rank,
+                group=nodes.index,
+                members=nodes.members,
+                ngroups=nodes.count,
+                size=comm.size,
+                smallest=nodes.smallest,
+                largest=nodes.largest,
+                rule=NODE_RULE,
+            )
+    try:
+        whole = plan_groups(comm.size, plan, None if nodes is None else nodes.of_rank)
+    except H5SubfileError as exc:
+        exc.collective = True  # the same on every rank (rank 0 alone plans "node" without
+        raise  # aggregators, where nothing can fail)
+    return RankGrouping.of(whole, comm.rank)
 
 
 @dataclass
@@ -424,7 +448,7 @@ def _open_master(
     mode: str,
     comm: MPI.Comm,
     plan: Plan,
-    grouping: Grouping,
+    grouping: RankGrouping,
     profile: Profile | None,
     source: str,
     claim: claims.Claim | None = None,
@@ -465,20 +489,19 @@ def _open_master(
 
 
 def _attach_writing(
-    session: Session, grouping: Grouping, opened: _Opened, profile: Profile | None
+    session: Session, grouping: RankGrouping, opened: _Opened, profile: Profile | None
 ) -> None:
     """Every rank's part of the write session just opened (rank 0's master, the leaders'
     subfiles to come)."""
-    plan, rank = session.plan, session.rank
+    plan = session.plan
     behind = plan.async_buffer_bytes if plan.async_writes else None
     session.stats.write_behind = behind is not None
     pool = FilePool(True, session.stats, plan.transfer_size, write_behind=behind)
     writing = Writing(grouping, opened.number, opened.session_id, pool)
     if opened.master is not None:
         writing.root = RootRole(opened.master, frozenset(opened.catalog.nodes))
-    group = grouping.group_of_rank[rank]
-    if grouping.leaders[group] == rank:
-        relpath = subfile_relpath(session.path, opened.number, opened.session_id, group)
+    if grouping.is_leader:
+        relpath = subfile_relpath(session.path, opened.number, opened.session_id, grouping.group)
         writing.leader = LeaderRole(
             relpath, plan.alignment, identity(opened.session_id, relpath), profile=profile
         )

@@ -183,7 +183,7 @@ def write_aggregated(session: Session, writes: Sequence[PreparedWrite]) -> BaseE
     rounds, files = plan_aggregated(
         session.comm,
         runs,
-        lambda _, group: aggregators_of(grouping.members[group], count),
+        lambda _, group: aggregators_of(grouping.members_of(group), count),
         session.plan.buffer_bytes,
     )
     error = write_two_phase(

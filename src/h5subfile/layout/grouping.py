@@ -46,15 +46,76 @@ class Grouping:
     def leaders(self) -> tuple[int, ...]:
         return tuple(m[0] for m in self.members)
 
-    def is_leader(self, rank: int) -> bool:
-        return self.members[self.group_of_rank[rank]][0] == rank
+    def describe(self) -> str:
+        sizes = [len(m) for m in self.members]
+        return _described(self.ngroups, self.size, min(sizes), max(sizes), self.rule)
+
+
+def _described(ngroups: int, size: int, smallest: int, largest: int, rule: str) -> str:
+    per = f"{smallest}-{largest}" if smallest != largest else str(smallest)
+    return f"{ngroups} subfile(s) for {size} rank(s), {per} rank(s) each ({rule})"
+
+
+@dataclass(frozen=True)
+class RankGrouping:
+    """A grouping as one rank knows it: its own group (``group``, its ``members``, lowest
+    first), the others in counts, and the ``whole`` grouping where this rank holds it.
+
+    Every rank holds the whole grouping where it is computed without a message (file per
+    process, ``ranks_per_subfile``, a number of subfiles). The node grouping is rank 0's alone
+    (it grouped the processor names, and its planners read every rank's group) unless the plan
+    has aggregators (the two-phase plan looks up every subfile's aggregators on every rank).
+    """
+
+    rank: int
+    group: int
+    members: Sequence[int]
+    ngroups: int
+    size: int
+    smallest: int
+    largest: int
+    rule: str
+    whole: Grouping | None = None
+
+    @classmethod
+    def of(cls, whole: Grouping, rank: int) -> RankGrouping:
+        """Rank ``rank``'s view of the ``whole`` grouping (which it keeps)."""
+        group = whole.group_of_rank[rank]
+        sizes = [len(m) for m in whole.members]
+        return cls(
+            rank=rank,
+            group=group,
+            members=whole.members[group],
+            ngroups=whole.ngroups,
+            size=whole.size,
+            smallest=min(sizes),
+            largest=max(sizes),
+            rule=whole.rule,
+            whole=whole,
+        )
+
+    @property
+    def leader(self) -> int:
+        """The lowest rank of this rank's group: the one that creates its subfile."""
+        return self.members[0]
+
+    @property
+    def is_leader(self) -> bool:
+        return self.leader == self.rank
+
+    def members_of(self, group: int) -> Sequence[int]:
+        """The ranks of ``group``: this rank's own, or any where it holds the whole grouping."""
+        if group == self.group:
+            return self.members
+        if self.whole is None:
+            raise LookupError(f"rank {self.rank} knows the ranks of its own subfile only")
+        return self.whole.members[group]
 
     def describe(self) -> str:
-        sizes = sorted({len(m) for m in self.members})
-        per = "-".join(str(s) for s in (sizes[0], sizes[-1])) if len(sizes) > 1 else str(sizes[0])
-        return (
-            f"{self.ngroups} subfile(s) for {self.size} rank(s), {per} rank(s) each ({self.rule})"
-        )
+        return _described(self.ngroups, self.size, self.smallest, self.largest, self.rule)
+
+
+NODE_RULE = "subfiles='node': one subfile per node"
 
 
 def _renumber(keys: Sequence[int]) -> tuple[int, ...]:
@@ -71,15 +132,18 @@ def plan_groups(size: int, plan: Plan, node_of_rank: Sequence[int] | None = None
     ``node_of_rank`` (any hashable node id per rank) is needed for ``subfiles="node"`` only.
     """
     grouping = _group(size, plan, node_of_rank)
-    if plan.aggregators is not None:
-        smallest = min(len(m) for m in grouping.members)
-        if plan.aggregators > smallest:
-            raise PlanError(
-                f"aggregators={plan.aggregators} but a subfile of this grouping ({grouping.rule}) "
-                f"has only {smallest} rank(s): use 1 to {smallest} aggregators per subfile, or "
-                "'direct'"
-            )
+    check_aggregators(plan, min(len(m) for m in grouping.members), grouping.rule)
     return grouping
+
+
+def check_aggregators(plan: Plan, smallest: int, rule: str) -> None:
+    """PlanError unless the plan's aggregator count fits the ``smallest`` group of a grouping."""
+    if plan.aggregators is not None and plan.aggregators > smallest:
+        raise PlanError(
+            f"aggregators={plan.aggregators} but a subfile of this grouping ({rule}) "
+            f"has only {smallest} rank(s): use 1 to {smallest} aggregators per subfile, or "
+            "'direct'"
+        )
 
 
 def aggregators_of(members: Sequence[int], count: int) -> tuple[int, ...]:
@@ -100,7 +164,7 @@ def _group(size: int, plan: Plan, node_of_rank: Sequence[int] | None) -> Groupin
     if grouping == "node":
         if node_of_rank is None or len(node_of_rank) != size:
             raise PlanError("subfiles='node' needs the node of every rank")
-        return Grouping(_renumber(list(node_of_rank)), "subfiles='node': one subfile per node")
+        return Grouping(_renumber(list(node_of_rank)), NODE_RULE)
     assert isinstance(grouping, int)
     if grouping > size:
         raise PlanError(

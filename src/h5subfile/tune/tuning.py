@@ -22,7 +22,7 @@ from ..errors import PlanError, as_error
 from ..io.filesystem import FileSystem, probe, starting_points
 from ..io.tuning_profiles import Profile, save_profile
 from ..mpi.collective import bcast, root_only
-from ..mpi.nodes import node_of_ranks
+from ..mpi.nodes import locate_nodes
 from ..progress import Progress
 from .search import Budget, TuningResult, coordinate_descent, exhaustive_search
 from .space import Point, label, problem, search_space
@@ -161,7 +161,7 @@ def save_result(
     comm: MPI.Intracomm, result: TuningResult, fs: FileSystem, directory: Path | None = None
 ) -> str:
     """Collective: rank 0 saves the run's tuning profile; every rank returns its path."""
-    nodes = len(set(node_of_ranks(comm)))
+    nodes = locate_nodes(comm).count
     path = None
     if comm.rank == 0:
         date = _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
