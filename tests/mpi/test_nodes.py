@@ -18,9 +18,9 @@ def nodes_of_two(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("H5SUBFILE_RANKS_PER_NODE", "2")
 
 
-def expected_members(rank: int, size: int) -> range:
+def expected_members(rank: int, size: int) -> tuple[int, ...]:
     first = rank // 2 * 2
-    return range(first, min(first + 2, size))
+    return tuple(range(first, min(first + 2, size)))
 
 
 @pytest.mark.parametrize("aggregators", [None, 1])
@@ -32,9 +32,9 @@ def test_each_rank_knows_its_own_node_and_rank_0_every_node(
     with hs.File(path, "w", subfiles="node", aggregators=aggregators) as f:
         grouping = f.grouping
         assert grouping is not None
-        assert (grouping.group, list(grouping.members)) == (
+        assert (grouping.group, grouping.members) == (
             rank // 2,
-            list(expected_members(rank, size)),
+            expected_members(rank, size),  # a tuple on every rank
         )
         assert grouping.leader == rank // 2 * 2 and grouping.is_leader == (rank % 2 == 0)
         assert grouping.ngroups == (size + 1) // 2 and grouping.size == size
@@ -44,9 +44,7 @@ def test_each_rank_knows_its_own_node_and_rank_0_every_node(
         assert (grouping.whole is not None) == holds_whole
         if grouping.whole is not None:
             assert grouping.whole.group_of_rank == tuple(r // 2 for r in range(size))
-            assert list(grouping.members_of(grouping.ngroups - 1)) == list(
-                expected_members(size - 1, size)
-            )
+            assert grouping.members_of(grouping.ngroups - 1) == expected_members(size - 1, size)
         elif grouping.ngroups > 1:
             with pytest.raises(LookupError, match="its own subfile only"):
                 grouping.members_of(1 - grouping.group)

@@ -417,7 +417,7 @@ def group_ranks(comm: MPI.Comm, plan: Plan) -> RankGrouping:
             return RankGrouping(
                 rank=comm.rank,
                 group=nodes.index,
-                members=nodes.members,
+                members=tuple(nodes.members),  # a range on the wire, a tuple as on rank 0
                 ngroups=nodes.count,
                 size=comm.size,
                 smallest=nodes.smallest,

@@ -69,7 +69,7 @@ class RankGrouping:
 
     rank: int
     group: int
-    members: Sequence[int]
+    members: tuple[int, ...]
     ngroups: int
     size: int
     smallest: int
@@ -132,18 +132,15 @@ def plan_groups(size: int, plan: Plan, node_of_rank: Sequence[int] | None = None
     ``node_of_rank`` (any hashable node id per rank) is needed for ``subfiles="node"`` only.
     """
     grouping = _group(size, plan, node_of_rank)
-    check_aggregators(plan, min(len(m) for m in grouping.members), grouping.rule)
+    if plan.aggregators is not None:
+        smallest = min(len(m) for m in grouping.members)
+        if plan.aggregators > smallest:
+            raise PlanError(
+                f"aggregators={plan.aggregators} but a subfile of this grouping ({grouping.rule}) "
+                f"has only {smallest} rank(s): use 1 to {smallest} aggregators per subfile, or "
+                "'direct'"
+            )
     return grouping
-
-
-def check_aggregators(plan: Plan, smallest: int, rule: str) -> None:
-    """PlanError unless the plan's aggregator count fits the ``smallest`` group of a grouping."""
-    if plan.aggregators is not None and plan.aggregators > smallest:
-        raise PlanError(
-            f"aggregators={plan.aggregators} but a subfile of this grouping ({rule}) "
-            f"has only {smallest} rank(s): use 1 to {smallest} aggregators per subfile, or "
-            "'direct'"
-        )
 
 
 def aggregators_of(members: Sequence[int], count: int) -> tuple[int, ...]:
