@@ -8,9 +8,9 @@ spell of the machine falls on every variant alike; comparing within a round, pai
 removes what separate jobs add to the noise (start-up, imports, MPI set-up, another job's page
 cache). A variant is a name with, for its runs only, extra ``File`` options (``plan``), extra
 environment variables (``env``) and, for ``"constant_hash": true``, the checksum function
-replaced by one returning a constant; ``"api": "phdf5"`` (with ``"collective"``) writes the
-same kernel through parallel HDF5 instead (an h5py built with MPI: ``make phdf5``). With
-``warm`` GiB, rank 0 touches that much memory before each run, untimed (``warm.py``); with
+and the hasher the direct writes feed replaced by ones returning a constant;
+``"api": "phdf5"`` (with ``"collective"``) writes the same kernel through parallel HDF5
+instead (an h5py built with MPI: ``make phdf5``). With ``warm`` GiB, rank 0 touches that much memory before each run, untimed (``warm.py``); with
 ``alternate``, every other round runs its rotated order backwards (A B C, C B A, B C A, A C B,
 ...), so that no variant always follows the same one. Every
 run reports h5bench's observed completion time
@@ -56,6 +56,17 @@ warm, touch, alternate = float(sys.argv[7]), sys.argv[8], sys.argv[9] == "1"
 real, constant = integrity.checksum, (lambda data: "0" * 16)
 
 
+class ConstantHasher:
+    def update(self, data):
+        pass
+
+    def hexdigest(self):
+        return "0" * 16
+
+
+real_hasher = integrity.new_hasher
+
+
 def one(name, variant):
     path = os.path.join(folder, name, "vpic.h5")
     if comm.rank == 0:
@@ -67,6 +78,7 @@ def one(name, variant):
     env = variant.get("env", {})
     os.environ.update(env)
     integrity.checksum = constant if variant.get("constant_hash") else real
+    integrity.new_hasher = ConstantHasher if variant.get("constant_hash") else real_hasher
     comm.Barrier()
     cpu = time.process_time()
     try:

@@ -147,6 +147,57 @@ def test_flipped_data_byte_is_caught_by_verifying_reads(comm, shared_tmp: Path) 
             f["x"][start:]
 
 
+@pytest.mark.parametrize("subfiles", ["node", "rank"])
+def test_large_blocks_hashed_as_they_are_written_verify(
+    comm, shared_tmp: Path, subfiles: str
+) -> None:
+    """Blocks of several HASH_SLICE slices are hashed slice by slice as they are written (the
+    default plan's one shared file and file per process; collectively and by ``dset[box] =``):
+    their recorded checksums are the blocks' own, verify finds them clean, and a byte flipped
+    in a later slice is caught."""
+    from h5subfile.io.posix import HASH_SLICE
+    from h5subfile.layout.integrity import checksum
+
+    count = (2 * HASH_SLICE + 4096) // 8 + 3  # two whole slices and a partial one, per rank
+    mine = np.arange(comm.rank * count, (comm.rank + 1) * count, dtype="f8")
+    path = shared_tmp / f"sliced-{subfiles}.h5"
+    with hs.File(path, "w", subfiles=subfiles, async_writes=False, aggregators=None) as f:
+        f.write_datasets({"a": mine, "b": -mine})
+        d = f.create_dataset(
+            "c", (count * comm.size,), "f8", start=(count * comm.rank,), count=(count,)
+        )
+        d[count * comm.rank : count * (comm.rank + 1)] = mine * 2
+    whole = np.arange(comm.size * count, dtype="f8")
+    with opened(path, verify=True) as f:
+        for name, values in (("a", whole), ("b", -whole), ("c", whole * 2)):
+            np.testing.assert_array_equal(f[name][...], values)
+        report = same_on_every_rank(comm, f.verify(), "report")
+    assert report["clean"] and report["pieces"] == 3 * comm.size
+    last = (comm.size - 1) * count
+    stored, offset, recorded = on_root(comm, lambda: _piece_at(path, "/a", last))
+    assert recorded == checksum(np.arange(last, last + count, dtype="f8"))
+    on_root(comm, lambda: flip_byte(stored, offset + 2 * HASH_SLICE + 5))
+    with opened(path) as f:
+        report = same_on_every_rank(comm, f.verify(), "report")
+    (bad,) = report["bad"]
+    assert bad["offset"] == offset and bad["length"] == count * 8
+
+
+def _piece_at(path: Path, dataset: str, start: int) -> tuple[Path, int, str]:
+    """The file, byte offset and recorded checksum of the piece of a 1-D dataset whose first
+    element is ``start`` (a rank's block: its own extent, or a piece of its group's)."""
+    with h5py.File(path, "r") as f:
+        record = json.loads(f[dataset].attrs["h5subfile.layout"])
+        itemsize = f[dataset].dtype.itemsize
+    for extent in record["extents"]:
+        for piece in extent["pieces"]:
+            if piece["start"] == [start]:
+                at = extent["offset"] + (start - extent["start"][0]) * itemsize
+                held = path.parent / extent["file"] if extent["file"] else path  # "": the master
+                return held, at, piece["checksum"]
+    raise LookupError(f"no piece of {dataset} starts at {start}")
+
+
 def test_partial_writes_end_with_the_checksum_of_the_final_bytes(comm, shared_tmp: Path) -> None:
     path = shared_tmp / "partial.h5"
     rows = 40
@@ -220,9 +271,9 @@ def test_files_are_open_before_the_hashing_starts(
         events.append(("open", os.path.basename(path)))
         opening(self, path, *args, **kwargs)
 
-    def start(writes):  # type: ignore[no-untyped-def]
+    def start(writes, as_written):  # type: ignore[no-untyped-def]
         events.extend(("hash", os.path.basename(w.target.file)) for w in writes)
-        return starting(writes)
+        return starting(writes, as_written)
 
     def opened_first() -> None:
         hashed = [name for kind, name in events if kind == "hash"]

@@ -127,12 +127,12 @@ def test_failed_write_after_publishing_keeps_the_datasets_everywhere(
 
     real = transfer.write_direct
 
-    def failing(session, writes):  # type: ignore[no-untyped-def]
+    def failing(session, writes, hashing):  # type: ignore[no-untyped-def]
         if comm.rank == comm.size - 1 and any(w.path == "/T1/f2" for w in writes):
             return OSError(errno.EIO, "Input/output error (injected)")
-        return real(session, writes)
+        return real(session, writes, hashing)
 
-    monkeypatch.setitem(transfer.TRANSFERS, transfer.Transfer.DIRECT, failing)
+    monkeypatch.setattr(transfer, "write_direct", failing)
     path = shared_tmp / "own-write-fail.h5"
     with raises_on_every_rank(comm, errors.IncompleteFileError, "/T1"):
         with hs.File(path, "w", comm=comm, subfiles="rank") as f:

@@ -110,11 +110,100 @@ def test_small_writes_are_hashed_at_once_large_ones_in_the_thread(monkeypatch) -
 
     limit = integrity.INLINE_HASH_BYTES
     small = [write(limit // 2 - 1), write(limit // 2), write(10, whole=False)]
-    future = integrity.start_hashing(small)
-    assert future.done() and not submitted
-    assert future.result() == [checksum(small[0].data), checksum(small[1].data), None]
+    hashing = integrity.start_hashing(small, as_written=False)
+    assert hashing.rest.done() and not submitted and not hashing.fed
+    assert hashing.rest.result() == [checksum(small[0].data), checksum(small[1].data), None]
     large = [write(limit // 2), write(limit // 2)]  # INLINE_HASH_BYTES in all: the thread
-    future = integrity.start_hashing(large)
+    hashing = integrity.start_hashing(large, as_written=False)
     assert submitted == [1]
-    assert future.result() == [checksum(w.data) for w in large]
+    assert hashing.rest.result() == [checksum(w.data) for w in large]
     pool.shutdown()
+
+
+def test_write_hashed_hashes_each_slice_before_writing_it(tmp_path, monkeypatch) -> None:
+    """RawFile.write_hashed: every piece lands bit for bit at its offset, the hash is of the
+    pieces' bytes in order (the same as one checksum of them), and each slice (HASH_SLICE
+    bytes, a piece's last one with the remainder) is given to the hasher just before the
+    write that copies it."""
+    import os
+
+    from h5subfile.io import posix
+
+    slice_ = posix.HASH_SLICE
+    rng = np.random.default_rng(3)
+    first = rng.integers(0, 256, 2 * slice_ + 1000, dtype=np.uint8)
+    second = rng.integers(0, 256, 5000, dtype=np.uint8)
+    pieces = [(4096, memoryview(first)), (4096 + first.size + 512, memoryview(second))]
+    events: list[tuple[str, int]] = []
+    writing = os.pwritev
+
+    class Spy:
+        def __init__(self) -> None:
+            self.hasher = new_hasher()
+
+        def update(self, data: memoryview) -> None:
+            events.append(("hash", data.nbytes))
+            self.hasher.update(data)
+
+    def pwritev(fd, buffers, offset):  # type: ignore[no-untyped-def]
+        events.append(("write", sum(memoryview(b).nbytes for b in buffers)))
+        return writing(fd, buffers, offset)
+
+    monkeypatch.setattr(os, "pwritev", pwritev)
+    path = tmp_path / "f.bin"
+    raw = posix.RawFile(str(path), writable=True, create=True)
+    spy = Spy()
+    raw.write_hashed(pieces, spy)
+    raw.close()
+    sizes = [slice_, slice_ + 1000, 5000]  # a piece's last slice takes its remainder
+    assert events == [e for n in sizes for e in (("hash", n), ("write", n))]
+    assert raw.stats.writes == 3 and raw.stats.bytes_written == first.size + second.size
+    assert spy.hasher.hexdigest() == checksum(np.concatenate([first, second]))
+    stored = np.fromfile(path, dtype=np.uint8)
+    np.testing.assert_array_equal(stored[4096 : 4096 + first.size], first)
+    start = 4096 + first.size + 512
+    np.testing.assert_array_equal(stored[start : start + second.size], second)
+
+
+def test_direct_writes_are_hashed_as_written_unless_writing_behind() -> None:
+    """start_hashing(as_written=True) gives each direct whole-block write of at least a slice
+    a hasher to feed as it writes (nothing for the thread); with writing behind (False) they
+    go to the thread, as do two-phase writes and smaller blocks always. finish_hashing records a fed block's checksum only when it
+    was fed the whole block; otherwise the block is hashed from the file at close."""
+    from types import SimpleNamespace
+
+    from h5subfile.engine import integrity
+    from h5subfile.engine.messages import PreparedWrite, Transfer, WriteTarget
+    from h5subfile.io.posix import HASH_SLICE
+    from h5subfile.layout.blocks import Block
+
+    def write(path: str, n: int, transfer: Transfer = Transfer.DIRECT) -> PreparedWrite:
+        block = Block((0,), (n,))
+        target = WriteTarget(block, "/nowhere", 0, block, 0, transfer)
+        return PreparedWrite(path, target, block, np.arange(n, dtype="u4").astype("u1"))
+
+    size = HASH_SLICE
+    writes = [
+        write("/a", size + 3),
+        write("/b", size),
+        write("/c", 100, Transfer.TWO_PHASE),
+        write("/d", size - 1),  # under a slice: goes out with its neighbours
+    ]
+    hashing = integrity.start_hashing(writes, as_written=True)
+    fed_a, fed_b = hashing.fed_by(writes[0]), hashing.fed_by(writes[1])
+    assert fed_a is not None and fed_b is not None
+    assert hashing.fed_by(writes[2]) is None and hashing.fed_by(writes[3]) is None
+    assert hashing.rest.result() == [None, None, checksum(writes[2].data), checksum(writes[3].data)]
+    fed_a.update(memoryview(writes[0].data)[:100])
+    fed_a.update(memoryview(writes[0].data)[100:])
+    fed_b.update(memoryview(writes[1].data)[:150])  # not the whole block
+    session = SimpleNamespace(writing=SimpleNamespace(rehash=set(), sums={}))
+    integrity.finish_hashing(session, hashing, ok=True)  # type: ignore[arg-type]
+    sums = session.writing.sums
+    assert sums["/a"][(0,)].checksum == checksum(writes[0].data)
+    assert sums["/c"][(0,)].checksum == checksum(writes[2].data)
+    assert sums["/d"][(0,)].checksum == checksum(writes[3].data)
+    assert "/b" not in sums and session.writing.rehash == {"/b"}
+    behind = integrity.start_hashing(writes, as_written=False)
+    assert not behind.fed
+    assert behind.rest.result() == [checksum(w.data) for w in writes]

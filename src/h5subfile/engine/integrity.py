@@ -1,7 +1,10 @@
 """Checksums and subfile identities of a write session (docs/FORMAT.md, *Integrity*).
 
-- While writing: a rank's whole-block write is hashed from its buffer, in a thread that runs
-  while the bytes are written (both release the GIL); a block written piecewise
+- While writing: a rank's whole-block write is hashed from its buffer. A direct write the
+  rank makes itself is hashed by the write, slice by slice, each slice just before it is
+  written (:meth:`~..io.posix.RawFile.write_hashed`: the copy then reads it from the cache);
+  the others (two-phase, writing behind) in a thread that runs while the bytes are moved
+  (both release the GIL); a block written piecewise
   (``dset[box] = x``, in any order, overlapping or repeated) is hashed at close from the file,
   so the checksum is always of the final bytes. Chunks are hashed by the rank that compresses
   them (:mod:`.chunks`), over the stored (filtered) bytes.
@@ -18,8 +21,8 @@ from collections.abc import Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 
 from ..io.boxes import hash_stored
-from ..io.posix import RawFile
-from ..layout.integrity import ALGORITHM, PieceSum, checksum
+from ..io.posix import HASH_SLICE, RawFile
+from ..layout.integrity import ALGORITHM, PieceSum, checksum, new_hasher
 from .messages import PreparedWrite, Transfer
 from .session import Session, Writing
 
@@ -40,24 +43,64 @@ def _pool() -> ThreadPoolExecutor:
     return _POOL
 
 
-def start_hashing(writes: Sequence[PreparedWrite]) -> Future[list[str | None]]:
-    """Hash the writes that cover their rank's whole block (their checksum is their
-    buffer's), in a thread that runs while the bytes are written, or at once when they are
-    small (:data:`INLINE_HASH_BYTES`); the others get None. Chunked writes are hashed chunk by
-    chunk."""
+class FedHash:
+    """A hasher the write of one block feeds as it writes (``update``), counting the bytes it
+    was given: a block is recorded with this checksum only if it was fed the whole block."""
+
+    __slots__ = ("hasher", "nbytes")
+
+    def __init__(self) -> None:
+        self.hasher = new_hasher()
+        self.nbytes = 0
+
+    def update(self, data: memoryview) -> None:
+        self.hasher.update(data)
+        self.nbytes += data.nbytes
+
+
+@dataclasses.dataclass
+class Hashing:
+    """The checksums of one call's writes, under way (:func:`start_hashing`)."""
+
+    writes: Sequence[PreparedWrite]
+    #: the hashers of the writes hashed as they are written, by ``id`` of the write
+    fed: dict[int, FedHash]
+    #: the other writes' checksums, in order (None: not hashed here, or hashed as written)
+    rest: Future[list[str | None]]
+
+    def fed_by(self, write: PreparedWrite) -> FedHash | None:
+        """The hasher ``write`` must feed as it writes its bytes, or None."""
+        return self.fed.get(id(write))
+
+
+def start_hashing(writes: Sequence[PreparedWrite], as_written: bool) -> Hashing:
+    """Start hashing the writes that cover their rank's whole block (their checksum is their
+    buffer's); the others get None. ``as_written``: the rank makes its writes itself (no
+    write-behind queue), so its direct writes of at least :data:`~..io.posix.HASH_SLICE` bytes
+    are hashed by the write (:meth:`Hashing.fed_by`; smaller ones go out with their
+    neighbours in one vectored call, which slicing would split); the rest are hashed in a thread that runs while the bytes are moved, or at once when they
+    are small (:data:`INLINE_HASH_BYTES`). Chunked writes are hashed chunk by chunk."""
 
     whole = [
         w.target.transfer is not Transfer.CHUNKED and w.box == w.target.block and w.data.size > 0
         for w in writes
     ]
+    fed = {
+        id(w): FedHash()
+        for w, hashed in zip(writes, whole)
+        if hashed
+        and as_written
+        and w.target.transfer is Transfer.DIRECT
+        and w.data.nbytes >= HASH_SLICE
+    }
+    threaded = [hashed and id(w) not in fed for w, hashed in zip(writes, whole)]
 
     def work() -> list[str | None]:
-        return [checksum(w.data) if hashed else None for w, hashed in zip(writes, whole)]
+        return [checksum(w.data) if hashed else None for w, hashed in zip(writes, threaded)]
 
-    hashed_bytes = sum(w.data.nbytes for w, hashed in zip(writes, whole) if hashed)
-    if hashed_bytes < INLINE_HASH_BYTES:
-        return _done(work())
-    return _pool().submit(work)
+    hashed_bytes = sum(w.data.nbytes for w, hashed in zip(writes, threaded) if hashed)
+    rest = _done(work()) if hashed_bytes < INLINE_HASH_BYTES else _pool().submit(work)
+    return Hashing(writes, fed, rest)
 
 
 def _done(value: list[str | None]) -> Future[list[str | None]]:
@@ -66,21 +109,20 @@ def _done(value: list[str | None]) -> Future[list[str | None]]:
     return future
 
 
-def finish_hashing(
-    session: Session,
-    writes: Sequence[PreparedWrite],
-    hashing: Future[list[str | None]],
-    ok: bool,
-) -> None:
+def finish_hashing(session: Session, hashing: Hashing, ok: bool) -> None:
     """Wait for :func:`start_hashing`; when the writes succeeded, remember each block's
-    checksum, or that the block must be hashed from the file at close."""
-    sums = hashing.result()
+    checksum, or that the block must be hashed from the file at close (also when a write to
+    be hashed as written was not fed all its bytes)."""
+    sums = hashing.rest.result()
     writing = session.writing
     if not ok or writing is None:
         return
-    for write, value in zip(writes, sums):
+    for write, value in zip(hashing.writes, sums):
         if write.target.transfer is Transfer.CHUNKED:
             continue
+        fed = hashing.fed_by(write)
+        if fed is not None:
+            value = fed.hasher.hexdigest() if fed.nbytes == write.data.nbytes else None
         key = write.target.block.start
         if value is None:
             writing.rehash.add(write.path)

@@ -2,9 +2,10 @@
 transfer chosen for it when it was created (:class:`~.messages.Transfer`), as ADIOS2's
 engines do ``Put`` -> ``DoPut``:
 
-- ``DIRECT``: every rank writes its own bytes at their file offsets (a rank's neighbouring
-  pieces go out in one vectored call); no gather, no copy (writing behind, one copy: the
-  write-behind queue's, ``io/writebehind.py``).
+- ``DIRECT``: every rank writes its own bytes at their file offsets; no gather, no copy
+  (writing behind, one copy: the write-behind queue's, ``io/writebehind.py``). A whole block
+  of at least a hash slice goes out slice by slice, each hashed just before it is written
+  (:mod:`.integrity`); smaller pieces that are neighbours go out in one vectored call.
 - ``TWO_PHASE``: the plan's aggregators of each subfile gather its bytes and write large
   pieces (:mod:`.exchange`).
 - ``CHUNKED``: ranks compress whole chunks; the group's leader writes them (:mod:`.chunks`).
@@ -74,12 +75,15 @@ def _put(session: Session, requests: Sequence[WriteRequest], entered: bool) -> N
     # The transfers used by this call, from the catalogue and the plan: the same on every rank.
     used = {transfer_for(session.node(r.path).layout, session.plan) for r in requests}
     _open_direct_files(session, prepared)
-    hashing = integrity.start_hashing(prepared)  # runs while the bytes are written
+    hashing = _start_hashing(session, prepared)  # runs while the bytes are written
     for transfer in Transfer:
         if transfer in used:
             mine = [p for p in prepared if p.target.transfer is transfer]
-            error = TRANSFERS[transfer](session, mine) or error
-    integrity.finish_hashing(session, prepared, hashing, ok=error is None)
+            if transfer is Transfer.DIRECT:
+                error = write_direct(session, mine, hashing) or error
+            else:
+                error = TRANSFERS[transfer](session, mine) or error
+    integrity.finish_hashing(session, hashing, ok=error is None)
     if error is None:
         for write in prepared:
             record_written(session, write)
@@ -116,15 +120,17 @@ def put_independent(session: Session, request: WriteRequest) -> None:
             "whole block collectively (Dataset.write, write_dataset)"
         )
     writing = session.require_writable("write")
-    target = write.target
-    writer = writing.pool.writer(target.file)  # opened before the hashing starts
-    hashing = integrity.start_hashing([write])
-    writer.write_pieces(
-        box_pieces(target.offset, target.extent, write.box, write.data),
-        owned=session.plan.async_zero_copy,
-    )
-    integrity.finish_hashing(session, [write], hashing, ok=True)
+    writing.pool.writer(write.target.file)  # opened before the hashing starts
+    hashing = _start_hashing(session, [write])
+    _write_direct_pieces(session, [write], hashing)
+    integrity.finish_hashing(session, hashing, ok=True)
     record_written(session, write)
+
+
+def _start_hashing(session: Session, writes: Sequence[PreparedWrite]) -> integrity.Hashing:
+    writing = session.writing
+    assert writing is not None
+    return integrity.start_hashing(writes, as_written=writing.pool.writes_in_caller)
 
 
 def record_written(session: Session, write: PreparedWrite) -> None:
@@ -154,21 +160,37 @@ def _pieces(writes: Sequence[PreparedWrite]) -> list[tuple[str, int, Piece]]:
     ]
 
 
-def write_direct(session: Session, writes: Sequence[PreparedWrite]) -> BaseException | None:
-    """Every rank writes its own pieces, one vectored call per file where they are
-    neighbours. Local: returns the error for the caller to agree."""
-    writing = session.writing
-    assert writing is not None
+def write_direct(
+    session: Session, writes: Sequence[PreparedWrite], hashing: integrity.Hashing
+) -> BaseException | None:
+    """Every rank writes its own pieces. Local: returns the error for the caller to agree."""
     try:
-        by_file: dict[str, list[Piece]] = {}
-        for file, _, piece in _pieces(writes):
-            by_file.setdefault(file, []).append(piece)
-        for file, pieces in by_file.items():
-            # async_zero_copy: the caller keeps its arrays unchanged until flush/commit/close
-            writing.pool.writer(file).write_pieces(pieces, owned=session.plan.async_zero_copy)
+        _write_direct_pieces(session, writes, hashing)
     except Exception as exc:  # noqa: BLE001 - agreed on every rank by the caller
         return exc
     return None
+
+
+def _write_direct_pieces(
+    session: Session, writes: Sequence[PreparedWrite], hashing: integrity.Hashing
+) -> None:
+    """A write to be hashed as written goes out slice by slice, each slice hashed just before
+    (:meth:`~..io.posix.RawFile.write_hashed`); the others' pieces go out in one vectored call
+    per file where they are neighbours."""
+    writing = session.writing
+    assert writing is not None
+    by_file: dict[str, list[Piece]] = {}
+    for write in writes:
+        target = write.target
+        pieces = box_pieces(target.offset, target.extent, write.box, write.data)
+        fed = hashing.fed_by(write)
+        if fed is None:
+            by_file.setdefault(target.file, []).extend(pieces)
+        else:
+            writing.pool.get(target.file).write_hashed(pieces, fed)
+    for file, together in by_file.items():
+        # async_zero_copy: the caller keeps its arrays unchanged until flush/commit/close
+        writing.pool.writer(file).write_pieces(together, owned=session.plan.async_zero_copy)
 
 
 def write_aggregated(session: Session, writes: Sequence[PreparedWrite]) -> BaseException | None:
@@ -210,8 +232,8 @@ def flush(session: Session) -> None:
     session.enter("flush")
 
 
+#: The collective transfers other than DIRECT (which also takes the call's hashing).
 TRANSFERS: dict[Transfer, Callable[[Session, Sequence[PreparedWrite]], BaseException | None]] = {
-    Transfer.DIRECT: write_direct,
     Transfer.TWO_PHASE: write_aggregated,
     Transfer.CHUNKED: write_chunks,
 }

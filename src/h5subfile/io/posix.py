@@ -24,6 +24,12 @@ from .writebehind import QueuedFile, WriteBehind
 MAX_TRANSFER = 1 << 30
 #: The most buffers passed to one pwritev/preadv call (Linux's IOV_MAX is 1024).
 MAX_BUFFERS = 1024
+#: Bytes hashed, then written, at a time by :meth:`RawFile.write_hashed`. Small enough that
+#: the slice is still in the core's cache (a few MiB of L2) when the write copies it into the
+#: page cache, so hashing costs little and the copy is quick, which shortens the time the
+#: file's write lock is held when ranks share the file; above 1 MiB, so that the writes fall
+#: in the profile's (and Darshan's) 1M-4M size bucket, not among the small requests.
+HASH_SLICE = 1280 << 10
 
 #: A piece of positioned I/O: (byte offset in the file, the bytes or the buffer to fill).
 Piece = tuple[int, memoryview]
@@ -289,6 +295,28 @@ class RawFile:
         self.stats.bytes_written += nbytes
         self.stats.write_seconds += time.perf_counter() - started
 
+    def write_hashed(self, pieces: list[Piece], hasher: Any) -> None:
+        """Write every (offset, bytes) piece, in order, in slices of :data:`HASH_SLICE` bytes
+        (the last slice of a piece also takes the remainder, so that no write is smaller than a
+        slice unless its piece is), each given to ``hasher.update`` just before it is written:
+        the hash is of the bytes in the pieces' order, and each slice is copied from the cache
+        the hashing left it in.
+        Ranks sharing a file take turns on its write lock; each hashes its next slice while
+        another holds the lock."""
+        started = time.perf_counter()
+        calls = nbytes = 0
+        for offset, data in pieces:
+            count = max(1, len(data) // HASH_SLICE)  # the last slice takes the remainder
+            for index in range(count):
+                at = index * HASH_SLICE
+                part = data[at:] if index == count - 1 else data[at : at + HASH_SLICE]
+                hasher.update(part)
+                made, moved = self._vectored([(offset + at, part)], os.pwritev, self._wrote_nothing)
+                calls, nbytes = calls + made, nbytes + moved
+        self.stats.writes += calls
+        self.stats.bytes_written += nbytes
+        self.stats.write_seconds += time.perf_counter() - started
+
     def pread_into(self, buffer: memoryview, offset: int) -> None:
         """Fill all of ``buffer`` from byte ``offset``; a short file raises TruncatedFileError."""
         self.read_pieces([(offset, buffer)])
@@ -438,6 +466,12 @@ class FilePool:
         if queued is None:
             queued = self._queued[path] = QueuedFile(path, self.queue)
         return queued
+
+    @property
+    def writes_in_caller(self) -> bool:
+        """Whether writes are made by the caller (no write-behind queue): :meth:`get`'s files
+        are then the writers."""
+        return self.queue is None
 
     def wait(self) -> BaseException | None:
         """Wait for the queued writes (if any); the first error they met, or None."""
