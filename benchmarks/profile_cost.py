@@ -139,6 +139,7 @@ def render(record: dict) -> str:
         "call and per system call (`profile is None`); the null comparison above is the "
         "resolution of this measurement, not a comparison with a build without those tests.",
     ]
+    lines += [f"- {note}" for note in record.get("notes", [])]
     earlier = record.get("earlier", [])
     if earlier:
         lines += [

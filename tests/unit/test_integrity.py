@@ -155,6 +155,7 @@ def test_write_hashed_hashes_each_slice_before_writing_it(tmp_path, monkeypatch)
     spy = Spy()
     raw.write_hashed(pieces, spy)
     raw.close()
+    assert posix.block_size(str(tmp_path)) in (0, 512, 1024, 2048, 4096)  # divides a slice
     sizes = [slice_, slice_ + 1000, 5000]  # a piece's last slice takes its remainder
     assert events == [e for n in sizes for e in (("hash", n), ("write", n))]
     assert raw.stats.writes == 3 and raw.stats.bytes_written == first.size + second.size
@@ -207,3 +208,24 @@ def test_direct_writes_are_hashed_as_written_unless_writing_behind() -> None:
     behind = integrity.start_hashing(writes, as_written=False)
     assert not behind.fed
     assert behind.rest.result() == [checksum(w.data) for w in writes]
+
+
+def test_slices_are_a_slice_long_at_least_and_start_on_blocks() -> None:
+    """slice_ends: the slices of a piece cover it, each at least HASH_SLICE (unless the piece
+    is smaller), every one after the first starting on a block boundary of the file, also
+    when the piece starts inside a block, and when a block is larger than a slice."""
+    from h5subfile.io.posix import HASH_SLICE, slice_ends
+
+    for offset in (0, 100, 4096, 12_345_678):
+        for length in (10, HASH_SLICE - 1, HASH_SLICE, 3 * HASH_SLICE + 7, 40 * HASH_SLICE + 1):
+            for block in (0, 4096, 16 << 20):
+                ends = slice_ends(offset, length, block)
+                starts = [0, *ends[:-1]]
+                assert ends[-1] == length and ends == sorted(set(ends))
+                sizes = [e - s for s, e in zip(starts, ends)]
+                assert all(size >= min(HASH_SLICE, length) for size in sizes), sizes
+                if block:
+                    assert all((offset + s) % block == 0 for s in starts[1:]), (offset, block)
+                if block <= HASH_SLICE:
+                    assert all(size < 2 * HASH_SLICE + max(block, 1) for size in sizes)
+    assert slice_ends(100, 3 * HASH_SLICE, 4096) == [HASH_SLICE + 3996, 3 * HASH_SLICE]

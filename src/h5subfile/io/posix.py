@@ -296,23 +296,21 @@ class RawFile:
         self.stats.write_seconds += time.perf_counter() - started
 
     def write_hashed(self, pieces: list[Piece], hasher: Any) -> None:
-        """Write every (offset, bytes) piece, in order, in slices of :data:`HASH_SLICE` bytes
-        (the last slice of a piece also takes the remainder, so that no write is smaller than a
-        slice unless its piece is), each given to ``hasher.update`` just before it is written:
-        the hash is of the bytes in the pieces' order, and each slice is copied from the cache
-        the hashing left it in.
+        """Write every (offset, bytes) piece, in order, in slices (:func:`slice_ends`), each
+        given to ``hasher.update`` just before it is written: the hash is of the bytes in the
+        pieces' order, and each slice is copied from the cache the hashing left it in.
         Ranks sharing a file take turns on its write lock; each hashes its next slice while
         another holds the lock."""
         started = time.perf_counter()
         calls = nbytes = 0
+        block = block_size(self.path)
         for offset, data in pieces:
-            count = max(1, len(data) // HASH_SLICE)  # the last slice takes the remainder
-            for index in range(count):
-                at = index * HASH_SLICE
-                part = data[at:] if index == count - 1 else data[at : at + HASH_SLICE]
+            at = 0
+            for end in slice_ends(offset, len(data), block):
+                part = data[at:end]
                 hasher.update(part)
                 made, moved = self._vectored([(offset + at, part)], os.pwritev, self._wrote_nothing)
-                calls, nbytes = calls + made, nbytes + moved
+                calls, nbytes, at = calls + made, nbytes + moved, end
         self.stats.writes += calls
         self.stats.bytes_written += nbytes
         self.stats.write_seconds += time.perf_counter() - started
@@ -408,6 +406,24 @@ def block_size(path: str) -> int:
             size = 0
         _BLOCK_SIZES[folder] = size
     return size
+
+
+def slice_ends(offset: int, length: int, block: int) -> list[int]:
+    """Where the slices of a piece of ``length`` bytes at file ``offset`` end (relative to the
+    piece) when it is written a slice at a time: each slice at least :data:`HASH_SLICE` bytes
+    (unless the piece is smaller), ending on a multiple of the file system's ``block`` (0:
+    unknown), so that every slice after the first starts aligned; the last slice takes what
+    would be left under a slice."""
+    grain = max(block, 1)
+    ends: list[int] = []
+    at = 0
+    while True:
+        end = -(-(offset + at + HASH_SLICE) // grain) * grain - offset
+        if end + HASH_SLICE > length:
+            ends.append(length)
+            return ends
+        ends.append(end)
+        at = end
 
 
 def _remaining(buffers: list[memoryview], done: int) -> list[memoryview]:
