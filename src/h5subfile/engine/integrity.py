@@ -78,8 +78,9 @@ def start_hashing(writes: Sequence[PreparedWrite], as_written: bool) -> Hashing:
     buffer's); the others get None. ``as_written``: the rank makes its writes itself (no
     write-behind queue), so its direct writes of at least :data:`~..io.posix.HASH_SLICE` bytes
     are hashed by the write (:meth:`Hashing.fed_by`; smaller ones go out with their
-    neighbours in one vectored call, which slicing would split); the rest are hashed in a thread that runs while the bytes are moved, or at once when they
-    are small (:data:`INLINE_HASH_BYTES`). Chunked writes are hashed chunk by chunk."""
+    neighbours in one vectored call, which slicing would split); the rest are hashed in a
+    thread that runs while the bytes are moved, or at once when they are small
+    (:data:`INLINE_HASH_BYTES`). Chunked writes are hashed chunk by chunk."""
 
     whole = [
         w.target.transfer is not Transfer.CHUNKED and w.box == w.target.block and w.data.size > 0
