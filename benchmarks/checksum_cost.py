@@ -196,8 +196,8 @@ def render(record: dict) -> str:
             "- **Default plan: hashing makes the write faster.** Both ranks write the master, "
             "one file, and take turns on its write lock: the rank holding it copies a slice "
             "that hashing has just brought into the cache, and the other rank hashes its next "
-            f"slice meanwhile; the raw write time with checksums is {cell(cost(by['default'], 'raw'), 2)} "
-            "of the time without them."
+            "slice meanwhile; the raw write time with checksums is "
+            f"{cell(cost(by['default'], 'raw'), 2)} of the time without them."
         )
     if "rank" in by and cost(by["rank"])["median"] > 1.03:
         hash_ms = 2 * mib / 1024 / speed["memory"] * 1000

@@ -10,10 +10,10 @@ cache). A variant is a name with, for its runs only, extra ``File`` options (``p
 environment variables (``env``) and, for ``"constant_hash": true``, the checksum function
 and the hasher the direct writes feed replaced by ones returning a constant;
 ``"api": "phdf5"`` (with ``"collective"``) writes the same kernel through parallel HDF5
-instead (an h5py built with MPI: ``make phdf5``). With ``warm`` GiB, rank 0 touches that much memory before each run, untimed (``warm.py``); with
-``alternate``, every other round runs its rotated order backwards (A B C, C B A, B C A, A C B,
-...), so that no variant always follows the same one. Every
-run reports h5bench's observed completion time
+instead (an h5py built with MPI: ``make phdf5``). With ``warm`` GiB, rank 0 touches that
+much memory before each run, untimed (``warm.py``); with ``alternate``, every other round
+runs its rotated order backwards (A B C, C B A, B C A, A C B, ...), so that no variant always
+follows the same one. Every run reports h5bench's observed completion time
 (with the emulated compute included, when a variant's plan has ``compute_time``; without, the
 two are the same) and raw time (max over ranks) and the largest CPU time of a rank (all its
 threads).

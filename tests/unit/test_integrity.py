@@ -169,8 +169,9 @@ def test_write_hashed_hashes_each_slice_before_writing_it(tmp_path, monkeypatch)
 def test_direct_writes_are_hashed_as_written_unless_writing_behind() -> None:
     """start_hashing(as_written=True) gives each direct whole-block write of at least a slice
     a hasher to feed as it writes (nothing for the thread); with writing behind (False) they
-    go to the thread, as do two-phase writes and smaller blocks always. finish_hashing records a fed block's checksum only when it
-    was fed the whole block; otherwise the block is hashed from the file at close."""
+    go to the thread, as do two-phase writes and smaller blocks always. finish_hashing
+    records a fed block's checksum only when it was fed the whole block; otherwise the block
+    is hashed from the file at close."""
     from types import SimpleNamespace
 
     from h5subfile.engine import integrity
