@@ -14,6 +14,7 @@ import h5subfile as hs
 from h5subfile.engine import autoplan
 from h5subfile.io.filesystem import probe
 from h5subfile.io.tuning_profiles import Profile, save_profile
+from h5subfile.layout.grouping import NODE_RULE
 
 
 def test_every_rank_writes_with_the_profiles_plan(
@@ -45,3 +46,31 @@ def test_plan_auto_on_one_rank_only_is_refused_on_every_rank(comm, shared_tmp: P
     choice = autoplan.AUTO if comm.rank == 1 else None
     with raises_on_every_rank(comm, hs.CollectiveMismatchError, "File"):
         hs.File(shared_tmp / "x.h5", "w", plan=choice)
+
+
+@pytest.mark.parametrize("aggregators", [None, 1])
+def test_plan_auto_locates_the_nodes_once_unless_every_rank_needs_them(
+    comm, shared_tmp: Path, monkeypatch: pytest.MonkeyPatch, aggregators: int | None
+) -> None:
+    """By node (no profile: the default grouping), ``plan="auto"`` locates the ranks' nodes
+    once, for the profile's choice and the grouping alike; with aggregators the grouping
+    needs every rank's node on every rank, a second round. The file is right either way."""
+    from h5subfile.engine import session as sessions
+    from h5subfile.mpi import nodes
+
+    monkeypatch.setenv("H5SUBFILE_TUNING_DIR", str(shared_tmp / "no-profiles"))
+    rounds: list[bool] = []
+
+    def locate(comm_, every_rank=False):  # type: ignore[no-untyped-def]
+        rounds.append(every_rank)
+        return nodes.locate_nodes(comm_, every_rank=every_rank)
+
+    monkeypatch.setattr(sessions, "locate_nodes", locate)
+    monkeypatch.setattr(autoplan, "locate_nodes", locate)
+    path = shared_tmp / f"auto-nodes-{aggregators}.h5"
+    with hs.File(path, "w", plan="auto", aggregators=aggregators) as f:
+        assert f.grouping.rule == NODE_RULE
+        f.write_dataset("x", np.full(10, comm.rank, dtype="i4"))
+    assert rounds == ([False] if aggregators is None else [False, True])
+    with hs.File(path, "r") as f:
+        assert np.array_equal(f["x"][...], np.repeat(np.arange(comm.size, dtype="i4"), 10))

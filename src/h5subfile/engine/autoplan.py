@@ -23,7 +23,7 @@ from ..io.filesystem import FileSystem, lustre_setup, probe
 from ..io.tuning_profiles import auto_plan
 from ..layout.names import subfile_folder
 from ..mpi.collective import root_only
-from ..mpi.nodes import locate_nodes
+from ..mpi.nodes import Nodes, locate_nodes
 from ..plan import READ_FIELDS
 
 AUTO = "auto"
@@ -116,8 +116,11 @@ def decide(path: str, mode: str, given: dict[str, Any], ranks: int, nodes: int) 
     return fields, reason
 
 
-def resolve(comm: MPI.Comm, path: str, mode: str, given: dict[str, Any]) -> tuple[dict, str]:
-    """Collective: the plan fields of ``plan="auto"`` and the reason, the same on every rank."""
-    nodes = locate_nodes(comm).count
-    fields, reason = root_only(comm, lambda: decide(path, mode, given, comm.size, nodes))
+def resolve(
+    comm: MPI.Comm, path: str, mode: str, given: dict[str, Any], nodes: Nodes | None = None
+) -> tuple[dict, str]:
+    """Collective: the plan fields of ``plan="auto"`` and the reason, the same on every rank.
+    ``nodes``: the ranks' nodes when the caller located them already (on every rank or none)."""
+    count = (nodes or locate_nodes(comm)).count
+    fields, reason = root_only(comm, lambda: decide(path, mode, given, comm.size, count))
     return fields, reason

@@ -49,7 +49,7 @@ from ..layout.names import SourcePaths, subfile_relpath
 from ..layout.record import DatasetLayout, FileRecord
 from ..layout.sharing import broadcast_limit
 from ..mpi.collective import Call, Question, agree, agree_asking, root_first, root_only, waited
-from ..mpi.nodes import locate_nodes
+from ..mpi.nodes import Nodes, locate_nodes
 from ..plan import READ_FIELDS, Plan
 from . import autoplan
 from .messages import WriteTarget
@@ -367,15 +367,17 @@ def open_session(
         agree(comm, error, call)
     assert plan is not None
     source = ""
+    located = None  # the ranks' nodes, once located (plan="auto" needs their number)
     if choice == autoplan.AUTO:
-        merged, source = autoplan.resolve(comm, path, mode, fields)
+        located = locate_nodes(comm)
+        merged, source = autoplan.resolve(comm, path, mode, fields, located)
         plan = parse_plan(mode, merged)  # the same inputs on every rank: the same outcome
     started = start_profile(comm, profiled)
     if catalog is not None:
         session = Session(path, mode, comm, plan, whole[0] if whole else catalog)
         session.fetch_withheld()
     else:
-        session = _begin_writing(path, mode, comm, plan, profiled, source)
+        session = _begin_writing(path, mode, comm, plan, profiled, source, located)
     session.plan_source = source
     session.stats.profile = profiled  # before any RawFile opens (they open on first use)
     session.profile_folder, session.profile_started = profile, started
@@ -392,16 +394,17 @@ def _begin_writing(
     plan: Plan,
     profile: Profile | None = None,
     source: str = "",
+    located: Nodes | None = None,
 ) -> Session:
     """Collective: the grouping, then rank 0 opens the master."""
-    grouping = group_ranks(comm, plan)
+    grouping = group_ranks(comm, plan, located)
     opened = _open_master(path, mode, comm, plan, grouping, profile, source)
     session = Session(path, mode, comm, plan, opened.catalog, opened.data_path)
     _attach_writing(session, grouping, opened, profile)
     return session
 
 
-def group_ranks(comm: MPI.Comm, plan: Plan) -> RankGrouping:
+def group_ranks(comm: MPI.Comm, plan: Plan, located: Nodes | None = None) -> RankGrouping:
     """Collective: this rank's view of the plan's grouping, the whole on rank 0.
 
     Every rank plans the same grouping from the same inputs (the plan agreed at open, the size
@@ -409,10 +412,15 @@ def group_ranks(comm: MPI.Comm, plan: Plan) -> RankGrouping:
     of its own; except by node, where rank 0 groups the ranks' processor names and tells each
     rank its own node only (every rank's node too when the plan has aggregators: the two-phase
     plan reads every subfile's ranks on every rank, and gathers every rank's runs anyway).
+    ``located``: the nodes as located already (``plan="auto"``), on every rank or on none;
+    used unless every rank needs every rank's node.
     """
     nodes = None
     if plan.grouping == "node":
-        nodes = locate_nodes(comm, every_rank=plan.aggregators is not None)
+        every_rank = plan.aggregators is not None  # the plan is agreed: the same on every rank
+        nodes = located if located is not None and not every_rank else None
+        if nodes is None:
+            nodes = locate_nodes(comm, every_rank=every_rank)
         if nodes.of_rank is None:  # not rank 0: its node, the others counted
             return RankGrouping(
                 rank=comm.rank,
