@@ -132,7 +132,7 @@ def test_failed_write_after_publishing_keeps_the_datasets_everywhere(
             return OSError(errno.EIO, "Input/output error (injected)")
         return real(session, writes, hashing)
 
-    monkeypatch.setattr(transfer, "write_direct", failing)
+    monkeypatch.setitem(transfer.TRANSFERS, transfer.Transfer.DIRECT, failing)
     path = shared_tmp / "own-write-fail.h5"
     with raises_on_every_rank(comm, errors.IncompleteFileError, "/T1"):
         with hs.File(path, "w", comm=comm, subfiles="rank") as f:

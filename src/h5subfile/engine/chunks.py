@@ -21,7 +21,7 @@ from ..layout.blocks import Block
 from ..layout.chunking import chunk_box
 from ..layout.integrity import PieceSum, checksum
 from .exchange import exchange_bytes
-from .integrity import note_chunk
+from .integrity import Hashing, note_chunk
 from .messages import ChunkTarget, CompressedChunk, CompressionFailed, PreparedWrite
 from .session import Session
 
@@ -42,9 +42,12 @@ class _ChunkWrite:
     origin: tuple[int, ...]  # its extent's start, in dataset coordinates
 
 
-def write_chunks(session: Session, writes: Sequence[PreparedWrite]) -> BaseException | None:
+def write_chunks(
+    session: Session, writes: Sequence[PreparedWrite], hashing: Hashing
+) -> BaseException | None:
     """Collective: write chunked datasets (every rank calls it, with or without writes of its
-    own). Returns this rank's first error for the caller to agree."""
+    own). Returns this rank's first error for the caller to agree. ``hashing`` (the call's)
+    has nothing to do here: each chunk is hashed by the rank that compresses it."""
     stats = session.stats
     started = time.perf_counter()
     busy = stats.foreground_write_seconds + stats.compress_seconds

@@ -79,10 +79,7 @@ def _put(session: Session, requests: Sequence[WriteRequest], entered: bool) -> N
     for transfer in Transfer:
         if transfer in used:
             mine = [p for p in prepared if p.target.transfer is transfer]
-            if transfer is Transfer.DIRECT:
-                error = write_direct(session, mine, hashing) or error
-            else:
-                error = TRANSFERS[transfer](session, mine) or error
+            error = TRANSFERS[transfer](session, mine, hashing) or error
     integrity.finish_hashing(session, hashing, ok=error is None)
     if error is None:
         for write in prepared:
@@ -193,8 +190,11 @@ def _write_direct_pieces(
         writing.pool.writer(file).write_pieces(together, owned=session.plan.async_zero_copy)
 
 
-def write_aggregated(session: Session, writes: Sequence[PreparedWrite]) -> BaseException | None:
-    """Collective two-phase write: the plan's aggregators of each subfile write its bytes."""
+def write_aggregated(
+    session: Session, writes: Sequence[PreparedWrite], hashing: integrity.Hashing
+) -> BaseException | None:
+    """Collective two-phase write: the plan's aggregators of each subfile write its bytes.
+    ``hashing`` (the call's) hashes these writes in its thread, from the callers' buffers."""
     writing = session.writing
     assert writing is not None
     grouping, count = writing.grouping, session.plan.aggregators or 1
@@ -232,8 +232,12 @@ def flush(session: Session) -> None:
     session.enter("flush")
 
 
-#: The collective transfers other than DIRECT (which also takes the call's hashing).
-TRANSFERS: dict[Transfer, Callable[[Session, Sequence[PreparedWrite]], BaseException | None]] = {
+#: Each transfer's writer: (session, its writes, the call's hashing) -> this rank's error.
+TRANSFERS: dict[
+    Transfer,
+    Callable[[Session, Sequence[PreparedWrite], integrity.Hashing], BaseException | None],
+] = {
+    Transfer.DIRECT: write_direct,
     Transfer.TWO_PHASE: write_aggregated,
     Transfer.CHUNKED: write_chunks,
 }
