@@ -8,9 +8,10 @@ repetition (after an untimed ``sync``, the output removed after each run):
 - ``h5repack``: ``h5repack -l CONTI IN OUT`` (serial; HDF5's own tool)
 - ``h5repack again``: the same command, the null comparison (how much identical runs differ)
 - ``repack 1 rank`` / ``repack 2 ranks``: ``mpiexec -n P h5subfile repack IN OUT --subfiles 1``
-- ``start-up, 2 ranks``: ``mpiexec -n 2`` of a Python that imports what ``repack`` imports and
-  meets the other rank in one barrier, nothing copied: the part of the repack commands' time
-  that does not depend on the file
+- ``start-up, 2 ranks``: ``mpiexec -n 2`` of a Python that starts as the ``h5subfile`` command
+  does (numpy with one BLAS thread), imports what ``repack`` imports (h5py, mpi4py, h5subfile)
+  and meets the other rank in one barrier, nothing copied: the part of the repack commands'
+  time that does not depend on the file
 
 Before each run, untimed, ``--warm`` GiB of memory are touched and freed (benchmarks/warm.py:
 on a virtual machine that hands freed memory back to its host, so that no command's page cache
@@ -54,8 +55,8 @@ SEED = 20261123
 REFERENCE, NULL = "h5repack", "h5repack again"
 STARTUP = "start-up, 2 ranks"
 STARTUP_CODE = (
-    "import h5py, hdf5plugin, numpy; import h5subfile.cli, h5subfile.repack; "
-    "from mpi4py import MPI; MPI.COMM_WORLD.Barrier()"
+    "import h5subfile.cli; h5subfile.cli.load_numpy_with_one_blas_thread(); "
+    "import h5subfile.repack; from mpi4py import MPI; MPI.COMM_WORLD.Barrier()"
 )
 
 
