@@ -19,8 +19,8 @@ pays for faulting it in again).
 
 Each time is the whole command, from process start to exit (both tools pay their start-up).
 Before the runs, both outputs are compared value for value with plain h5py (untimed), so the
-tools are known to produce the same data. Writes ``docs/repack-results.json`` and prints the
-Markdown table.
+tools are known to produce the same data. Writes ``docs/repack-results-<size>.json`` (size:
+``512mib``, ``1gib``, ``2gib``, ...) and prints the Markdown table.
 
 Usage (from the repository, after `make test` created .venv; needs h5repack, Debian's
 hdf5-tools):
@@ -72,6 +72,16 @@ def commands(source: Path, target: Path) -> dict[str, list[str]]:
         "repack 2 ranks": [str(BIN / "mpiexec"), "-n", "2", *ours, "--quiet"],
         STARTUP: [str(BIN / "mpiexec"), "-n", "2", sys.executable, "-c", STARTUP_CODE],
     }
+
+
+def size_name(nbytes: int) -> str:
+    """The input's size as the docs name it: ``512 MiB``, ``2 GiB``."""
+    return f"{nbytes >> 30} GiB" if nbytes % 2**30 == 0 else f"{nbytes >> 20} MiB"
+
+
+def results_path(nbytes: int) -> Path:
+    """Where a run on an input of ``nbytes`` is kept: docs/repack-results-512mib.json, ..."""
+    return ROOT / "docs" / f"repack-results-{size_name(nbytes).replace(' ', '').lower()}.json"
 
 
 def remove(target: Path) -> None:
@@ -149,7 +159,12 @@ def main() -> None:
     parser.add_argument("--particles", default="4Mi", help="per rank, 2 writer ranks")
     parser.add_argument("--steps", type=int, default=2)
     parser.add_argument("--dir", type=Path, default=None, help="folder (default: a temporary one)")
-    parser.add_argument("--out", type=Path, default=ROOT / "docs" / "repack-results.json")
+    parser.add_argument(
+        "--out",
+        type=Path,
+        default=None,
+        help="JSON to write (default: docs/repack-results-<size>.json, e.g. -512mib, -2gib)",
+    )
     parser.add_argument(
         "--warm",
         type=float,
@@ -201,10 +216,11 @@ def main() -> None:
         "seed": SEED,
         "warm_gib": warm,
     }
-    args.out.write_text(json.dumps(result, indent=1, default=str) + "\n")
+    out = results_path(nbytes) if args.out is None else args.out
+    out.write_text(json.dumps(result, indent=1, default=str) + "\n")
     print(table(rows, nbytes))
-    print(f"\ninput {nbytes / 2**20:.0f} MiB; load average {result['load_average']}")
-    print(f"wrote {args.out}", file=sys.stderr)
+    print(f"\ninput {size_name(nbytes)}; load average {result['load_average']}")
+    print(f"wrote {out}", file=sys.stderr)
 
 
 if __name__ == "__main__":

@@ -21,6 +21,7 @@ from __future__ import annotations
 import argparse
 import json
 import re
+import statistics
 import sys
 from pathlib import Path
 
@@ -48,8 +49,9 @@ DATA = {
     "metadata": "metadata-scaling.json",
     "master": "master-size.json",
     "open": "open-scaling.json",
-    "repack": "repack-results.json",
-    "repack_large": "repack-results-2gib.json",
+    "repack_512mib": "repack-results-512mib.json",
+    "repack_1gib": "repack-results-1gib.json",
+    "repack_2gib": "repack-results-2gib.json",
     "checksums": "checksum-cost.json",
     "profile": "profile-cost.json",
     "async": "async-overlap.json",
@@ -192,6 +194,7 @@ def master(data: dict) -> str:
 
 # Repack -----------------------------------------------------------------------------------------
 REPACK_TITLE = "Repack: `h5subfile repack` against `h5repack -l CONTI`"
+REPACK_COMMANDS = ("repack 1 rank", "repack 2 ranks")
 REPACK_LABELS = {
     "h5repack": "`h5repack -l CONTI`",
     "h5repack again": "`h5repack -l CONTI` again (null)",
@@ -210,13 +213,14 @@ def _repack_reasons(data: dict) -> list[str]:
         whole = summary["repack 2 ranks"]["median"]
         reasons.append(
             f"- **Start-up.** Starting 2 ranks with what `repack` imports (`mpiexec`, Python, "
-            f"numpy, h5py, mpi4py, hdf5plugin) and one barrier takes {startup['median']:.2f} s "
-            f"(row *{repack_experiment.STARTUP}*) of the 2-rank command's {whole:.2f} s; "
-            "h5repack is one C process."
+            f"numpy, h5py, mpi4py, h5subfile) and one barrier takes {startup['median']:.2f} s "
+            f"(row *{repack_experiment.STARTUP}*) of the 2-rank command's {whole:.2f} s on the "
+            f"{repack_experiment.size_name(data['input']['bytes'])} input; h5repack is one C "
+            "process."
         )
     else:
         reasons.append(
-            "- **Start-up.** `mpiexec`, Python, numpy, h5py, mpi4py and hdf5plugin start "
+            "- **Start-up.** `mpiexec`, Python, numpy, h5py, mpi4py and h5subfile start "
             "before any byte is copied; h5repack is one C process (not timed in this run)."
         )
     two, one = summary["repack 2 ranks"]["median"], summary["repack 1 rank"]["median"]
@@ -237,20 +241,47 @@ def _repack_reasons(data: dict) -> list[str]:
     return reasons
 
 
+REPACK_VERDICTS = {
+    "faster": "faster than h5repack",
+    "slower": "slower than h5repack",
+    "level": "level with h5repack (inside the null comparison's middle half)",
+}
+
+
+def repack_ratios(data: dict, key: str) -> list[float]:
+    """h5repack's time / command ``key``'s, repetition by repetition (above 1: ``key`` faster)."""
+    times = data["times"]
+    return [r / s for r, s in zip(times[repack_experiment.REFERENCE], times[key])]
+
+
+def null_band(data: dict) -> tuple[float, float]:
+    """The middle half (quartiles) of the null comparison's per-repetition ratios: how far two
+    runs of the same h5repack differ. Quartiles, not the extremes, so that more repetitions
+    narrow the band instead of widening it with each outlier."""
+    quartiles = statistics.quantiles(repack_ratios(data, repack_experiment.NULL), n=4)
+    return quartiles[0], quartiles[2]
+
+
+def repack_verdict(data: dict, key: str) -> str:
+    """Command ``key`` against h5repack: ``faster`` when its median ratio is above the
+    :func:`null_band`, ``slower`` below it, ``level`` inside it."""
+    ratio = data["summary"][key]["speedup_median"]
+    low, high = null_band(data)
+    if low <= ratio <= high:
+        return "level"
+    return "faster" if ratio > high else "slower"
+
+
 def _repack_verdicts(data: dict) -> str:
-    """Each repack command against h5repack, judged by the null comparison's range: faster
-    when its median ratio is above that range, slower below it, level inside it."""
-    summary, null = data["summary"], data["summary"].get("h5repack again")
+    """Each repack command's ratio, range, repetitions won and :func:`repack_verdict`."""
     parts = []
-    for key in ("repack 1 rank", "repack 2 ranks"):
-        row = summary[key]
-        ratio = row["speedup_median"]
-        verdict = "faster than h5repack" if ratio > 1 else "slower than h5repack"
-        if null and null["speedup_min"] <= ratio <= null["speedup_max"]:
-            verdict = "level with h5repack (inside the null comparison's range)"
+    for key in REPACK_COMMANDS:
+        row, ratios = data["summary"][key], repack_ratios(data, key)
+        won = sum(r > 1 for r in ratios)
         parts.append(
-            f"{key.split(' ', 1)[1]}: **{ratio:.2f}** ({row['speedup_min']:.2f}-"
-            f"{row['speedup_max']:.2f}), {verdict}"
+            f"{key.split(' ', 1)[1]}: **{row['speedup_median']:.2f}** ({row['speedup_min']:.2f}-"
+            f"{row['speedup_max']:.2f}; faster in {won} of {len(ratios)} repetitions), "
+            f"{REPACK_VERDICTS[repack_verdict(data, key)]}"
         )
     return "; ".join(parts)
 
@@ -261,12 +292,11 @@ def _repack_run(data: dict, figure: str, number: str) -> list[str]:
     load = data["load_average"]
     v, m = data["versions"], data["machine"]
     inp = data["input"]
-    out = "" if inp["bytes"] <= 2**30 else " --out docs/repack-results-2gib.json"
     warm = data.get("warm_gib")  # runs before memory warming have none
     return [
         "```sh",
         f".venv/bin/python benchmarks/repack_experiment.py --reps {data['reps']} "
-        f"--particles {inp['particles_per_rank']} --steps {inp['steps']}{out}"
+        f"--particles {inp['particles_per_rank']} --steps {inp['steps']}"
         + (f" --warm {warm:g}" if warm is not None else ""),
         "```",
         "",
@@ -297,22 +327,81 @@ def _repack_run(data: dict, figure: str, number: str) -> list[str]:
         ),
         "",
         f"h5repack / h5subfile repack, {inp['bytes'] / 2**20:.0f} MiB: {_repack_verdicts(data)}"
-        + (
-            f". Null comparison (h5repack against itself): "
-            f"{data['summary']['h5repack again']['speedup_median']:.2f} "
-            f"({data['summary']['h5repack again']['speedup_min']:.2f}-"
-            f"{data['summary']['h5repack again']['speedup_max']:.2f})."
-            if "h5repack again" in data["summary"]
-            else "."
-        ),
+        + f". Null comparison (h5repack against itself): {_null_text(data)}.",
         "",
     ]
 
 
-def repack(data: dict, large: dict) -> str:
-    v, sizes = data["versions"], large["summary"]
+def _null_text(data: dict) -> str:
+    null = data["summary"][repack_experiment.NULL]
+    low, high = null_band(data)
+    return (
+        f"{null['speedup_median']:.2f} ({null['speedup_min']:.2f}-{null['speedup_max']:.2f}; "
+        f"middle half {low:.2f}-{high:.2f})"
+    )
+
+
+def repack_runs(data: dict[str, dict]) -> list[dict]:
+    """The repack runs, smallest input first."""
+    runs = [data[key] for key in DATA if key.startswith("repack_")]
+    return sorted(runs, key=lambda run: run["input"]["bytes"])
+
+
+def repack_figure(run: dict) -> str:
+    """docs/figures/repack-512mib.png, ... for the run's input size."""
+    return (
+        f"repack-{repack_experiment.size_name(run['input']['bytes']).replace(' ', '').lower()}.png"
+    )
+
+
+def _repack_by_size(runs: list[dict]) -> list[str]:
+    """One row per input size (medians), and from which size each command beats h5repack."""
+    lines = [
+        "| input | h5repack, s | start-up only, 2 ranks, s | `h5subfile repack` 1 rank, s "
+        "| 2 ranks, s | h5repack / 1 rank | h5repack / 2 ranks |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for run in runs:
+        row = run["summary"]
+        startup = row.get(repack_experiment.STARTUP)
+        lines.append(
+            f"| {repack_experiment.size_name(run['input']['bytes'])} | "
+            f"{row['h5repack']['median']:.2f} | "
+            + (f"{startup['median']:.2f}" if startup else "-")
+            + f" | {row['repack 1 rank']['median']:.2f} | {row['repack 2 ranks']['median']:.2f} | "
+            f"**{row['repack 1 rank']['speedup_median']:.2f}** | "
+            f"**{row['repack 2 ranks']['speedup_median']:.2f}** |"
+        )
+    lines.append("")
+    for key in REPACK_COMMANDS:
+        lines.append(
+            f"- `h5subfile repack`, {key.split(' ', 1)[1]}: {repack_crossover(runs, key)}."
+        )
+    return lines
+
+
+def repack_crossover(runs: list[dict], key: str) -> str:
+    """Command ``key``'s :func:`repack_verdict` by input size, neighbouring sizes of the same
+    verdict together: where it starts to beat h5repack."""
+    groups: list[tuple[str, list[str]]] = []
+    for run in runs:
+        verdict, size = repack_verdict(run, key), repack_experiment.size_name(run["input"]["bytes"])
+        if groups and groups[-1][0] == verdict:
+            groups[-1][1].append(size)
+        else:
+            groups.append((verdict, [size]))
+    return "; ".join(f"{REPACK_VERDICTS[v]} at {', '.join(sizes)}" for v, sizes in groups)
+
+
+def repack(runs: list[dict]) -> str:
+    smallest, largest = runs[0], runs[-1]
+    v, sizes = smallest["versions"], largest["summary"]
     startup, ref = sizes[repack_experiment.STARTUP]["median"], sizes["h5repack"]["median"]
     one, two = sizes["repack 1 rank"]["median"], sizes["repack 2 ranks"]["median"]
+    names = [repack_experiment.size_name(r["input"]["bytes"]) for r in runs]
+    files = ", ".join(
+        f"`docs/{repack_experiment.results_path(r['input']['bytes']).name}`" for r in runs
+    )
     lines = [
         f"## {REPACK_TITLE}",
         "",
@@ -320,10 +409,9 @@ def repack(data: dict, large: dict) -> str:
         "",
         "Converting a subfiled file (a master of virtual datasets over two subfiles) into one "
         "conventional HDF5 file, the same input for both tools: a VPIC-IO file written by "
-        "`h5subfile vpic --subfiles 2`, of 512 MiB and of 2 GiB. Measured with "
-        "`benchmarks/repack_experiment.py` (below), which writes every run's time, machine, "
-        "versions and load average to `docs/repack-results.json` (512 MiB) or "
-        "`docs/repack-results-2gib.json` (2 GiB). Commands: `h5repack -l CONTI IN OUT` "
+        f"`h5subfile vpic --subfiles 2`, of {', '.join(names[:-1])} and {names[-1]}. Measured "
+        "with `benchmarks/repack_experiment.py` (below), which writes every run's time, "
+        f"machine, versions and load average to {files}. Commands: `h5repack -l CONTI IN OUT` "
         "(Debian's hdf5-tools, serial), the same again (the null comparison), and `mpiexec -n P "
         "h5subfile repack IN OUT --subfiles 1 --quiet` at P = 1 and 2. Each time is the whole "
         "command, process start to exit (both pay their start-up; h5subfile's bytecode is "
@@ -334,24 +422,32 @@ def repack(data: dict, large: dict) -> str:
         "command's (above 1: faster than h5repack); in brackets the range of the "
         "per-repetition ratios.",
         "",
-        "### 512 MiB input",
+        "### By size",
         "",
-        *_repack_run(data, "repack.png", "R1"),
-        "### 2 GiB input",
+        *_repack_by_size(runs),
         "",
-        *_repack_run(large, "repack-2gib.png", "R2"),
+    ]
+    for number, run in enumerate(runs, start=1):
+        lines += [
+            f"### {repack_experiment.size_name(run['input']['bytes'])} input",
+            "",
+            *_repack_run(run, repack_figure(run), f"R{number}"),
+        ]
+    lines += [
         "Why, as far as can be told:",
         "",
-        *_repack_reasons(data),
-        f"- **Size.** Start-up is paid once: on the 2 GiB input it is {startup:.2f} s of "
+        *_repack_reasons(smallest),
+        f"- **Size.** Start-up is paid once: on the {names[-1]} input it is {startup:.2f} s of "
         f"{one:.2f} s (1 rank), so the copy itself took about {one - startup:.2f} s against "
         f"{ref:.2f} s for h5repack's whole run.",
         "- **One output file.** Both ranks write the same conventional file, so their writes "
         "share one file's write path (on ext4 a buffered write holds the file's lock for its "
-        f"whole length): on the 2 GiB input 2 ranks took {two:.2f} s against {one:.2f} s for 1.",
-        "- **Reading while writing.** `repack` writes behind by default (README, *Repack: subfiled <-> conventional*): "
-        "each slab goes to a writer thread without a copy while the rank reads the next one, "
-        "so a rank's reads and writes overlap; h5repack reads and writes in turn.",
+        f"whole length): on the {names[-1]} input 2 ranks took {two:.2f} s against {one:.2f} s "
+        "for 1.",
+        "- **Reading while writing.** `repack` writes behind by default (README, *Repack: "
+        "subfiled <-> conventional*): each slab goes to a writer thread without a copy while "
+        "the rank reads the next one, so a rank's reads and writes overlap; h5repack reads and "
+        "writes in turn.",
         "",
         "Where repack should win by more: many ranks on several nodes with a parallel file "
         "system, where the copy is I/O bound and h5repack's single process reads and writes "
@@ -548,15 +644,25 @@ def storage_summary(result: dict) -> list[tuple[str, str, str]]:
     ]
 
 
-def repack_summary(data: dict, large: dict) -> list[tuple[str, str, str]]:
+def repack_summary(runs: list[dict]) -> list[tuple[str, str, str]]:
+    crossover = "; ".join(
+        f"{key.split(' ', 1)[1]}: {repack_crossover(runs, key)}" for key in REPACK_COMMANDS
+    )
     return [
+        (
+            "Repack a subfiled file into one conventional file: from which size `h5subfile "
+            "repack` beats `h5repack -l CONTI`",
+            crossover,
+            REPACK_TITLE,
+        )
+    ] + [
         (
             f"Repack a {run['input']['bytes'] / 2**20:.0f} MiB subfiled file: h5repack's time / "
             "`h5subfile repack`'s (above 1: `h5subfile repack` faster)",
             _repack_verdicts(run),
             REPACK_TITLE,
         )
-        for run in (data, large)
+        for run in runs
     ]
 
 
@@ -663,7 +769,7 @@ def summary(data: dict[str, dict]) -> str:
         + metadata_summary(data["metadata"])
         + whole_summary(data["whole"])
         + storage_summary(data["storage"])
-        + repack_summary(data["repack"], data["repack_large"])
+        + repack_summary(repack_runs(data))
         + master_summary(data["master"])
         + open_summary(data["open"])
         + checksum_summary(data["checksums"])
@@ -733,7 +839,7 @@ others run `report.py`):
 | [Whole write at 2 ranks, in one job]({whole}) | `docs/whole-write.json` | `make phdf5 && .venv-phdf5/bin/python benchmarks/whole_write.py --rounds 15 --json docs/whole-write.json` |
 | [Opening for reading at scale]({open}) | `docs/open-scaling.json` | `.venv/bin/python benchmarks/open_scaling.py --ranks 1 8 64 --writers 64 --json docs/open-scaling.json` |
 | [Master size]({master}) | `docs/master-size.json` | `.venv/bin/python benchmarks/master_size.py --repeats 5 --json docs/master-size.json` |
-| [Repack]({repack}) | `docs/repack-results.json`, `docs/repack-results-2gib.json` | `.venv/bin/python benchmarks/repack_experiment.py --reps 7`, and with `--particles 16Mi --out docs/repack-results-2gib.json` |
+| [Repack]({repack}) | `docs/repack-results-512mib.json`, `-1gib.json`, `-2gib.json` | `.venv/bin/python benchmarks/repack_experiment.py --reps 7 --particles 4Mi`, and with `--particles 8Mi`, `16Mi` |
 
 Every figure shows the median over repetitions with the minimum and maximum as whiskers or
 error bars."""
@@ -772,7 +878,7 @@ def build(data: dict[str, dict]) -> str:
         whole_write.render(data["whole"]),
         open_scaling.render(data["open"]),
         master(data["master"]),
-        repack(data["repack"], data["repack_large"]),
+        repack(repack_runs(data)),
     ]
     return "\n\n".join(parts) + "\n"
 
@@ -782,10 +888,10 @@ def draw(data: dict[str, dict], folder: Path = FIGURES) -> None:
     paper_experiment.draw(data["paper"], folder)
     storage_experiment.draw(data["storage"], folder)
     metadata_scaling.plot(data["metadata"], folder / "metadata_scaling.png")
-    for rep, name in ((data["repack"], "repack.png"), (data["repack_large"], "repack-2gib.png")):
+    for rep in repack_runs(data):
         labels = list(rep["times"])
         bars(
-            folder / name,
+            folder / repack_figure(rep),
             f"Repack of a {rep['input']['bytes'] / 2**20:.0f} MiB VPIC-IO file",
             [REPACK_LABELS.get(x, x).replace("`", "") for x in labels],
             {"whole command": [rep["times"][x] for x in labels]},

@@ -140,3 +140,26 @@ def test_a_number_not_in_the_tables_is_caught(data: dict[str, dict]) -> None:
     altered = summary.replace("0.13", "0.1399", 1)
     assert altered != summary
     assert untraced(text.replace(summary, altered)) == ["0.1399"]
+
+
+def test_the_repack_crossover_follows_the_ratios(data: dict[str, dict]) -> None:
+    runs = copy.deepcopy(report.repack_runs(data))
+    key = "repack 2 ranks"
+    names = [report.repack_experiment.size_name(r["input"]["bytes"]) for r in runs]
+    assert names == ["512 MiB", "1 GiB", "2 GiB"]  # smallest first
+
+    def said(*ratios: float) -> str:
+        for run, ratio in zip(runs, ratios):
+            run["summary"][key]["speedup_median"] = ratio
+            null = [0.9, 0.95, 1.0, 1.05, 1.1]  # the null's ratios: middle half 0.925-1.075
+            run["times"]["h5repack"] = [1.0] * len(null)
+            run["times"]["h5repack again"] = [1 / r for r in null]
+        return report.repack_crossover(runs, key)
+
+    faster, slower = report.REPACK_VERDICTS["faster"], report.REPACK_VERDICTS["slower"]
+    level = report.REPACK_VERDICTS["level"]
+    assert said(0.7, 1.2, 1.8) == f"{slower} at 512 MiB; {faster} at 1 GiB, 2 GiB"
+    assert said(0.7, 1.05, 1.8) == f"{slower} at 512 MiB; {level} at 1 GiB; {faster} at 2 GiB"
+    assert said(0.95, 1.05, 1.07) == f"{level} at 512 MiB, 1 GiB, 2 GiB"
+    assert said(1.2, 1.3, 1.8) == f"{faster} at 512 MiB, 1 GiB, 2 GiB"
+    assert said(0.7, 1.2, 0.8) == f"{slower} at 512 MiB; {faster} at 1 GiB; {slower} at 2 GiB"
