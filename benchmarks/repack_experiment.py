@@ -79,9 +79,14 @@ def size_name(nbytes: int) -> str:
     return f"{nbytes >> 30} GiB" if nbytes % 2**30 == 0 else f"{nbytes >> 20} MiB"
 
 
+def size_slug(nbytes: int) -> str:
+    """The input's size in file names: ``512mib``, ``2gib``."""
+    return size_name(nbytes).replace(" ", "").lower()
+
+
 def results_path(nbytes: int) -> Path:
     """Where a run on an input of ``nbytes`` is kept: docs/repack-results-512mib.json, ..."""
-    return ROOT / "docs" / f"repack-results-{size_name(nbytes).replace(' ', '').lower()}.json"
+    return ROOT / "docs" / f"repack-results-{size_slug(nbytes)}.json"
 
 
 def remove(target: Path) -> None:

@@ -349,9 +349,7 @@ def repack_runs(data: dict[str, dict]) -> list[dict]:
 
 def repack_figure(run: dict) -> str:
     """docs/figures/repack-512mib.png, ... for the run's input size."""
-    return (
-        f"repack-{repack_experiment.size_name(run['input']['bytes']).replace(' ', '').lower()}.png"
-    )
+    return f"repack-{repack_experiment.size_slug(run['input']['bytes'])}.png"
 
 
 def _repack_by_size(runs: list[dict]) -> list[str]:
