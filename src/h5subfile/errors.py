@@ -53,6 +53,16 @@ class BlockError(H5SubfileError, ValueError):
     """A declared block lies outside the dataset's shape or overlaps another rank's block."""
 
 
+class OverlapError(BlockError):
+    """Two ranks wrote the same element of a dataset (HDF5 leaves the result undefined; h5subfile
+    refuses it): the message names the dataset, the ranks and their regions."""
+
+
+class UnsupportedError(H5SubfileError, NotImplementedError):
+    """Something h5py's mpio driver does that h5subfile does not: the message says what, and
+    what to do instead (never a silent difference)."""
+
+
 class DataShapeError(H5SubfileError, ValueError):
     """Data passed to a write does not match the rank's block (shape) or the dataset (dtype)."""
 

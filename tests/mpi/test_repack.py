@@ -96,10 +96,10 @@ def test_failure_on_one_rank_leaves_nothing(
     real_read = BoxReader.read_direct
     last = comm.size - 1
 
-    def read(self: BoxReader, layout, dtype, box, out=None, verify=False, name=""):
+    def read(self: BoxReader, layout, dtype, box, out=None, verify=False, name="", fill=None):
         if comm.rank == last and name == "/a/b/compound":
             raise OSError(5, "simulated read failure")
-        return real_read(self, layout, dtype, box, out, verify, name)
+        return real_read(self, layout, dtype, box, out, verify, name, fill)
 
     monkeypatch.setattr(BoxReader, "read_direct", read)
     target = shared_tmp / "out.h5"

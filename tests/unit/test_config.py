@@ -10,6 +10,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from record_helpers import without_format_4_defaults
 
 from h5subfile.errors import CorruptFileError, PlanError, UnsafePathError, UnsupportedDtypeError
 from h5subfile.layout.catalog import NodeInfo
@@ -138,10 +139,23 @@ def test_records_round_trip() -> None:
     assert DatasetLayout.from_json(layout.to_json(), "here") == layout
     summed = StoredExtent("", "/y", (3,), (4,), 96, (1,), (2,), (PieceSum((3,), (4,), "ab"),))
     full = dataclasses.replace(layout, extents=(summed,), filters={"gzip": 4}, checksum="xxh3")
-    for one in (layout, full):  # the hand-built dict is what asdict gives, as JSON (digest!)
-        as_json = [json.dumps(d, sort_keys=True) for d in (one.to_dict(), dataclasses.asdict(one))]
+    for one in (layout, full):  # the hand-built dict is what asdict gives, as JSON (digest!),
+        # without format 4's fields at their defaults: a record without them reads as before
+        as_json = [
+            json.dumps(d, sort_keys=True)
+            for d in (one.to_dict(), without_format_4_defaults(dataclasses.asdict(one)))
+        ]
         assert as_json[0] == as_json[1]
     assert DatasetLayout.from_json(full.to_json(), "here") == full
+    strided = PieceSum((1, 0), (1, 5), "cd", (3, 5), (2, 1), 1)
+    learned = dataclasses.replace(
+        layout,
+        extents=(dataclasses.replace(layout.extents[0], pieces=(strided,)),),
+        learned=True,
+        maxshape=(-1, 5),
+    )
+    assert DatasetLayout.from_json(learned.to_json(), "here") == learned
+    assert '"learned":true' in learned.to_json() and '"stride":[3,5]' in learned.to_json()
     record = FileRecord([Session(0, "w", 4, {"subfiles": 2}, "2 subfiles", [], "0.1", "t0")])
     back = FileRecord.from_json(record.to_json(), "here")
     assert back.sessions[0].ranks == 4 and back.open_sessions == back.sessions

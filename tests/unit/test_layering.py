@@ -7,7 +7,7 @@ import ast
 from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parents[2] / "src" / "h5subfile"
-# cli > tune > kernels | bench | repack > following > files > engine > io > mpi | layout > plan > errors | units |
+# cli > tune > kernels | bench | repack > following | dropin > files > engine > io > mpi | layout > plan > errors | units |
 # progress (STYLE.md, docs/ARCHITECTURE.md)
 RANK = {
     "errors": 0,
@@ -21,6 +21,7 @@ RANK = {
     "engine": 4,
     "files": 5,
     "following": 6,
+    "dropin": 6,
     "repack": 7,
     "kernels": 7,
     "bench": 7,

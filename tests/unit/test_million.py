@@ -19,6 +19,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from record_helpers import without_format_4_defaults
 
 from h5subfile.bench import sizes
 from h5subfile.errors import BlockError
@@ -172,5 +173,6 @@ def test_record_json_is_asdict_of_the_record() -> None:
     layout = DatasetLayout(
         2, (extent, extent), False, (1, 3), False, {"name": "gzip", "options": [4]}, "<f4", "x"
     )
-    assert json.dumps(layout.to_dict()) == json.dumps(dataclasses.asdict(layout))
-    assert json.loads(layout.to_json())["digest"] == record_digest(dataclasses.asdict(layout))
+    whole = without_format_4_defaults(dataclasses.asdict(layout))
+    assert json.dumps(layout.to_dict()) == json.dumps(whole)
+    assert json.loads(layout.to_json())["digest"] == record_digest(whole)

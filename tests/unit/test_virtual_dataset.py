@@ -11,7 +11,9 @@ import h5py
 import numpy as np
 
 from conftest import run_python
-from h5subfile.io.h5 import Groups, create_virtual_dataset, hdf5_facts
+from h5subfile.io.h5 import Groups, create_virtual_dataset, hdf5_facts, whole_sources
+from h5subfile.layout.blocks import Block
+from h5subfile.layout.hyperslab import Slab
 from h5subfile.layout.validate import Mapping
 
 SHAPE = (10, 7)
@@ -40,11 +42,20 @@ def test_each_mapping_is_its_own(tmp_path: Path) -> None:
     master = tmp_path / "master.h5"
     sources = [(f"s{k}.h5", "data", start, count) for k, (start, count) in enumerate(BOXES)]
     with h5py.File(master, "w") as f:
-        create_virtual_dataset(Groups(f), "/g/v", SHAPE, np.dtype("<i4"), sources)
+        create_virtual_dataset(Groups(f), "/g/v", SHAPE, np.dtype("<i4"), whole_sources(sources))
     with h5py.File(master, "r") as f:
         facts = hdf5_facts(f["/g/v"])
         assert facts.mappings == tuple(
-            Mapping(file, dataset, start, count, True, int(np.prod(count)))
+            Mapping(
+                file,
+                dataset,
+                start,
+                count,
+                True,
+                int(np.prod(count)),
+                Slab.of_box(Block(start, count)),
+                None,  # a source mapped whole: HDF5 keeps no shape for it
+            )
             for file, dataset, start, count in sources
         )
         assert np.array_equal(f["/g/v"][...], expected)

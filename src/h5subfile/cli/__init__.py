@@ -3,7 +3,9 @@
 Write (vpic), read (bdcats), benchmark (bench), describe (info), check (verify) and convert
 (repack) subfiled and plain HDF5 files, report on profiles and Darshan logs (report: text,
 or a page of pictures and findings), profile any command's h5subfile I/O (profile) and find
-the fastest plan for a job (tune, used by --plan auto); run the MPI verbs under mpiexec. `demo` runs the whole tour on this machine.
+the fastest plan for a job (tune, used by --plan auto), run an unmodified parallel h5py
+program with its mpio files written by h5subfile (run); run the MPI verbs under mpiexec. `demo`
+runs the whole tour on this machine.
 
 Every verb reports an error the same way: one line, printed once (by rank 0), every rank ending
 with the same exit status: 0 success; 1 the command failed (or info/verify found the file
@@ -21,7 +23,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from .._version import __version__
-from . import bdcats, bench, demo, info, profile, repack, report, tune, verify, vpic
+from . import bdcats, bench, demo, info, profile, repack, report, run, tune, verify, vpic
 from .common import (
     DEBUG_VARIABLE,
     EXIT_BROKEN_PIPE,
@@ -35,7 +37,7 @@ from .common import (
     silence_stdout,
 )
 
-VERBS = (vpic, bdcats, bench, info, verify, repack, report, profile, tune, demo)
+VERBS = (vpic, bdcats, bench, info, verify, repack, report, profile, tune, run, demo)
 #: Seconds a rank whose error is its own (not agreed with the others) waits for the others to
 #: finish before it ends the job with MPI_Abort (they may be waiting for it inside a collective
 #: call). An agreed error is raised by every rank, so they all arrive.

@@ -48,7 +48,7 @@ def describe(path: str) -> dict[str, Any]:
             obj = f[name]
             if not isinstance(obj, Dataset):  # groups: their members are visited too
                 return
-            entry = {
+            entry: dict[str, Any] = {
                 "name": obj.name,
                 "shape": list(obj.shape),
                 "dtype": str(obj.dtype),
@@ -56,12 +56,19 @@ def describe(path: str) -> dict[str, Any]:
                 "storage": obj.storage,
                 "problem": obj.problem,
             }
+            if obj.layout is not None and obj.layout.learned and obj.problem is None:
+                written = sum(p.elements for e in obj.layout.extents for p in e.pieces)
+                entry["written_fraction"] = written / obj.size if obj.size else 1.0
+                entry["storage"] += f", {100 * entry['written_fraction']:.4g}% of elements written"
             datasets.append(entry)
             if obj.layout is not None:
+                learned = obj.layout.learned
                 for extent in obj.layout.extents:
                     stats = files[extent.file or os.path.basename(f.filename)]
-                    stats["blocks"] += 1
-                    stats["ranks"].update(extent.ranks)
+                    stats["blocks"] += len(extent.pieces) if learned else 1
+                    stats["ranks"].update(
+                        (p.rank for p in extent.pieces if p.rank >= 0) if learned else extent.ranks
+                    )
                     if obj.name not in stats["datasets"]:
                         stats["datasets"].append(obj.name)
 
@@ -75,6 +82,7 @@ def describe(path: str) -> dict[str, Any]:
                 {
                     "file": name,
                     "bytes": size,
+                    "disk_bytes": _disk_bytes(paths, name) if size is not None else None,
                     "state": state,
                     "blocks": stats["blocks"],
                     "ranks": sorted(stats["ranks"]),
@@ -152,6 +160,15 @@ def _file_state(paths: SourcePaths, name: str) -> tuple[int | None, str]:
     return None, f"UNREADABLE ({error.strerror or error})"
 
 
+def _disk_bytes(paths: SourcePaths, name: str) -> int | None:
+    """What a recorded file takes on disk (a subfile of datasets whose layout is learned is
+    sparse: its size is its sources', only what its group wrote takes room)."""
+    try:
+        return os.stat(paths.resolve(name)).st_blocks * 512
+    except (OSError, UnsafePathError):
+        return None
+
+
 def _ranks(ranks: list[int]) -> str:
     if not ranks:
         return "-"
@@ -203,6 +220,8 @@ def render(info: dict[str, Any]) -> str:
         lines.append("files holding data:")
         for s in info["files"]:
             size = s["state"] if s["bytes"] is None else format_bytes(s["bytes"])
+            if s.get("disk_bytes") is not None and s["disk_bytes"] < 0.9 * s["bytes"]:
+                size += f" ({format_bytes(s['disk_bytes'])} on disk: sparse)"
             lines.append(
                 f"  {s['file']}  {size}, {s['blocks']} block(s) from rank(s) {_ranks(s['ranks'])}"
             )

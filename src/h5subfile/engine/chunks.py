@@ -7,6 +7,7 @@ handed over, not copied)."""
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import time
 from collections.abc import Sequence
@@ -15,14 +16,17 @@ from dataclasses import dataclass
 import numpy as np
 from mpi4py import MPI
 
+from ..errors import UnsupportedError
+from ..io.filters import FilterSpec
 from ..io.h5 import SourceFile
 from ..io.writebehind import Lost
 from ..layout.blocks import Block
-from ..layout.chunking import chunk_box
+from ..layout.chunking import chunk_box, chunk_work
 from ..layout.integrity import PieceSum, checksum
+from ..mpi.collective import allgather
 from .exchange import exchange_bytes
 from .integrity import Hashing, note_chunk
-from .messages import ChunkTarget, CompressedChunk, CompressionFailed, PreparedWrite
+from .messages import ChunkTarget, CompressedChunk, CompressionFailed, PreparedWrite, Transfer
 from .session import Session
 
 #: A chunk this rank owns: (index of the write, chunk index).
@@ -54,7 +58,7 @@ def write_chunks(
     items = []
     for write in writes:
         assert write.target.chunked is not None
-        block = write.target.block.relative_to(write.target.extent.start)
+        block = write.box.relative_to(write.target.extent.start)
         origin = write.target.extent.start
         items.append(_ChunkWrite(write.target.chunked, write.data, block, write.path, origin))
     received = _exchange_parts(session.comm, items)
@@ -172,11 +176,24 @@ def _store(
 
 
 def _write_chunks(session: Session, chunks: Sequence[CompressedChunk]) -> None:
-    """Store compressed chunks in the leader's file (counted as its writes)."""
+    """Store compressed chunks in the leader's file (counted as its writes). A chunk is
+    written once: a second write of it (a dataset whose layout is learned, written again
+    where it was) would replace the first whole, losing what only the first held."""
     writing = session.writing
     assert writing is not None and writing.leader is not None
     stats = session.stats
+    written = writing.leader.chunks_written
     for chunk in chunks:
+        key = (chunk.sink, chunk.offset)
+        if key in written:
+            raise UnsupportedError(
+                f"the chunk at {list(chunk.offset)} of {chunk.sink} (in "
+                f"{_sink_file(session)[1]}) was written by an earlier collective write: "
+                "compressed chunks are written whole, once (h5subfile does not read a chunk "
+                "back to merge a second write into it); write each chunk in one collective "
+                "call, with chunks= that match your writes"
+            )
+        written.add(key)
         started = time.perf_counter()
         sink = writing.leader.chunk_sinks[chunk.sink]
         sink.id.write_direct_chunk(chunk.offset, chunk.data, chunk.mask)
@@ -239,7 +256,55 @@ def _compress_chunk(
     compressor = writing.compressors.get(data.dtype, chunked.chunks, chunked.filters)
     started = time.perf_counter()
     mask, stored = compressor.compress(chunk)
-    start = tuple(o + s for o, s in zip(item.origin, box.start))
-    note_chunk(writing, item.path, item.origin, PieceSum(start, chunked.chunks, checksum(stored)))
+    if item.path not in writing.learned:  # a learned layout's pieces are its checksums
+        start = tuple(o + s for o, s in zip(item.origin, box.start))
+        piece = PieceSum(start, chunked.chunks, checksum(stored))
+        note_chunk(writing, item.path, item.origin, piece)
     session.stats.compress_seconds += time.perf_counter() - started
     return CompressedChunk(chunked.sink, box.start, mask, stored)
+
+
+def plan_learned(session: Session, writes: list[PreparedWrite]) -> list[PreparedWrite]:
+    """Collective, in a write naming chunked datasets whose layout is learned: every rank's
+    boxes of them are gathered, and each rank's writes get their chunk work as if the boxes
+    were blocks declared at creation (who compresses which chunk, what moves to whom). A rank
+    writes one box of such a dataset per call (chunks are compressed whole)."""
+    writing = session.writing
+    assert writing is not None
+    mine = [
+        (w.path, w.target.extent.start, w.box)
+        for w in writes
+        if w.target.learned and w.target.transfer is Transfer.CHUNKED
+    ]
+    gathered = allgather(session.comm, mine)
+    group = set(writing.grouping.members)
+    planned = []
+    for write in writes:
+        target = write.target
+        if not (target.learned and target.transfer is Transfer.CHUNKED):
+            planned.append(write)
+            continue
+        origin = target.extent.start
+        members = [
+            (rank, box.relative_to(origin))
+            for rank, found in enumerate(gathered)
+            if rank in group
+            for path, start, box in found
+            if path == write.path and start == origin
+        ]
+        stored = writing.learned[write.path]
+        k = stored.index_of(target)
+        extent = stored.stored[k]
+        info = session.node(write.path)
+        assert info.layout is not None
+        work = chunk_work(members, extent.chunks, extent.shape, session.rank)
+        chunked = ChunkTarget(
+            work,
+            extent.chunks,
+            extent.shape,
+            FilterSpec.from_dict(info.layout.filters),
+            writing.grouping.leader,
+            extent.dataset,
+        )
+        planned.append(write._replace(target=dataclasses.replace(target, chunked=chunked)))
+    return planned

@@ -27,14 +27,14 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Iterable
 
-from ..errors import H5SubfileError, IncompleteFileError
+from ..errors import H5SubfileError, error_class
 from ..io.writebehind import Lost
 from ..layout.catalog import NodeInfo
 from ..layout.regions import describe
 from ..mpi.collective import Question
 from ..mpi.failures import Failure, rebuild
 from ..mpi.failures import describe as describe_error
-from . import integrity
+from . import integrity, learned
 from .profiling import add_measured_phases, finish_profile, phase
 from .session import Session, continue_writing
 
@@ -45,7 +45,7 @@ Missing = tuple[str, str, str, int]
 #: and what they did not store; None for a rank writing in the foreground.
 Behind = tuple[Failure | None, list[Lost]] | None
 #: A rank's message to rank 0 at close.
-Closing = tuple[integrity.Report, list[Missing], Behind]
+Closing = tuple[integrity.Report, list[Missing], Behind, learned.Closing]
 
 
 def close(session: Session, failure: BaseException | None = None) -> None:
@@ -143,13 +143,14 @@ def _close(
         # agreement (in its round where the rounds are stars), and rank 0 records the
         # checksums and identities, then commits the master.
         report, not_made = integrity.close_report(session)
+        pieces, not_hashed = _learned_report(session)
         question = Question(
-            (report, missing_regions(session), behind),
+            (report, missing_regions(session), behind, pieces),
             lambda gathered: _record_and_commit(session, gathered, failed, keep_claim),
             per_rank=False,
-            error=not_made,
+            error=not_made or not_hashed,
         )
-        message, troubles = session.enter(
+        message, troubles, kind = session.enter(
             "commit" if keep_claim else "close", error, background=False, question=question
         )  # background errors: reported below
     except BaseException:
@@ -162,10 +163,19 @@ def _close(
     if troubles:
         return _background_error(troubles, message, session.comm.size)
     if message:
-        incomplete = IncompleteFileError(message)
+        incomplete = error_class(kind)(message)
         incomplete.collective = True  # the same on every rank
         return incomplete
     return None
+
+
+def _learned_report(session: Session) -> tuple[learned.Closing, BaseException | None]:
+    """This rank's pieces of the datasets whose layout is learned (their final checksums), or
+    the error that kept it from hashing them (agreed by the close's round)."""
+    try:
+        return learned.close_report(session), None
+    except Exception as exc:  # noqa: BLE001 - agreed on every rank by the caller
+        return {}, exc
 
 
 def _behind(session: Session, error: BaseException | None) -> Behind:
@@ -191,20 +201,29 @@ def _background_error(
 
 def _record_and_commit(
     session: Session, gathered: list[Closing], failed: str | None, keep_claim: bool
-) -> tuple[str, list[tuple[int, Failure]]]:
+) -> tuple[str, list[tuple[int, Failure]], str]:
     """Rank 0: the checksums and subfile identities into the master, then the commit.
-    Returns the message of the close's error and the ranks' background errors."""
-    integrity.record(session, [report for report, _, _ in gathered])
-    troubles = [(rank, b[0]) for rank, (_, _, b) in enumerate(gathered) if b and b[0]]
-    lost = {rank: b[1] for rank, (_, _, b) in enumerate(gathered) if b and b[1]}
+    Returns the message of the close's error, the ranks' background errors and the class of
+    the close's error (OverlapError when two ranks' writes overlapping are all it reports)."""
+    integrity.record(session, [report for report, _, _, _ in gathered])
+    problems = learned.publish_on_root(session, [pieces for _, _, _, pieces in gathered])
+    troubles = [(rank, b[0]) for rank, (_, _, b, _) in enumerate(gathered) if b and b[0]]
+    lost = {rank: b[1] for rank, (_, _, b, _) in enumerate(gathered) if b and b[1]}
     if troubles and failed is None:
         error = rebuild(troubles, session.comm.size)
         failed = f"{type(error).__name__}: {error}"
     if lost and failed is None:  # never expected: nothing is lost without an error
         failed = "background writes were not stored"
-    gaps = [missing for _, missing, _ in gathered]
+    gaps = [missing for _, missing, _, _ in gathered]
     lost_paths = lost_datasets(session, lost)
-    return commit_on_root(session, gaps, failed, lost_paths, keep_claim), troubles
+    message = commit_on_root(session, gaps, failed, lost_paths, keep_claim, problems)
+    overlaps_only = (
+        bool(problems)
+        and all(kind == "OverlapError" for kind, _ in problems.values())
+        and not any(gaps)
+        and not lost_paths
+    )
+    return message, troubles, "OverlapError" if overlaps_only else "IncompleteFileError"
 
 
 def lost_datasets(session: Session, lost: dict[int, list[Lost]]) -> dict[str, list[int]]:
@@ -282,15 +301,19 @@ def commit_on_root(
     failed: str | None,
     lost: dict[str, list[int]] | None = None,
     keep_claim: bool = False,
+    problems: dict[str, tuple[str, str]] | None = None,
 ) -> str:
     """Rank 0: leave out or mark what was not completely written, then publish the master.
     ``lost``: datasets whose background writes were not stored, with the ranks (left out;
-    ``failed`` is then set). Returns the message of the IncompleteFileError, or "" when
-    nothing was missing."""
+    ``failed`` is then set). ``problems``: datasets whose layout is learned that cannot be
+    trusted (published incomplete already; left out when the session failed), with the
+    error's class and message. Returns the message of the close's error, or "" when nothing
+    was missing."""
     writing = session.writing
     assert writing is not None and writing.root is not None
     master = writing.root.master
     lost = lost or {}
+    problems = problems or {}
     by_path: dict[str, list[tuple[int, Missing]]] = {}
     for rank, entries in enumerate(gathered):
         for entry in entries:
@@ -302,21 +325,30 @@ def commit_on_root(
             info.layout = dataclasses.replace(info.layout, complete=False)
             master.write_layout(path, info.layout)
     else:
-        gone = {*by_path, *lost}
+        gone = {*by_path, *lost, *problems}
         for path in [*sorted(gone), *_empty_new_groups(session, gone)]:
             master.unlink(path)
             del session.catalog.nodes[path]
     steps = session.catalog.new_steps(writing.root.existing)
     master.commit(_session_subfiles(session), session.plan.fsync, steps, keep_claim)
-    if not by_path and not lost:
+    if not by_path and not lost and not problems:
         return ""
+    untrusted = "; ".join(message for _, message in (problems[p] for p in sorted(problems)))
     if failed is None:
+        found = []
+        if by_path:
+            found.append(
+                f"some ranks never wrote the blocks they declared: {describe_missing(by_path)}"
+            )
+        if problems:
+            found.append(untrusted)
         return (
-            f"{session.path} was closed but some ranks never wrote the blocks they declared: "
-            f"{describe_missing(by_path)}. These datasets are marked incomplete and refuse "
-            "to be read"
+            f"{session.path} was closed but {'. '.join(found)}. These datasets are marked "
+            "incomplete and refuse to be read"
         )
     left_out = [describe_missing(by_path)] if by_path else []
+    if problems:
+        left_out.append(untrusted)
     if lost:
         left_out.append(f"not stored by background writes: {_describe_lost(lost)}")
     return (

@@ -28,10 +28,12 @@ from ..errors import (
 )
 from ..io.filters import resolve_filters
 from ..io.h5 import SourceFile
+from ..io.posix import as_bytes
 from ..layout.blocks import Block, corner_block, parse_block
 from ..layout.catalog import NodeInfo
 from ..layout.chunking import chunk_work
 from ..layout.dtypes import check_dtype
+from ..layout.integrity import checksum
 from ..layout.names import subfile_relpath
 from ..layout.record import DatasetLayout, StoredExtent
 from ..mpi.collective import (
@@ -49,6 +51,7 @@ from .creation_plan import (
     plan_creation,
     rank_view,
 )
+from .learned import LearnedTarget
 from .messages import (
     CONTIGUOUS,
     BlockAssignment,
@@ -107,23 +110,70 @@ def shape_request(
     block: Sequence[slice] | None = None,
     start: Sequence[int] | None = None,
     count: Sequence[int] | None = None,
+    maxshape: Sequence[int | None] | None = None,
+    fillvalue: Any = None,
+    data_digest: str = "",
     **storage: Any,
 ) -> DatasetRequest:
-    """One rank's request for a dataset of a given shape (``create_dataset``'s arguments)."""
+    """One rank's request for a dataset of a given shape (``create_dataset``'s arguments).
+    A rank that gives no block lets the others decide: when no rank gives one, the layout is
+    learned from the writes (engine/learned.py)."""
     if np.isscalar(shape):  # as before: 10, 10.0 and "10" all mean (10,)
         shape_t: tuple[int, ...] = (int(shape),)  # type: ignore[arg-type]
     else:
         shape_t = tuple(int(n) for n in shape)  # type: ignore[union-attr]
     if any(n < 0 for n in shape_t):
         raise ValueError(f"shape {shape_t} has a negative dimension")
+    numpy_dtype = check_dtype(dtype)
+    limits = parse_maxshape(shape_t, maxshape)
     return DatasetRequest(
         path,
-        check_dtype(dtype),
+        numpy_dtype,
         RequestKind.EXPLICIT,
         shape_t,
         parse_block(shape_t, block, start, count),
         parse_storage(session.plan, len(shape_t), **storage),
+        declared=block is not None or start is not None or count is not None,
+        maxshape=limits,
+        fill=fill_bytes(numpy_dtype, fillvalue),
+        data_digest=data_digest,
     )
+
+
+def data_digest(data: np.ndarray) -> str:
+    """What ranks compare of the data they each pass to ``create_dataset(data=...)``: its
+    shape, type and the checksum of its bytes."""
+    array = np.ascontiguousarray(data)
+    return f"{array.shape} {array.dtype.str} {checksum(as_bytes(array) if array.dtype.kind != 'O' else repr(array.tolist()).encode())}"
+
+
+def parse_maxshape(
+    shape: tuple[int, ...], maxshape: Sequence[int | None] | None
+) -> tuple[int, ...]:
+    """h5py's ``maxshape`` (None per unlimited axis) as the record keeps it (-1 unlimited);
+    () when the dataset cannot grow."""
+    if maxshape is None:
+        return ()
+    given: tuple[Any, ...] = (maxshape,) if np.isscalar(maxshape) else tuple(maxshape)
+    limits = tuple(-1 if n is None else int(n) for n in given)
+    if len(limits) != len(shape):
+        raise PlanError(f"maxshape {given} does not match the shape {shape}")
+    for n, limit in zip(shape, limits):
+        if limit != -1 and limit < n:
+            raise PlanError(f"maxshape {given} is smaller than the shape {shape}")
+    return () if limits == shape else limits
+
+
+def fill_bytes(dtype: np.dtype, fillvalue: Any) -> bytes | None:
+    """The fill value's bytes (one element of ``dtype``), None for zeros (HDF5's default)."""
+    if fillvalue is None:
+        return None
+    try:
+        value = np.asarray(fillvalue, dtype=dtype).reshape(())
+    except (TypeError, ValueError) as exc:
+        raise PlanError(f"fillvalue {fillvalue!r} is not a value of {dtype}: {exc}") from None
+    data = value.tobytes()
+    return None if not any(data) else data
 
 
 def data_request(
@@ -282,7 +332,7 @@ def _own_views_made(
 def _learn(
     session: Session,
     assignment: RankAssignment,
-    views: dict[str, tuple[NodeInfo, StoredExtent | None]],
+    views: dict[str, tuple[NodeInfo, Any]],
 ) -> tuple[str, ...]:
     """Put the new datasets (and the groups they need) into this rank's catalogue and note
     where its bytes go. Returns the groups added."""
@@ -295,7 +345,14 @@ def _learn(
             added.append(new_group)
         session.catalog.nodes[path] = info
     for path, block in zip(assignment.paths, assignment.blocks):
-        writing.targets[path] = _target(session, path, block, views[path][1])
+        info, held = views[path]
+        if info.layout is not None and info.layout.learned:
+            assert info.dtype is not None
+            stored = list(held)
+            targets = [learned_target(session, path, extent) for extent in stored]
+            writing.learned[path] = LearnedTarget(path, info.dtype, stored, targets)
+            continue
+        writing.targets[path] = _target(session, path, block, held)
         target = writing.targets[path]
         if target is not None:
             writing.unwritten[path] = [target.block]
@@ -319,6 +376,7 @@ def settle(session: Session, created: Created, error: BaseException) -> None:
     for path in created.paths:
         session.catalog.nodes.pop(path, None)
         writing.targets.pop(path, None)
+        writing.learned.pop(path, None)
         writing.unwritten.pop(path, None)
         writing.sums.pop(path, None)
         writing.rehash.discard(path)
@@ -389,7 +447,12 @@ def publish(
             )
             layout = dataset_layout(writing.number, dataset, stored)
             nodes[dataset.path] = master.publish_dataset(
-                dataset.path, dataset.shape, dataset.dtype, layout
+                dataset.path,
+                dataset.shape,
+                dataset.dtype,
+                layout,
+                virtual=dataset.learned and not dataset.in_master,
+                fill=dataset.fill,
             )
         if master.commit_mode == "in-place":
             master.flush()  # a master changed in place: the new datasets on disk now
@@ -411,6 +474,23 @@ def transfer_for(layout: DatasetLayout | None, plan: Plan) -> Transfer:
     if layout is not None and layout.chunks:
         return Transfer.CHUNKED
     return Transfer.TWO_PHASE if plan.aggregators is not None else Transfer.DIRECT
+
+
+def learned_target(session: Session, path: str, extent: StoredExtent) -> WriteTarget:
+    """Where this rank writes its part of a source of a dataset whose layout is learned
+    (its group's, or the master's own dataset)."""
+    writing = session.writing
+    assert writing is not None
+    info = session.catalog.nodes[path]
+    return WriteTarget(
+        extent.block,
+        session.reader.paths.resolve(extent.file),
+        extent.offset,
+        extent.block,
+        writing.grouping.group,
+        transfer_for(info.layout, session.plan),
+        learned=True,
+    )
 
 
 def _target(

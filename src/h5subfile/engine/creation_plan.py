@@ -13,13 +13,15 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import ObjectExistsError
+from ..errors import ObjectExistsError, PlanError
+from ..io.filters import FilterSpec
 from ..io.master import dataset_node, describe_storage
 from ..layout.blockmap import BlockMap
 from ..layout.catalog import Catalog, NodeInfo
 from ..layout.chunking import Member, choose_chunks, extent_chunks
 from ..layout.dtypes import dtype_text
 from ..layout.grouping import Grouping
+from ..layout.names import source_name
 from ..layout.planning import Coalescings, DatasetPlacement, place_dataset
 from ..layout.record import DatasetLayout, StoredExtent
 from ..mpi.collective import check_same
@@ -64,6 +66,7 @@ class RequestedDataset:
     request: DatasetRequest
     shape: tuple[int, ...]
     blocks: BlockMap
+    learned: bool = False  # no rank declared a block: the layout is learned from the writes
 
 
 @dataclass(frozen=True)
@@ -84,6 +87,8 @@ def _place(
 ) -> _Placed:
     """Check the blocks of one dataset and plan its extents (and chunks); ``done``: the block
     maps of this call already checked and coalesced."""
+    if requested.learned:
+        return _place_learned(requested, grouping, session_files, chunk_bytes)
     first = requested.request
     placement = place_dataset(
         first.path, requested.shape, requested.blocks, grouping, session_files, done
@@ -110,6 +115,71 @@ def _place(
         first.storage.filters,
     )
     return _Placed(dataset, placement, members)
+
+
+def _place_learned(
+    requested: RequestedDataset,
+    grouping: Grouping,
+    session_files: Callable[[int], str],
+    chunk_bytes: int,
+) -> _Placed:
+    """A dataset whose layout is learned from the writes: every group's subfile gets a source
+    of the whole dataset (engine/learned.py). It is the master's own dataset instead (as
+    parallel HDF5 would write it) in a single-group session, or for a scalar, unless it can
+    grow (``maxshape``) or has a fill value other than zeros and is not chunked (a
+    contiguous dataset reads its unwritten bytes as they are on disk: zeros)."""
+    first = requested.request
+    shape = requested.shape
+    ndim = len(shape)
+    growing = bool(first.maxshape) and tuple(first.maxshape) != shape
+    compressed = first.storage.chunked and not first.storage.filters.is_empty
+    single = grouping.ngroups == 1 and not growing and (compressed or not first.fill)
+    in_master = not shape or single
+    origin = (0,) * ndim
+    groups: tuple[int, ...] = ()
+    extents: list[StoredExtent] = []  # none while the dataset is empty (a resize makes room)
+    if in_master and all(shape):
+        groups = (int(grouping.group_of_rank[0]),)
+        extents = [StoredExtent("", first.path, origin, shape, -1)]
+    elif not in_master and all(shape):
+        groups = tuple(range(grouping.ngroups))
+        extents = [
+            StoredExtent(session_files(g), source_name(first.path, 0), origin, shape, -1)
+            for g in groups
+        ]
+    choice = None
+    # Chunks without a filter buy nothing here (each group's source is written in place,
+    # independently): the sources stay contiguous. With a filter, chunks are compressed whole.
+    if first.storage.chunked and not first.storage.filters.is_empty and extents:
+        assert first.storage.chunks is not None
+        choice = choose_chunks(shape, first.dtype.itemsize, [], first.storage.chunks, chunk_bytes)
+        extents = [
+            dataclasses.replace(e, chunks=extent_chunks(choice.chunks, e.shape)) for e in extents
+        ]
+    blocks = requested.blocks
+    placement = DatasetPlacement(
+        first.path,
+        shape,
+        in_master,
+        tuple(extents),
+        groups,
+        blocks,
+        np.full(blocks.size, -1, dtype=np.int64),
+    )
+    dataset = PlannedDataset(
+        first.path,
+        shape,
+        first.dtype,
+        in_master,
+        tuple(extents),
+        groups,
+        choice,
+        learned=True,
+        maxshape=first.maxshape,
+        fill=first.fill,
+        filters=first.storage.filters if choice is not None else FilterSpec(),
+    )
+    return _Placed(dataset, placement, [])
 
 
 @dataclass(frozen=True)
@@ -164,6 +234,16 @@ def plan_creation(
     prefix_maps: dict[tuple[Any, ...], tuple[tuple[int, ...], BlockMap]] = {}
     for index, first in enumerate(gathered[0] or []):
         requests = [reqs[index] for reqs in present]
+        if first.kind is RequestKind.EXPLICIT and not any(r.declared for r in requests):
+            assert first.shape is not None
+            blocks = BlockMap.empty(size, len(first.shape))
+            requested.append(RequestedDataset(first, first.shape, blocks, True))
+            continue
+        if first.maxshape:
+            raise PlanError(
+                f"{first.path}: maxshape is for datasets whose ranks declare no blocks (their "
+                "layout is learned from the writes); some ranks declared blocks"
+            )
         if first.kind is RequestKind.PREFIX:
             key = (tuple(r.block.count[0] for r in requests), first.block.count[1:])
             found = prefix_maps.get(key)
@@ -257,7 +337,14 @@ def dataset_layout(
     number: int, dataset: PlannedDataset, extents: Sequence[StoredExtent]
 ) -> DatasetLayout:
     """The layout record of a dataset created in session ``number`` over ``extents``."""
-    layout = DatasetLayout(number, tuple(extents), complete=True, dtype=dtype_text(dataset.dtype))
+    layout = DatasetLayout(
+        number,
+        tuple(extents),
+        complete=True,
+        dtype=dtype_text(dataset.dtype),
+        learned=dataset.learned,
+        maxshape=dataset.maxshape,
+    )
     if dataset.choice is not None and extents:
         layout = dataclasses.replace(
             layout,
@@ -274,8 +361,11 @@ def rank_view(
     """Rank 0: what ``rank`` learns of the new datasets: each node with only the rank's own
     extent when there are several (rank 0 keeps them all), and that extent. O(1) per rank and
     dataset, so the metadata sent grows linearly with the ranks (whole layouts: O(P) each)."""
-    view = {}
+    view: dict[str, tuple[NodeInfo, Any]] = {}
     for (path, info), placed in zip(nodes.items(), creation.placed):
+        if placed.dataset.learned:
+            view[path] = _learned_view(info, placed.dataset, creation.grouping, rank)
+            continue
         layout = info.layout
         extent = placed.placement.extent_of(rank)
         own = None if layout is None or extent is None else layout.extents[extent]
@@ -285,6 +375,24 @@ def rank_view(
             layout = dataclasses.replace(layout, extents=() if own is None else (own,))
         view[path] = (dataclasses.replace(info, layout=layout, local_view=trimmed), own)
     return view
+
+
+def _learned_view(
+    info: NodeInfo, dataset: PlannedDataset, grouping: Grouping, rank: int
+) -> tuple[NodeInfo, tuple[StoredExtent, ...]]:
+    """What ``rank`` learns of a new dataset whose layout is learned: the sources of its group
+    (every source when the dataset is the master's own), which it writes; rank 0 keeps the
+    whole layout."""
+    layout = info.layout
+    assert layout is not None
+    group = int(grouping.group_of_rank[rank])
+    own = tuple(
+        e for e, g in zip(layout.extents, dataset.groups) if dataset.in_master or g == group
+    )
+    trimmed = len(own) < len(layout.extents)
+    if trimmed and rank != 0:
+        layout = dataclasses.replace(layout, extents=own)
+    return dataclasses.replace(info, layout=layout, local_view=trimmed), own
 
 
 #: Bytes a rank's offsets take at most in the round that sends them to rank 0, per source
@@ -300,7 +408,7 @@ def own_views(creation: CreationPlan, number: int, plan: Plan) -> list[tuple[Own
     the one round that sends them to rank 0. None otherwise. Pure; O(P) per dataset."""
     size = creation.grouping.size
     leaders = np.asarray(creation.grouping.leaders)
-    if plan.aggregators is not None:
+    if plan.aggregators is not None or any(d.learned for d in creation.datasets):
         return None
     most = max((len(tasks) for tasks in creation.tasks.values()), default=0)
     if most * OFFSET_BYTES + OFFSETS_OVERHEAD > one_slot_bytes(size):

@@ -72,6 +72,11 @@ class Hashing:
         """The hasher ``write`` must feed as it writes its bytes, or None."""
         return self.fed.get(id(write))
 
+    def feed(self, write: PreparedWrite, hasher: FedHash) -> None:
+        """``write`` (of a dataset whose layout is learned) feeds its piece's ``hasher`` as
+        it writes (engine/learned.py)."""
+        self.fed[id(write)] = hasher
+
 
 def start_hashing(writes: Sequence[PreparedWrite], as_written: bool) -> Hashing:
     """Start hashing the writes that cover their rank's whole block (their checksum is their
@@ -83,7 +88,10 @@ def start_hashing(writes: Sequence[PreparedWrite], as_written: bool) -> Hashing:
     (:data:`INLINE_HASH_BYTES`). Chunked writes are hashed chunk by chunk."""
 
     whole = [
-        w.target.transfer is not Transfer.CHUNKED and w.box == w.target.block and w.data.size > 0
+        w.target.transfer is not Transfer.CHUNKED
+        and not w.target.learned
+        and w.box == w.target.block
+        and w.data.size > 0
         for w in writes
     ]
     fed = {
@@ -119,7 +127,7 @@ def finish_hashing(session: Session, hashing: Hashing, ok: bool) -> None:
     if not ok or writing is None:
         return
     for write, value in zip(hashing.writes, sums):
-        if write.target.transfer is Transfer.CHUNKED:
+        if write.target.transfer is Transfer.CHUNKED or write.target.learned:
             continue
         fed = hashing.fed_by(write)
         if fed is not None:
@@ -201,6 +209,8 @@ def record(session: Session, gathered: list[Report]) -> None:
         layout = info.layout
         if layout is None or layout.session != writing.number or not layout.extents:
             continue
+        if layout.learned:
+            continue  # its pieces are every rank's writes (engine/learned.py)
         found = pieces.get(path, {})
         extents = tuple(
             e.changed(pieces=tuple(sorted(found.get(e.start, ()), key=lambda p: p.start)))

@@ -66,6 +66,32 @@ class DatasetRequest:
     shape: tuple[int, ...] | None
     block: Block
     storage: Storage = CONTIGUOUS
+    #: this rank gave a block (``block=`` or ``start=``/``count=``); when no rank does, the
+    #: dataset's layout is learned from the writes (engine/learned.py)
+    declared: bool = True
+    maxshape: tuple[int, ...] = ()  # -1: unlimited; (): the shape
+    fill: bytes | None = None  # the fill value's bytes (one element); None: zeros
+    #: ``create_dataset(data=...)``: the checksum of the data, which every rank passes alike
+    data_digest: str = ""
+
+    def __reduce__(self) -> tuple[type[DatasetRequest], tuple[Any, ...]]:
+        """Pickled as a call with its fields, the last ones only when set: every rank sends
+        rank 0 one per dataset it creates."""
+        fields: tuple[Any, ...] = (
+            self.path,
+            self.dtype,
+            self.kind,
+            self.shape,
+            self.block,
+            self.storage,
+            self.declared,
+            self.maxshape,
+            self.fill,
+            self.data_digest,
+        )
+        while len(fields) > 5 and fields[-1] == _REQUEST_DEFAULTS[len(fields) - 6]:
+            fields = fields[:-1]
+        return type(self), fields
 
     @property
     def signature(self) -> tuple[Any, ...]:
@@ -73,10 +99,14 @@ class DatasetRequest:
         dtype = self.dtype.str if self.dtype.fields is None else self.dtype.descr
         common = (self.path, dtype, self.kind.value, self.storage)
         if self.kind is RequestKind.EXPLICIT:
-            return (*common, self.shape)
+            return (*common, self.shape, self.maxshape, self.fill, self.data_digest)
         if self.kind is RequestKind.PREFIX:
             return (*common, self.block.count[1:])
         return (*common, len(self.block.count))
+
+
+#: DatasetRequest's fields after ``block``, at their defaults (left out when pickled).
+_REQUEST_DEFAULTS: tuple[Any, ...] = (CONTIGUOUS, True, (), None, "")
 
 
 @dataclass(frozen=True)
@@ -93,6 +123,11 @@ class PlannedDataset:
     choice: ChunkChoice | None = None
     filters: FilterSpec = FilterSpec()
     replaces_unfinished: bool = False
+    #: no rank declared a block: each group's source holds the whole dataset, pieces are
+    #: learned from the writes (engine/learned.py)
+    learned: bool = False
+    maxshape: tuple[int, ...] = ()
+    fill: bytes | None = None
 
 
 @dataclass(frozen=True)
@@ -191,6 +226,9 @@ class WriteTarget:
     group: int
     transfer: Transfer
     chunked: ChunkTarget | None = None
+    #: a source of a dataset whose layout is learned (engine/learned.py): ``block`` is the
+    #: extent itself, and the writes' pieces are accounted there
+    learned: bool = False
 
 
 class _WholeBlock:
@@ -201,6 +239,17 @@ class _WholeBlock:
 
 
 WHOLE_BLOCK: Any = _WholeBlock()
+
+
+class _RootWrites:
+    """The selection of a write of a whole dataset by rank 0 alone (``create_dataset(data=)``,
+    ``group[name] = array``: every rank passes the same array, as with h5py's mpio driver)."""
+
+    def __repr__(self) -> str:
+        return "ROOT_WRITES"
+
+
+ROOT_WRITES: Any = _RootWrites()
 
 
 class WriteRequest(NamedTuple):

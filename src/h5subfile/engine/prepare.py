@@ -17,15 +17,19 @@ import numpy as np
 
 from ..errors import DataShapeError, FileModeError, SelectionError
 from ..layout.blocks import Block
-from ..layout.selection import selection_box
-from .messages import WHOLE_BLOCK, PreparedWrite, Transfer, WriteRequest
+from ..layout.selection import plan_write, selection_box
+from .learned import LearnedTarget
+from .messages import ROOT_WRITES, WHOLE_BLOCK, PreparedWrite, Transfer, WriteRequest
 from .session import Session
 
 
-def convert(data: Any, dtype: np.dtype, where: str) -> np.ndarray:
+def convert(data: Any, dtype: np.dtype, where: str, like_h5py: bool = False) -> np.ndarray:
     """``data`` as a C-contiguous array of ``dtype``, or DataShapeError when converting it
     would lose information (``where`` names the rank and dataset). Numpy scalars and other
-    array types (anything with a dtype and a shape) follow the rule for arrays."""
+    array types (anything with a dtype and a shape) follow the rule for arrays.
+
+    ``like_h5py`` (datasets written as h5py programs write them): also the conversions HDF5
+    makes where numpy makes the same (:func:`converts_like_hdf5`)."""
     if isinstance(data, np.generic) or (
         not isinstance(data, np.ndarray) and hasattr(data, "dtype") and hasattr(data, "shape")
     ):
@@ -36,7 +40,8 @@ def convert(data: Any, dtype: np.dtype, where: str) -> np.ndarray:
         except (TypeError, ValueError, OverflowError) as exc:
             raise DataShapeError(f"{where}: cannot convert the data to {dtype}: {exc}") from None
     if data.dtype != dtype:
-        if dtype.fields is not None or not np.can_cast(data.dtype, dtype, "safe"):
+        safe = dtype.fields is None and np.can_cast(data.dtype, dtype, "safe")
+        if not safe and not (like_h5py and converts_like_hdf5(data, dtype)):
             raise DataShapeError(
                 f"{where}: data of dtype {data.dtype} cannot be written to a dataset of dtype "
                 f"{dtype} without losing information; convert it first "
@@ -46,9 +51,39 @@ def convert(data: Any, dtype: np.dtype, where: str) -> np.ndarray:
     return np.asarray(data, order="C")  # keeps 0-d arrays 0-d (ascontiguousarray would not)
 
 
-def prepare(session: Session, request: WriteRequest) -> PreparedWrite | None:
-    """Check one write on this rank: the dataset, the box (inside this rank's block), the
-    data's shape and dtype. None when this rank has nothing to write."""
+def converts_like_hdf5(data: np.ndarray, dtype: np.dtype) -> bool:
+    """Whether numpy converts ``data`` to ``dtype`` as HDF5 does when h5py writes it: integers
+    to floating point (rounded to nearest), floating point to a narrower one, or integers to
+    a narrower integer type, as long as every value lies in the target's range (out of it,
+    HDF5 clips where numpy wraps or overflows). Floating point to integers (HDF5 truncates
+    and clips) is not among them."""
+    source, target = data.dtype, dtype
+    if target.fields is not None or source.fields is not None or data.size == 0:
+        return data.size == 0 and target.fields is None and source.fields is None
+    if source.kind in "iub" and target.kind in "f":
+        return True
+    if source.kind == "f" and target.kind == "f":
+        finite = data[np.isfinite(data)]
+        return not finite.size or float(np.abs(finite).max()) <= float(np.finfo(target).max)
+    if source.kind in "iu" and target.kind in "iu":
+        info = np.iinfo(target)
+        return int(data.min()) >= info.min and int(data.max()) <= info.max
+    return False
+
+
+def prepare(session: Session, request: WriteRequest) -> list[PreparedWrite]:
+    """Check one write on this rank: the dataset, the selection (inside this rank's block, for
+    a dataset whose ranks declared blocks), the data's shape and dtype. Empty when this rank
+    has nothing to write."""
+    writing = session.require_writable("write")
+    learned = writing.learned.get(request.path)
+    if learned is not None:
+        return prepare_learned(session, request, learned)
+    found = _prepare_declared(session, request)
+    return [] if found is None else [found]
+
+
+def _prepare_declared(session: Session, request: WriteRequest) -> PreparedWrite | None:
     writing = session.require_writable("write")
     path, rank = request.path, session.rank
     if path not in writing.targets:
@@ -96,6 +131,61 @@ def prepare(session: Session, request: WriteRequest) -> PreparedWrite | None:
     if box.size == 0:
         return None
     return PreparedWrite(path, target, box, array.reshape(box.count))
+
+
+def prepare_learned(
+    session: Session, request: WriteRequest, learned: LearnedTarget
+) -> list[PreparedWrite]:
+    """A write of a dataset whose layout is learned: any selection h5py writes (integers,
+    slices with steps, ``...``, one increasing index list), the data converted as for any
+    write and broadcast to the selection's shape as numpy broadcasts; one write per box of the
+    selection and source it falls in."""
+    path, rank = request.path, session.rank
+    info = session.node(path)
+    assert info.dtype is not None
+    selection = request.selection
+    if selection is ROOT_WRITES:
+        if rank != 0:
+            return []
+        selection = ()
+    if selection is WHOLE_BLOCK:
+        if info.shape and (request.data is None or np.size(request.data) == 0):
+            return []  # nothing to write, as a rank without a block writes
+        if info.shape:
+            raise FileModeError(
+                f"{path} was created without declared blocks (its layout is learned from the "
+                "writes): write it with d[selection] = data, as with h5py"
+            )
+        if rank != 0:
+            return []  # a scalar: rank 0 writes its value, the others' are ignored
+        selection = ()
+    plan = plan_write(info.shape, selection)
+    array = convert(request.data, info.dtype, f"rank {rank}", like_h5py=True)
+    if array.shape != plan.shape:
+        try:
+            array = np.broadcast_to(array, plan.shape)
+        except ValueError:
+            raise DataShapeError(
+                f"rank {rank}: data of shape {array.shape} does not match the selection "
+                f"(shape {plan.shape}) of dataset {path}"
+            ) from None
+    array = array.reshape(plan.full)
+    chunked = learned.extents and learned.extents[0].transfer is Transfer.CHUNKED
+    if chunked and sum(1 for box, _ in plan.boxes if not box.is_empty) > 1:
+        raise SelectionError(
+            f"{path} is compressed: each rank writes one box of it per collective call "
+            "(chunks are compressed whole), not a strided or listed selection"
+        )
+    writes = []
+    for box, index in plan.boxes:
+        if box.is_empty:
+            continue
+        part = array[index]
+        for k, common in learned.parts(box):
+            data = part[common.relative_to(box.start).slices] if common != box else part
+            data = np.ascontiguousarray(data)
+            writes.append(PreparedWrite(path, learned.extents[k], common, data))
+    return writes
 
 
 def _check_inside(target: Any, box: Block, rank: int, path: str) -> None:

@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import FileModeError, H5SubfileError, SelectionError, mapped
+from ..io.boxes import fill_with
 from ..io.posix import Piece, as_bytes
 from ..layout.blocks import Block
 from ..layout.catalog import NodeInfo, raise_problem
@@ -25,6 +26,7 @@ from ..layout.record import DatasetLayout, FileRecord, extents_files
 from ..layout.selection import assemble, partition, plan_read, selection_box
 from ..layout.sharing import ExtentIndex, Identities, touched_layout
 from ..mpi.collective import agree, root_decides, root_only
+from . import learned
 from .exchange import plan_aggregated, read_two_phase
 from .messages import FileRun
 from .profiling import phase
@@ -119,6 +121,7 @@ def read(
     selection: Any = (),
     verify: bool | None = None,
     layout: DatasetLayout | None = None,
+    known: bool = False,
 ) -> Any:
     """Read a selection (numpy/h5py style) on this rank only; with ``verify`` (default: the
     file's), the checksum of every stored piece it touches is checked. ``layout``: the
@@ -128,6 +131,8 @@ def read(
     info = session.node(path)
     reader = session.reader
     assert info.dtype is not None
+    if learned.learned_info(session, path) is not None:
+        return _read_learned(session, path, info, selection, verify, known)
     if route(info) is Route.H5PY:
         if info.dtype.kind == "O" or not info.shape:
             # Variable-length or scalar data: h5py reads it (and checks the selection).
@@ -141,7 +146,29 @@ def read(
     layout = info.layout if layout is None else layout
     assert layout is not None
     arrays = [
-        reader.read_direct(layout, info.dtype, piece.box, verify=verify, name=path)
+        reader.read_direct(layout, info.dtype, piece.box, verify=verify, name=path, fill=info.fill)
+        for piece in plan.pieces
+    ]
+    return assemble(plan, arrays)
+
+
+def _read_learned(
+    session: Session, path: str, info: NodeInfo, selection: Any, verify: bool, known: bool
+) -> Any:
+    """A read in the write session of a dataset whose layout is learned: from what this rank
+    wrote and every rank's pieces as of the last sync (:func:`.learned.read_layout`). An
+    independent read refuses elements beyond them; after a collective sync (``known``)
+    every write is known, and what nobody wrote is the fill value."""
+    target = learned.learned_info(session, path)
+    assert info.dtype is not None and info.layout is not None
+    layout = learned.read_layout(target, info.layout, session.rank)
+    plan = plan_read(info.shape, info.dtype.itemsize, selection)
+    if not known:
+        learned.refuse_unknown(layout, path, (piece.box for piece in plan.pieces))
+    arrays = [
+        session.reader.read_direct(
+            layout, info.dtype, piece.box, verify=verify, name=path, fill=info.fill
+        )
         for piece in plan.pieces
     ]
     return assemble(plan, arrays)
@@ -154,6 +181,9 @@ def read_into(session: Session, path: str, dest: np.ndarray, selection: Any = ()
     C-contiguous ``dest`` of the dataset's dtype, without an intermediate array."""
     settle(session)
     info = session.node(path)
+    if learned.learned_info(session, path) is not None:
+        dest[...] = read(session, path, selection)
+        return
     if route(info) is Route.DIRECT and dest.dtype == info.dtype and dest.flags.c_contiguous:
         assert info.dtype is not None and info.layout is not None
         found = selection_box(info.shape, info.dtype.itemsize, selection)
@@ -161,7 +191,9 @@ def read_into(session: Session, path: str, dest: np.ndarray, selection: Any = ()
             box = found[0]
             refuse_local_view(info, path, [box])
             out = dest.reshape(box.count)
-            session.reader.read_direct(info.layout, info.dtype, box, out, session.verify, path)
+            session.reader.read_direct(
+                info.layout, info.dtype, box, out, session.verify, path, info.fill
+            )
             return
     dest[...] = read(session, path, selection)
 
@@ -198,7 +230,10 @@ def read_collective(session: Session, path: str, selection: Any = ()) -> Any:
         plan = plan_read(info.shape, info.dtype.itemsize, selection)
     except Exception as exc:  # noqa: BLE001 - agreed on every rank
         error = exc
-    session.enter("read_collective", error, detail=path, args=path)
+    if learned.learned_info(session, path) is not None:  # the same on every rank
+        learned.sync(session, "read_collective", path, error, path)  # every rank's writes
+    else:
+        session.enter("read_collective", error, detail=path, args=path)
     info = share_layout(session, path)
     assert plan is not None and info.dtype is not None
     layout = None
@@ -207,7 +242,7 @@ def read_collective(session: Session, path: str, selection: Any = ()) -> Any:
     if session.plan.aggregators is None or how is not Route.DIRECT or session.verify:
         result = None
         try:
-            result = read(session, path, selection, layout=layout)
+            result = read(session, path, selection, layout=layout, known=True)
         except H5SubfileError as exc:  # read maps every failure into the hierarchy
             error = exc
         agree(session.comm, error)  # a collective read ends the same way on every rank
@@ -225,7 +260,7 @@ def read_collective(session: Session, path: str, selection: Any = ()) -> Any:
                 layout, info.dtype.itemsize, piece.box, as_bytes(out)
             )
             if not complete:
-                out.reshape(-1).view(np.uint8).fill(0)  # zero bytes (fill(0) writes "0" in strings)
+                fill_with(out, info.fill)
             pieces.extend((file, p) for file, file_pieces in by_file.items() for p in file_pieces)
             reader.read_chunked(chunked, piece.box, out)
     except Exception as exc:  # noqa: BLE001 - agreed below, after the collective exchange

@@ -19,7 +19,7 @@ import uuid
 import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import h5py
 from mpi4py import MPI
@@ -55,6 +55,9 @@ from . import autoplan
 from .messages import WriteTarget
 from .profiling import new_profile, start_profile
 
+if TYPE_CHECKING:
+    from .learned import Book, LearnedTarget
+
 MODES = ("r", "r+", "w", "w-", "x", "a")
 
 
@@ -64,6 +67,8 @@ class RootRole:
 
     master: MasterWriter
     existing: frozenset[str] = frozenset()  # the groups and datasets before this session
+    #: every rank's pieces of the datasets whose layout is learned (engine/learned.py)
+    book: Book | None = None
 
 
 @dataclass
@@ -75,6 +80,8 @@ class LeaderRole:
     identity: bytes = b""  # written into the subfile (layout.integrity.identity)
     subfile: SubfileWriter | None = None  # created with the first source dataset
     chunk_sinks: dict[str, h5py.Dataset] = field(default_factory=dict)  # chunked, by name
+    #: the chunks written so far, (sink, chunk corner): a chunk is written once
+    chunks_written: set[tuple[str, tuple[int, ...]]] = field(default_factory=set)
     profile: Profile | None = None  # where HDF5's I/O on the subfile is counted
 
     def open_subfile(self, paths: SourcePaths) -> SubfileWriter:
@@ -96,6 +103,9 @@ class Writing:
     root: RootRole | None = None
     leader: LeaderRole | None = None
     targets: dict[str, WriteTarget | None] = field(default_factory=dict)
+    #: datasets created in this session without declared blocks: where this rank writes them
+    #: and what it wrote (engine/learned.py)
+    learned: dict[str, LearnedTarget] = field(default_factory=dict)
     #: What this rank has still to write of each dataset's block: disjoint boxes (absent once
     #: it is written; see layout/regions.py).
     unwritten: dict[str, list[Block]] = field(default_factory=dict)

@@ -18,12 +18,12 @@ from collections.abc import Callable, Sequence
 
 from ..errors import H5SubfileError, SelectionError, mapped
 from ..io.boxes import box_pieces
-from ..io.posix import Piece
+from ..io.posix import HASH_SLICE, Piece, as_bytes
 from ..layout.grouping import aggregators_of
 from ..layout.regions import subtract
 from ..mpi.collective import agree
-from . import integrity
-from .chunks import write_chunks
+from . import integrity, learned
+from .chunks import plan_learned, write_chunks
 from .create import transfer_for
 from .exchange import plan_aggregated, write_two_phase
 from .messages import FileRun, PreparedWrite, Transfer, WriteRequest
@@ -66,7 +66,7 @@ def _put(session: Session, requests: Sequence[WriteRequest], entered: bool) -> N
     prepared: list[PreparedWrite] = []
     error: BaseException | None = None
     try:
-        prepared = [p for r in requests if (p := prepare(session, r)) is not None]
+        prepared = [p for r in requests for p in prepare(session, r)]
     except (H5SubfileError, ValueError, TypeError) as exc:
         error = exc
     if not entered:
@@ -74,8 +74,13 @@ def _put(session: Session, requests: Sequence[WriteRequest], entered: bool) -> N
         session.enter("write", error, detail=paths, args=paths)
     # The transfers used by this call, from the catalogue and the plan: the same on every rank.
     used = {transfer_for(session.node(r.path).layout, session.plan) for r in requests}
+    writing = session.writing
+    assert writing is not None
+    if Transfer.CHUNKED in used and any(r.path in writing.learned for r in requests):
+        prepared = plan_learned(session, prepared)  # chunk work, from every rank's boxes
     _open_direct_files(session, prepared)
     hashing = _start_hashing(session, prepared)  # runs while the bytes are written
+    note_learned(session, prepared, hashing)
     for transfer in Transfer:
         if transfer in used:
             mine = [p for p in prepared if p.target.transfer is transfer]
@@ -84,6 +89,8 @@ def _put(session: Session, requests: Sequence[WriteRequest], entered: bool) -> N
     if error is None:
         for write in prepared:
             record_written(session, write)
+    else:
+        learned_failed(session, prepared, error)
     agree(session.comm, error)
 
 
@@ -107,21 +114,69 @@ def _open_direct_files(session: Session, writes: Sequence[PreparedWrite]) -> Non
 @mapped
 @phase("transfer")
 def put_independent(session: Session, request: WriteRequest) -> None:
-    """Write part of this rank's block, without communication (``dset[box] = data``)."""
-    write = prepare(session, request)
-    if write is None:
+    """Write part of this rank's block, or any selection of a dataset whose layout is learned,
+    without communication (``dset[box] = data``)."""
+    writes = prepare(session, request)
+    if not writes:
         return
-    if write.target.transfer is Transfer.CHUNKED:
+    if writes[0].target.transfer is Transfer.CHUNKED:
         raise SelectionError(
-            f"{write.path} is chunked: chunks are compressed whole, so each rank writes its "
-            "whole block collectively (Dataset.write, write_dataset)"
+            f"{request.path} is chunked: chunks are compressed whole, so each rank writes its "
+            "part collectively (Dataset.write, write_dataset, or d[...] = x inside "
+            "'with d.collective:', as parallel HDF5 writes compressed datasets)"
         )
     writing = session.require_writable("write")
-    writing.pool.writer(write.target.file)  # opened before the hashing starts
-    hashing = _start_hashing(session, [write])
-    _write_direct_pieces(session, [write], hashing)
+    for write in writes:
+        writing.pool.writer(write.target.file)  # opened before the hashing starts
+    hashing = _start_hashing(session, writes)
+    note_learned(session, writes, hashing)
+    try:
+        _write_direct_pieces(session, writes, hashing)
+    except BaseException as exc:
+        learned_failed(session, writes, exc)
+        raise
     integrity.finish_hashing(session, hashing, ok=True)
-    record_written(session, write)
+    for write in writes:
+        record_written(session, write)
+
+
+def note_learned(
+    session: Session, writes: Sequence[PreparedWrite], hashing: integrity.Hashing
+) -> None:
+    """Account for this rank's writes of datasets whose layout is learned (engine/learned.py),
+    each feeding its piece's hasher: as it is written when it is a large direct write this
+    rank makes itself (slice by slice, as whole blocks are hashed), now otherwise."""
+    writing = session.writing
+    assert writing is not None
+    for write in writes:
+        if not write.target.learned:
+            continue
+        target = writing.learned[write.path]
+        k = target.index_of(write.target)
+        hasher = learned.note_write(target, k, write.box)
+        if hasher is None:
+            continue
+        as_written = (
+            write.target.transfer is Transfer.DIRECT
+            and writing.pool.writes_in_caller
+            and write.data.nbytes >= HASH_SLICE
+        )
+        if as_written:
+            hashing.feed(write, hasher)
+        else:
+            hasher.update(as_bytes(write.data))
+
+
+def learned_failed(session: Session, writes: Sequence[PreparedWrite], error: BaseException) -> None:
+    """Writes of datasets whose layout is learned failed on this rank: what they stored is
+    unknown, so those datasets are published incomplete."""
+    writing = session.writing
+    if writing is None:
+        return
+    for write in writes:
+        target = writing.learned.get(write.path)
+        if target is not None:
+            learned.note_failure(target, error)
 
 
 def _start_hashing(session: Session, writes: Sequence[PreparedWrite]) -> integrity.Hashing:
@@ -136,7 +191,7 @@ def record_written(session: Session, write: PreparedWrite) -> None:
     writing = session.writing
     assert writing is not None
     remaining = writing.unwritten.get(write.path)
-    if remaining is None:
+    if remaining is None or write.target.learned:
         return
     if write.box == write.target.block:
         del writing.unwritten[write.path]
@@ -224,12 +279,22 @@ def flush(session: Session) -> None:
     background writes (``async_writes``) are done, then agree, so that every rank raises the
     first error any rank's background writes met (the session then fails) and, once it
     returns, every rank's bytes are written (to the operating system: the plan's ``fsync``
-    makes them durable at close)."""
+    makes them durable at close). The round carries what each rank wrote of the datasets
+    whose layout is learned: two ranks' writes of the same element raise OverlapError on
+    every rank, and afterwards every rank reads what every rank wrote."""
     session.require_open()
-    if session.writing is None:
+    writing = session.writing
+    if writing is None:
         return
     session.wait_writes()  # its error is this rank's part of the round
-    session.enter("flush")
+    if not writing.learned:  # the same datasets on every rank
+        session.enter("flush")
+        return
+    try:
+        learned.sync(session, "flush")  # every rank's writes, seen by every rank after it
+    except H5SubfileError as exc:
+        writing.note_failure(exc)
+        raise
 
 
 #: Each transfer's writer: (session, its writes, the call's hashing) -> this rank's error.

@@ -98,10 +98,7 @@ def _itemsize(info: NodeInfo) -> int:
 
 
 def _piece_bytes(piece: PieceSum, itemsize: int) -> int:
-    count = itemsize
-    for n in piece.shape:
-        count *= n
-    return count
+    return piece.elements * itemsize
 
 
 def shares(items: list[_Item], ranks: int) -> list[list[_Item]]:
@@ -143,8 +140,13 @@ def _check_piece(session: Session, item: _Item) -> dict[str, Any] | None:
         "start": list(piece.start),
         "shape": list(piece.shape),
     }
+    if piece.count or piece.rank >= 0:
+        found["count"], found["stride"] = list(piece.count), list(piece.stride)
     try:
-        session.reader.check_piece(extent, piece, info.dtype, item.dataset, keep=False)
+        if info.layout is not None and info.layout.learned:
+            session.reader.check_slab(extent, piece, info.dtype, item.dataset, keep=False)
+        else:
+            session.reader.check_piece(extent, piece, info.dtype, item.dataset, keep=False)
     except ChecksumError as exc:
         offset, length = getattr(exc, "span", (None, None))
         return dict(found, error="ChecksumError", offset=offset, length=length, message=str(exc))

@@ -2,15 +2,17 @@
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 
 import h5py
 import numpy as np
 
 from ..errors import ChecksumError, SubfileMismatchError, UnsafePathError
 from ..layout.blocks import Block
+from ..layout.hyperslab import Slab
 from ..layout.integrity import (
     IDENTITY_BYTES,
     PieceSum,
@@ -44,8 +46,22 @@ def box_pieces(data_offset: int, extent: Block, box: Block, data: np.ndarray) ->
 def hash_stored(raw: RawFile, data_offset: int, extent: Block, box: Block, dtype: np.dtype) -> str:
     """The checksum of the C-order bytes of ``box``, stored in the extent at ``data_offset`` of
     ``raw``, read in batches of :data:`HASH_BATCH` bytes (never the whole box in memory)."""
+    return hash_boxes(raw, data_offset, extent, [box], dtype)
+
+
+def hash_slab(raw: RawFile, data_offset: int, extent: Block, slab: Slab, dtype: np.dtype) -> str:
+    """The checksum of a slab's bytes stored in the extent (its blocks in order, each in C
+    order: a piece of a learned layout), read as :func:`hash_stored` reads."""
+    return hash_boxes(raw, data_offset, extent, slab.blocks(), dtype)
+
+
+def hash_boxes(
+    raw: RawFile, data_offset: int, extent: Block, boxes: Iterable[Block], dtype: np.dtype
+) -> str:
+    """The checksum of the boxes' C-order bytes, one box after another, stored in the extent
+    at ``data_offset`` of ``raw``, read in batches of at most :data:`HASH_BATCH` bytes."""
     hasher = new_hasher()
-    buffer = np.empty(min(box.size * dtype.itemsize, HASH_BATCH), dtype=np.uint8)
+    buffer = np.empty(HASH_BATCH, dtype=np.uint8)
     view = buffer.data
     batch: list[Piece] = []
     used = 0
@@ -57,13 +73,14 @@ def hash_stored(raw: RawFile, data_offset: int, extent: Block, box: Block, dtype
         batch.clear()
         used = 0
 
-    for at, _, nbytes in box_runs(extent, box, box, dtype.itemsize):
-        while nbytes > 0:
-            take = min(nbytes, len(buffer) - used)
-            batch.append((data_offset + at, view[used : used + take]))
-            used, at, nbytes = used + take, at + take, nbytes - take
-            if used == len(buffer):
-                flush()
+    for box in boxes:
+        for at, _, nbytes in box_runs(extent, box, box, dtype.itemsize):
+            while nbytes > 0:
+                take = min(nbytes, len(buffer) - used)
+                batch.append((data_offset + at, view[used : used + take]))
+                used, at, nbytes = used + take, at + take, nbytes - take
+                if used == len(buffer):
+                    flush()
     if used:
         flush()
     return hasher.hexdigest()
@@ -204,6 +221,8 @@ class BoxReader:
         """How to read ``box`` into ``out`` (its C-order bytes): byte pieces per file, the
         chunked extents (read through HDF5), and whether the extents cover the whole box.
         Extents whose index is in ``skip`` count as covering but are left to the caller."""
+        if layout.learned:
+            return self._plan_learned(layout, itemsize, box, out)
         pieces: dict[str, list[Piece]] = {}
         chunked: list[tuple[StoredExtent, Block]] = []
         covered = 0
@@ -225,6 +244,33 @@ class BoxReader:
             )
         return pieces, chunked, covered >= box.size
 
+    def _plan_learned(
+        self, layout: DatasetLayout, itemsize: int, box: Block, out: memoryview
+    ) -> tuple[dict[str, list[Piece]], list[tuple[StoredExtent, Block]], bool]:
+        """:meth:`plan` for a layout learned from the writes: each piece's part of ``box``
+        from its extent; whether the pieces cover the whole box."""
+        pieces: dict[str, list[Piece]] = {}
+        chunked: list[tuple[StoredExtent, Block]] = []
+        covered = 0
+        for extent in layout.extents:
+            stored = extent.block
+            if box.intersect(stored) is None:
+                continue
+            for piece in extent.pieces:
+                parts = piece.slab.within(box)
+                covered += sum(part.size for part in parts)
+                if extent.chunks:
+                    chunked.extend((extent, part) for part in parts)
+                    continue
+                if parts:
+                    into = pieces.setdefault(self.paths.resolve(extent.file), [])
+                for part in parts:
+                    into.extend(
+                        (extent.offset + at, out[taken : taken + nbytes])
+                        for at, taken, nbytes in box_runs(stored, part, box, itemsize)
+                    )
+        return pieces, chunked, covered >= box.size
+
     def read_direct(
         self,
         layout: DatasetLayout,
@@ -233,8 +279,10 @@ class BoxReader:
         out: np.ndarray | None = None,
         verify: bool = False,
         name: str = "",
+        fill: bytes | None = None,
     ) -> np.ndarray:
-        """Read ``box`` from the extents of ``layout``; unmapped parts read as zeros (fill).
+        """Read ``box`` from the extents of ``layout``; unmapped parts read as zeros (fill; a
+        layout learned from the writes: ``fill``, one element's bytes, when given).
 
         ``out`` (C-contiguous, shape ``box.count``, ``dtype``) receives the data without an
         extra allocation. With ``verify``, every checksummed piece the box touches is read
@@ -245,18 +293,124 @@ class BoxReader:
             out = np.empty(box.count, dtype=dtype)
         if out.size == 0:
             return out
+        if layout.learned and verify:
+            self.read_learned_checked(layout, dtype, box, out, name, fill)
+            return out
         checked = frozenset(
             i for i, e in enumerate(layout.extents) if verify and summed(e, dtype.itemsize)
         )
         pieces, chunked, complete = self.plan(layout, dtype.itemsize, box, as_bytes(out), checked)
         if not complete:
-            out.reshape(-1).view(np.uint8).fill(0)  # zero bytes (fill(0) writes "0" into strings)
+            fill_with(out, fill)
         for path, file_pieces in pieces.items():
             self.open_file(path).read_pieces(file_pieces)
         self.read_chunked(chunked, box, out)
         for index in sorted(checked):
             self.read_checked(layout.extents[index], dtype, box, out, name)
         return out
+
+    def read_learned_checked(
+        self,
+        layout: DatasetLayout,
+        dtype: np.dtype,
+        box: Block,
+        out: np.ndarray,
+        name: str,
+        fill: bytes | None,
+    ) -> None:
+        """Read ``box`` from a layout learned from the writes, each piece it touches read whole
+        and checked first (one without a checksum yet, in the write session, read as it is);
+        elements no piece holds are the fill value."""
+        plain = dataclasses.replace(
+            layout,
+            extents=tuple(
+                e.changed(pieces=tuple(p for p in e.pieces if not p.checksum))
+                for e in layout.extents
+            ),
+        )
+        _, _, complete = self.plan(layout, dtype.itemsize, box, as_bytes(out))
+        if not complete:
+            fill_with(out, fill)
+        pieces, chunked, _ = self.plan(plain, dtype.itemsize, box, as_bytes(out))
+        for path, file_pieces in pieces.items():
+            self.open_file(path).read_pieces(file_pieces)
+        self.read_chunked(chunked, box, out)
+        for extent in layout.extents:
+            for piece in extent.pieces:
+                if not piece.checksum or not piece.slab.within(box):
+                    continue
+                for block, data in self.check_slab(extent, piece, dtype, name, keep=True) or ():
+                    common = box.intersect(block)
+                    if common is not None:
+                        out[common.relative_to(box.start).slices] = data[
+                            common.relative_to(block.start).slices
+                        ]
+
+    def check_slab(
+        self, extent: StoredExtent, piece: PieceSum, dtype: np.dtype, name: str, keep: bool
+    ) -> list[tuple[Block, np.ndarray]] | None:
+        """Read a piece of a learned layout (a slab: its blocks in order) and check its
+        checksum (ChecksumError naming the dataset ``name``, the file and the piece's bytes).
+        Returns each block with its data with ``keep``, else None (hashed in batches)."""
+        slab = piece.slab
+        if extent.chunks:  # read (and decoded) by HDF5, block by block
+            source = self.source_dataset(extent)
+            blocks = []
+            hasher = new_hasher()
+            for block in slab.blocks():
+                data = np.empty(block.count, dtype=dtype)
+                source.read_direct(data, source_sel=block.relative_to(extent.start).slices)
+                hasher.update(as_bytes(data))
+                blocks.append((block, data))
+            self._compare(extent, piece, hasher.hexdigest(), name, None)
+            return blocks if keep else None
+        raw = self.open_file(self.paths.resolve(extent.file))
+        if not keep:
+            found = hash_slab(raw, extent.offset, extent.block, slab, dtype)
+            self._compare(extent, piece, found, name, dtype)
+            return None
+        blocks, batch = [], []
+        hasher = new_hasher()
+        for block in slab.blocks():
+            data = np.empty(block.count, dtype=dtype)
+            data_view = as_bytes(data)
+            batch = [
+                (extent.offset + at, data_view[t : t + n])
+                for at, t, n in box_runs(extent.block, block, block, dtype.itemsize)
+            ]
+            raw.read_pieces(batch)
+            hasher.update(data_view)
+            blocks.append((block, data))
+        self._compare(extent, piece, hasher.hexdigest(), name, dtype)
+        return blocks
+
+    def _compare(
+        self,
+        extent: StoredExtent,
+        piece: PieceSum,
+        found: str,
+        name: str,
+        dtype: np.dtype | None,
+    ) -> None:
+        """ChecksumError unless a learned piece's bytes hash to its recorded checksum."""
+        if found == piece.checksum:
+            return
+        span: tuple[int | None, int | None] = (None, None)
+        where = ""
+        if dtype is not None:
+            blocks = list(piece.slab.blocks())
+            first_runs = box_runs(extent.block, blocks[0], blocks[0], dtype.itemsize)
+            last_runs = box_runs(extent.block, blocks[-1], blocks[-1], dtype.itemsize)
+            first = extent.offset + first_runs[0][0]
+            end = extent.offset + last_runs[-1][0] + last_runs[-1][2]
+            span, where = (first, end - first), f" at byte offsets {first} to {end}"
+        error = ChecksumError(
+            f"dataset {name}: the piece {piece.slab.describe()} written by rank {piece.rank}, "
+            f"stored in {extent.file or 'the master'}{where}, has checksum {found}, the "
+            f"writer recorded {piece.checksum}: its bytes changed after they were written"
+        )
+        error.span = span
+        raise error
 
     def read_checked(
         self, extent: StoredExtent, dtype: np.dtype, box: Block, out: np.ndarray, name: str
@@ -389,6 +543,14 @@ class BoxReader:
         if self._h5 is not None:
             self._h5.close()
             self._h5 = None
+
+
+def fill_with(out: np.ndarray, fill: bytes | None) -> None:
+    """Set every element of ``out`` to the fill value (its bytes; None: zero bytes)."""
+    if fill is None:
+        out.reshape(-1).view(np.uint8).fill(0)  # zero bytes (fill(0) writes "0" into strings)
+    else:
+        out[...] = np.frombuffer(fill, dtype=out.dtype).reshape(())
 
 
 def summed(extent: StoredExtent, itemsize: int) -> bool:

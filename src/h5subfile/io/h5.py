@@ -14,6 +14,8 @@ from typing import Any
 import h5py
 import numpy as np
 
+from ..layout.blocks import Block
+from ..layout.hyperslab import Slab
 from ..layout.validate import Hdf5Facts, Mapping
 from .posix import block_size
 from .profile import PosixRecord, Profile, replay_hdf5_log
@@ -237,32 +239,79 @@ def read_text_attr(obj: h5py.HLObject, name: str) -> str:
     return value.decode() if isinstance(value, bytes) else str(value)
 
 
+#: One mapping of a virtual dataset: the source ``dataset`` in ``file`` (a dataset of
+#: ``source_shape`` holding the box at ``source_start`` of the virtual one), and the ``slab``
+#: of the virtual dataset it gives, taken from the same elements of the source; a source
+#: mapped whole, onto the box ``slab``, has no ``source_shape`` (None).
+Mapped = tuple[str, str, Slab, tuple[int, ...], "tuple[int, ...] | None"]
+
+
+def whole_sources(
+    sources: list[tuple[str, str, tuple[int, ...], tuple[int, ...]]],
+) -> list[Mapped]:
+    """Sources mapped whole, each ``(file, dataset, start, count)`` onto ``[start, start + count)``."""
+    return [
+        (file, dataset, Slab.of_box(Block(start, count)), start, None)
+        for file, dataset, start, count in sources
+    ]
+
+
 def create_virtual_dataset(
     groups: Groups,
     path: str,
     shape: tuple[int, ...],
     dtype: np.dtype,
-    sources: list[tuple[str, str, tuple[int, ...], tuple[int, ...]]],
+    sources: list[Mapped],
+    maxshape: tuple[int, ...] | None = None,
+    fill: np.ndarray | None = None,
 ) -> None:
-    """Create a virtual dataset mapping each (file, dataset, start, count) source, whole, onto
-    the box ``[start, start + count)``, through the low-level API. HDF5 copies the dataspaces
-    of each mapping, so one virtual dataspace is selected again for every mapping and one
-    source dataspace made for each source shape (a quarter of the time of new ones for each
-    mapping: rank 0 maps every extent of every dataset it publishes)."""
+    """Create a virtual dataset with one mapping per source (:data:`Mapped`), through the
+    low-level API; ``maxshape`` (-1: unlimited) and ``fill`` (one element) when given. A
+    source mapped whole takes its dataspace as it is; a part of a source is the same slab
+    shifted by the source's corner. HDF5 copies the dataspaces of each mapping, so one
+    virtual dataspace is selected again for every mapping and one source dataspace made for
+    each source shape (a quarter of the time of new ones for each mapping: rank 0 maps every
+    extent of every dataset it publishes)."""
     dcpl = h5py.h5p.create(h5py.h5p.DATASET_CREATE)
-    selection = h5py.h5s.create_simple(shape)
-    whole: dict[tuple[int, ...], h5py.h5s.SpaceID] = {}
-    for file, dataset, start, count in sources:
-        selection.select_hyperslab(start, count)  # replaces the previous selection
-        source = whole.get(count)
+    if fill is not None:
+        dcpl.set_fill_value(np.asarray(fill, dtype=dtype).reshape(()))
+    limits = None if not maxshape else tuple(h5py.h5s.UNLIMITED if n < 0 else n for n in maxshape)
+    selection = h5py.h5s.create_simple(shape, limits)
+    if not sources:
+        dcpl.set_layout(h5py.h5d.VIRTUAL)
+    spaces: dict[tuple[int, ...], h5py.h5s.SpaceID] = {}
+    for file, dataset, slab, start, count in sources:
+        # replaces the previous selection
+        selection.select_hyperslab(slab.start, slab.count, slab.stride, slab.block)
+        dims = slab.block if count is None else count
+        source = spaces.get(dims)
         if source is None:
-            source = whole[count] = h5py.h5s.create_simple(count)
+            source = spaces[dims] = h5py.h5s.create_simple(dims)
+        if count is None:
+            source.select_all()
+        else:
+            local = slab.shifted(start)
+            source.select_hyperslab(local.start, local.count, local.stride, local.block)
         dcpl.set_virtual(selection, file.encode(), dataset.encode(), source)
     type_id = h5py.h5t.py_create(dtype, logical=True)
     name = posixpath.basename(path).encode()
     h5py.h5d.create(
-        groups.parent_of(path).id, name, type_id, h5py.h5s.create_simple(shape), dcpl=dcpl
+        groups.parent_of(path).id, name, type_id, h5py.h5s.create_simple(shape, limits), dcpl=dcpl
     )
+
+
+def copy_attributes(source: h5py.HLObject, target: h5py.HLObject) -> None:
+    """Every attribute of ``source`` onto ``target``, with its HDF5 type and dataspace as
+    stored (values read with the type h5py gives them, variable-length strings included)."""
+    for name in source.attrs:
+        key = name.encode()
+        attr = h5py.h5a.open(source.id, key)
+        value = np.empty(attr.shape, dtype=attr.dtype)
+        attr.read(value)
+        if h5py.h5a.exists(target.id, key):
+            h5py.h5a.delete(target.id, key)
+        copied = h5py.h5a.create(target.id, key, attr.get_type(), attr.get_space())
+        copied.write(value)
 
 
 class Groups:
@@ -367,9 +416,37 @@ def hdf5_facts(dataset: h5py.Dataset) -> Hdf5Facts:
             )
             name, file = dcpl.get_virtual_dsetname(i), dcpl.get_virtual_filename(i)
             start = tuple(int(v) for v in low)
-            mappings.append(Mapping(file, name, start, count, whole, int(box_count)))
+            mappings.append(
+                Mapping(
+                    file,
+                    name,
+                    start,
+                    count,
+                    whole,
+                    int(box_count),
+                    _regular(vspace),
+                    _regular(source, dims),
+                )
+            )
     offset = direct_offset(dataset) if storage == "contiguous" else None
     return Hdf5Facts(tuple(dataset.shape), dataset.dtype, storage, offset, tuple(mappings))
+
+
+def _regular(space: Any, dims: tuple[int, ...] | None = None) -> Slab | None:
+    """A dataspace's selection as a regular hyperslab (all of a source of ``dims`` as one box),
+    or None when it is not one."""
+    kind = space.get_select_type()
+    if kind == h5py.h5s.SEL_ALL:  # a source mapped whole (HDF5 may keep no shape for it)
+        return Slab.of_box(Block((0,) * len(dims), dims)) if dims else None
+    if kind != h5py.h5s.SEL_HYPERSLABS or not space.is_regular_hyperslab():
+        return None
+    start, stride, count, block = space.get_regular_hyperslab()
+    return Slab.made(
+        tuple(int(v) for v in start),
+        tuple(int(v) for v in stride),
+        tuple(int(v) for v in count),
+        tuple(int(v) for v in block),
+    )
 
 
 #: How :func:`read_attrs` shows an attribute whose value it cannot pass on: a note of this form.

@@ -41,7 +41,9 @@ from .filters import FilterSpec
 from .h5 import (
     META_BLOCK_SIZE,
     Groups,
+    Mapped,
     SourceFile,
+    copy_attributes,
     create_file,
     create_virtual_dataset,
     direct_offset,
@@ -51,6 +53,7 @@ from .h5 import (
     read_attrs,
     read_text_attr,
     virtual_sources,
+    whole_sources,
     write_text_attr,
 )
 from .posix import block_size, fsync_path, probe_file
@@ -69,6 +72,8 @@ def now() -> str:
 
 def describe_storage(layout: DatasetLayout) -> str:
     """How a dataset written by h5subfile is stored, in a few words (for ``info``)."""
+    if layout.learned:
+        return _describe_learned(layout)
     if not layout.extents:
         return "unwritten (fill values)"
     files = {e.file for e in layout.extents}
@@ -85,14 +90,39 @@ def describe_storage(layout: DatasetLayout) -> str:
     )
 
 
+def _describe_learned(layout: DatasetLayout) -> str:
+    """A layout learned from the writes: where, how many pieces by how many ranks."""
+    pieces = [p for e in layout.extents for p in e.pieces]
+    files = {e.file for e in layout.extents if e.pieces}
+    where = (
+        "in the master" if not layout.mapped_by_pieces else f"virtual over {len(files)} subfile(s)"
+    )
+    ranks = {p.rank for p in pieces}
+    grows = ", resizable" if layout.maxshape else ""
+    return (
+        f"written where each rank wrote ({where}{grows}): {len(pieces)} piece(s) from "
+        f"{len(ranks)} rank(s)"
+    )
+
+
 def dataset_node(
-    shape: tuple[int, ...], dtype: np.dtype, layout: DatasetLayout, storage: str | None = None
+    shape: tuple[int, ...],
+    dtype: np.dtype,
+    layout: DatasetLayout,
+    storage: str | None = None,
+    fill: bytes | None = None,
 ) -> NodeInfo:
     """What every rank learns of a dataset published over ``layout`` (``storage``: as
-    :func:`describe_storage` says it of the whole layout, when ``layout`` holds part of it)."""
+    :func:`describe_storage` says it of the whole layout, when ``layout`` holds part of it;
+    ``fill``: its fill value's bytes, None for zeros)."""
     if storage is None:
         storage = describe_storage(layout)
-    return NodeInfo("dataset", {}, shape, dtype, layout, storage=storage)
+    return NodeInfo("dataset", {}, shape, dtype, layout, storage=storage, fill=fill)
+
+
+def _fill_array(dtype: np.dtype, fill: bytes | None) -> np.ndarray | None:
+    """The fill value as HDF5 takes it (None: HDF5's zeros)."""
+    return None if fill is None else np.frombuffer(fill, dtype=dtype).reshape(())
 
 
 def _user_attrs(obj: h5py.HLObject) -> dict[str, Any]:
@@ -505,18 +535,31 @@ class MasterWriter(SourceFile):
 
     # datasets ------------------------------------------------------------------------------
     def publish_dataset(
-        self, path: str, shape: tuple[int, ...], dtype: np.dtype, layout: DatasetLayout
+        self,
+        path: str,
+        shape: tuple[int, ...],
+        dtype: np.dtype,
+        layout: DatasetLayout,
+        virtual: bool = False,
+        fill: bytes | None = None,
     ) -> NodeInfo:
         """Record a dataset whose sources exist: a VDS over its subfile extents (a dataset
         stored in the master exists already; one that no rank writes reads as fill values),
-        and its layout record. Returns what every rank learns of it."""
+        and its layout record. Returns what every rank learns of it. ``virtual``: a dataset
+        whose layout is learned from the writes, stored in subfiles: a virtual dataset with
+        no mapping yet (each piece becomes one at close, :meth:`map_pieces`), of the
+        dataset's maximum shape and ``fill`` value."""
         extents = layout.extents
-        if not extents:
+        if virtual:
+            create_virtual_dataset(
+                self.groups, path, shape, dtype, [], layout.maxshape, _fill_array(dtype, fill)
+            )
+        elif not extents:
             self.groups.parent_of(path).create_dataset(
                 posixpath.basename(path), shape=shape, dtype=dtype
             )
         elif not all(names_master(e.file) for e in extents):
-            sources = [(e.file, e.dataset, e.start, e.shape) for e in extents]
+            sources = whole_sources([(e.file, e.dataset, e.start, e.shape) for e in extents])
             create_virtual_dataset(self.groups, path, shape, dtype, sources)
         if self.commit_mode == "in-place" or not extents:
             # Written now only where it is needed before the close: a master changed in place
@@ -524,7 +567,30 @@ class MasterWriter(SourceFile):
             # close does not record again; the others' records, with their checksums, are
             # written once, when the session closes (engine/integrity.record).
             self.write_layout(path, layout)
-        return dataset_node(shape, dtype, layout)
+        return dataset_node(shape, dtype, layout, fill=fill)
+
+    def map_pieces(self, path: str, shape: tuple[int, ...], layout: DatasetLayout) -> None:
+        """A dataset whose layout was learned, once its pieces are known (close, commit): its
+        virtual dataset made again with one mapping per piece, its attributes kept."""
+        old = self.h5[path]
+        dtype, fill = old.dtype, old.fillvalue
+        parent = self.groups.parent_of(path)
+        name = posixpath.basename(path)
+        scratch = f"{name}.h5subfile-mapping"
+        sources: list[Mapped] = [
+            (e.file, e.dataset, piece.slab, e.start, e.shape)
+            for e in layout.extents
+            for piece in e.pieces
+        ]
+        maxshape = layout.maxshape or None
+        scratch_path = f"{parent.name.rstrip('/')}/{scratch}"
+        fill_value = np.asarray(fill, dtype=dtype)
+        create_virtual_dataset(
+            self.groups, scratch_path, shape, dtype, sources, maxshape, fill_value
+        )
+        copy_attributes(old, parent[scratch])
+        del parent[name]
+        parent.move(scratch, name)
 
     def write_layout(self, path: str, layout: DatasetLayout) -> None:
         write_text_attr(h5py.h5o.open(self.h5.id, path.encode()), LAYOUT_ATTR, layout.to_json())

@@ -48,6 +48,12 @@ class BlockMap:
         counts[:, 1:] = np.asarray(trailing, dtype=np.int64)
         return cls(starts, counts)
 
+    @classmethod
+    def empty(cls, ranks: int, ndim: int) -> BlockMap:
+        """No rank declares a block (a dataset whose layout is learned from the writes)."""
+        zeros = np.zeros((ranks, ndim), dtype=np.int64)
+        return cls(zeros, zeros)
+
     @property
     def size(self) -> int:
         """The number of ranks."""

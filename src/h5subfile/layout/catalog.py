@@ -66,6 +66,8 @@ class NodeInfo:
     #: layout/sharing.BROADCAST_EXTENTS); the same flag on every rank.
     withheld: bool = False
     record_sha: str = ""  # SHA-256 of the layout record's text as rank 0 read and checked it
+    #: the fill value's bytes (one element), what elements never written read as; None: zeros
+    fill: bytes | None = None
 
     def __getstate__(self) -> dict[str, Any]:
         state = dict(self.__dict__)

@@ -14,11 +14,15 @@ Pure: hashing a buffer is computation, not I/O.
 
 from __future__ import annotations
 
+import math
 import posixpath
 from dataclasses import dataclass
 from typing import Any
 
 import xxhash
+
+from .blocks import Block
+from .hyperslab import Slab
 
 #: The checksum algorithm, as recorded in the layout record (``"checksum"``).
 ALGORITHM = "xxh3_64"
@@ -80,15 +84,62 @@ class SubfileInfo:
 @dataclass(frozen=True)
 class PieceSum:
     """The checksum of one stored piece: the box ``[start, start + shape)`` of the dataset (a
-    rank's block, or a chunk: then the checksum is of the chunk's stored, filtered bytes)."""
+    rank's block, or a chunk: then the checksum is of the chunk's stored, filtered bytes).
+
+    A piece of a dataset whose layout was learned from the writes (format 4) is a regular
+    hyperslab: blocks of ``shape`` at ``start + index * stride`` for every index of the grid
+    ``count``, written by ``rank``; its checksum is of its blocks' bytes, the blocks in C order
+    of their index, each block in C order (layout/hyperslab.py). ``stride`` and ``count`` are
+    empty for a box, ``rank`` -1 when not recorded."""
 
     start: tuple[int, ...]
     shape: tuple[int, ...]
     checksum: str
+    stride: tuple[int, ...] = ()
+    count: tuple[int, ...] = ()
+    rank: int = -1
 
     def __reduce__(self) -> tuple[type[PieceSum], tuple[Any, ...]]:
         """Pickled as a call with its fields (compact: a rank's layout may list many)."""
-        return type(self), (self.start, self.shape, self.checksum)
+        return type(self), (
+            self.start,
+            self.shape,
+            self.checksum,
+            self.stride,
+            self.count,
+            self.rank,
+        )
+
+    @property
+    def slab(self) -> Slab:
+        """The piece's elements as a slab (a box when ``count`` is empty)."""
+        if not self.count:
+            return Slab.of_box(Block(self.start, self.shape))
+        return Slab.made(self.start, self.stride, self.count, self.shape)
+
+    @property
+    def elements(self) -> int:
+        return math.prod(self.shape) * math.prod(self.count)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The piece as the record stores it (``stride``, ``count``, ``rank`` only when set)."""
+        found: dict[str, Any] = {
+            "start": self.start,
+            "shape": self.shape,
+            "checksum": self.checksum,
+        }
+        if self.count:
+            found["stride"], found["count"] = self.stride, self.count
+        if self.rank >= 0:
+            found["rank"] = self.rank
+        return found
+
+    @classmethod
+    def of_slab(cls, slab: Slab, checksum: str, rank: int) -> PieceSum:
+        """The piece a rank wrote as ``slab`` (a box keeps ``stride`` and ``count`` empty)."""
+        if slab.is_box:
+            return cls(slab.start, slab.block, checksum, (), (), rank)
+        return cls(slab.start, slab.block, checksum, slab.stride, slab.count, rank)
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> PieceSum:
@@ -96,4 +147,7 @@ class PieceSum:
             tuple(int(v) for v in data["start"]),
             tuple(int(v) for v in data["shape"]),
             str(data["checksum"]),
+            tuple(int(v) for v in data.get("stride", ())),
+            tuple(int(v) for v in data.get("count", ())),
+            int(data.get("rank", -1)),
         )

@@ -23,7 +23,8 @@ from ..errors import CorruptFileError
 from .blocks import Block
 from .integrity import PieceSum
 
-FORMAT_VERSION = 3  # 2: chunked and compressed extents; 3: session ids, dtypes, integrity
+FORMAT_VERSION = 4  # 2: chunked and compressed extents; 3: session ids, dtypes, integrity;
+#: 4: layouts learned from the writes (hyperslab pieces with their ranks), maxshape
 ROOT_ATTR = "h5subfile"
 LAYOUT_ATTR = "h5subfile.layout"
 RESERVED_PREFIX = "h5subfile"
@@ -93,6 +94,18 @@ class DatasetLayout:
     filters: dict[str, Any] = field(default_factory=dict)  # io.filters.FilterSpec.to_dict()
     dtype: str = ""  # the element type written (numpy's ``dtype.str``); "" before format 3
     checksum: str = ""  # the pieces' checksum algorithm (integrity.ALGORITHM); "" for none
+    #: format 4: the layout was learned from the writes (no rank declared a block): each
+    #: extent is a source that ranks wrote parts of, its pieces are what they wrote (each a
+    #: VDS mapping, unless the extent is the master's own dataset); the rest reads as fill
+    learned: bool = False
+    #: format 4: the dataset's maximum shape, -1 for an unlimited axis; () when fixed
+    maxshape: tuple[int, ...] = ()
+
+    @property
+    def mapped_by_pieces(self) -> bool:
+        """Whether each piece is read from its own place (a learned layout in subfiles) rather
+        than each extent whole."""
+        return self.learned and any(e.file not in ("", ".") for e in self.extents)
 
     def to_dict(self) -> dict[str, Any]:
         """The record as JSON-ready data: ``dataclasses.asdict``'s result (keys in field order),
@@ -109,10 +122,7 @@ class DatasetLayout:
                     "offset": e.offset,
                     "ranks": e.ranks,
                     "chunks": e.chunks,
-                    "pieces": [
-                        {"start": p.start, "shape": p.shape, "checksum": p.checksum}
-                        for p in e.pieces
-                    ],
+                    "pieces": [p.to_dict() for p in e.pieces],
                 }
                 for e in self.extents
             ],
@@ -122,6 +132,8 @@ class DatasetLayout:
             "filters": copy.deepcopy(self.filters),
             "dtype": self.dtype,
             "checksum": self.checksum,
+            **({"learned": True} if self.learned else {}),
+            **({"maxshape": self.maxshape} if self.maxshape else {}),
         }
 
     def to_json(self) -> str:
@@ -142,6 +154,8 @@ class DatasetLayout:
             self.filters,
             self.dtype,
             self.checksum,
+            self.learned,
+            self.maxshape,
         )
 
     def to_wire(self) -> bytes:
@@ -179,11 +193,7 @@ class DatasetLayout:
                     _ints(e.get("ranks", []), "ranks"),
                     _ints(e.get("chunks", []), "chunks"),
                     tuple(
-                        PieceSum(
-                            _ints(q["start"], "piece start"),
-                            _ints(q["shape"], "piece shape"),
-                            _text(q["checksum"], "checksum"),
-                        )
+                        _piece(q)
                         for q in (
                             _mapping(q, "a piece") for q in _list(e.get("pieces", []), "pieces")
                         )
@@ -200,9 +210,26 @@ class DatasetLayout:
                 dict(_mapping(data.get("filters") or {}, "filters")),
                 _text(data.get("dtype", ""), "dtype"),
                 _text(data.get("checksum", ""), "checksum"),
+                _flag(data.get("learned", False), "learned"),
+                _ints(data.get("maxshape", []), "maxshape"),
             )
         except (ValueError, KeyError, TypeError) as exc:
             raise CorruptFileError(f"damaged layout record of {where}: {exc}") from None
+
+
+def _piece(data: dict[str, Any]) -> PieceSum:
+    """One piece of a record, strictly (format 4 adds ``stride``, ``count`` and ``rank``)."""
+    stride, count = _ints(data.get("stride", []), "stride"), _ints(data.get("count", []), "count")
+    if len(stride) != len(count):
+        raise ValueError(f"a piece has stride {list(stride)} and count {list(count)}")
+    return PieceSum(
+        _ints(data["start"], "piece start"),
+        _ints(data["shape"], "piece shape"),
+        _text(data["checksum"], "checksum"),
+        stride,
+        count,
+        _int(data.get("rank", -1), "rank"),
+    )
 
 
 #: Key of the record's digest: SHA-256 of the record's canonical JSON without it (format 3).

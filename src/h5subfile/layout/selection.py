@@ -8,6 +8,7 @@ large, so that a sparse selection does not read the whole range.
 
 from __future__ import annotations
 
+import itertools
 import math
 import operator
 from collections.abc import Sequence
@@ -194,3 +195,79 @@ def selection_box(shape: Shape, itemsize: int, selection: Any) -> tuple[Block, S
     ):
         return None
     return plan.pieces[0].box, plan.out_shape
+
+
+@dataclass(frozen=True)
+class WritePlan:
+    """How a write's data lands on a dataset: ``shape`` the selection's shape (what the data
+    must be, or broadcast to), ``full`` the same with each integer-indexed axis kept as 1, and
+    the boxes written, each with its part of the data (slices of the ``full``-shaped array)."""
+
+    shape: Shape
+    full: Shape
+    boxes: tuple[tuple[Block, tuple[slice, ...]], ...]
+
+
+def _write_runs(item: Any, n: int, axis: int) -> tuple[list[tuple[int, int]], bool]:
+    """One axis of a write selection as runs of consecutive indices, and whether it is an
+    integer (dropped from the data's shape)."""
+    if isinstance(item, slice):
+        start, stop, step = item.indices(n)
+        if step < 1:
+            raise SelectionError(
+                f"axis {axis}: steps must be positive (got {item.step}), as in h5py"
+            )
+        indices = range(start, stop, step)
+        if step == 1:
+            return ([(start, stop)] if stop > start else []), False
+        return [(i, i + 1) for i in indices], False
+    if isinstance(item, (int, np.integer)) and not isinstance(item, (bool, np.bool_)):
+        index = operator.index(item)
+        if not -n <= index < n:
+            raise SelectionError(f"index {index} is out of range for axis {axis} with size {n}")
+        index %= n
+        return [(index, index + 1)], True
+    array = np.asarray(item)
+    if array.dtype == bool:
+        if array.shape != (n,):
+            raise SelectionError(
+                f"axis {axis}: a boolean mask must have the axis length {n}, got shape {array.shape}"
+            )
+        array = np.flatnonzero(array)
+    if array.ndim != 1 or not (array.size == 0 or np.issubdtype(array.dtype, np.integer)):
+        raise SelectionError(f"axis {axis}: cannot index with {item!r}")
+    array = np.where(array < 0, array + n, array).astype(np.int64)
+    if array.size and (array.min() < 0 or array.max() >= n):
+        raise SelectionError(f"axis {axis}: an index in the list is out of range for size {n}")
+    if array.size > 1 and np.any(np.diff(array) <= 0):
+        raise SelectionError(
+            f"axis {axis}: a write's index list must increase (as in h5py: no repeats, in order)"
+        )
+    cuts = np.flatnonzero(np.diff(array) != 1) + 1
+    return [(int(r[0]), int(r[-1]) + 1) for r in np.split(array, cuts) if r.size], False
+
+
+def plan_write(shape: Shape, selection: Any) -> WritePlan:
+    """The boxes a write of ``selection`` covers (h5py's write selections: integers, slices with
+    positive steps, ``...``, one axis indexed with an increasing list or a mask)."""
+    items = _expand(selection, len(shape))
+    per_axis = [_write_runs(item, n, a) for a, (item, n) in enumerate(zip(items, shape))]
+    if sum(1 for item in items if not isinstance(item, (slice, int, np.integer))) > 1:
+        raise SelectionError("only one axis can be indexed with a list or mask, as in h5py")
+    full = tuple(sum(hi - lo for lo, hi in runs) for runs, _ in per_axis)
+    kept = tuple(n for n, (_, scalar) in zip(full, per_axis) if not scalar)
+    memory = []
+    for runs, _ in per_axis:
+        at, spans = 0, []
+        for lo, hi in runs:
+            spans.append((lo, hi, slice(at, at + hi - lo)))
+            at += hi - lo
+        memory.append(spans)
+    boxes = tuple(
+        (
+            Block(tuple(lo for lo, _, _ in combo), tuple(hi - lo for lo, hi, _ in combo)),
+            tuple(index for _, _, index in combo),
+        )
+        for combo in itertools.product(*memory)
+    )
+    return WritePlan(kept, full, boxes)

@@ -20,6 +20,8 @@ import numpy as np
 from .blockmap import BlockMap, disjoint_on_some_axis
 from .blocks import Block, first_overlap
 from .dtypes import dtype_from_text
+from .hyperslab import Slab, first_shared
+from .integrity import PieceSum
 from .names import names_master
 from .record import DIGEST_KEY, DatasetLayout, Session, StoredExtent, record_digest
 
@@ -45,6 +47,10 @@ class Mapping:
     count: tuple[int, ...]
     whole_source: bool
     box_count: int  # elements the virtual selection holds (the box's size when it is one box)
+    #: the virtual and the source selections as regular hyperslabs (None when not regular;
+    #: HDF5 keeps a source's shape only as far as its selection reaches)
+    virtual_slab: Slab | None = None
+    source_slab: Slab | None = None
 
 
 @dataclass(frozen=True)
@@ -73,8 +79,13 @@ def layout_problem(
         session = _session_of(layout, sessions)
         check_digest(text, required=bool(session.uuid))
         check_dtype(layout.dtype, facts.dtype, required=bool(session.uuid))
-        check_extents(layout.extents, facts.shape, facts.dtype.itemsize, session.ranks)
-        if facts.storage == "virtual":
+        if layout.learned:
+            check_learned(layout, facts.shape, facts.dtype.itemsize, session.ranks)
+        else:
+            check_extents(layout.extents, facts.shape, facts.dtype.itemsize, session.ranks)
+        if facts.storage == "virtual" and layout.learned:
+            check_piece_mappings(layout.extents, facts.mappings)
+        elif facts.storage == "virtual":
             check_mappings(layout.extents, facts.mappings)
         else:
             check_in_master(path, layout.extents, facts)
@@ -139,6 +150,106 @@ def check_extents(
                 f"extent {second} {extents[second].block} overlaps extent {first} "
                 f"{extents[first].block}"
             )
+
+
+def check_learned(layout: DatasetLayout, shape: tuple[int, ...], itemsize: int, ranks: int) -> None:
+    """A layout learned from the writes: its extents (every group's source of a segment: they
+    may cover the same box) have sane boxes and offsets, within the maximum shape; its pieces
+    lie in the dataset's shape and their extent, name ranks of the session, and no two share
+    an element (what was written is read from one place only)."""
+    limits = layout.maxshape or shape
+    if len(limits) != len(shape):
+        raise RecordError(f"its maxshape {list(limits)} does not match the shape {shape}")
+    bound = tuple(n if m < 0 else max(m, n) for n, m in zip(shape, limits))
+    whole = Block((0,) * len(shape), shape)
+    listed: list[tuple[int, Slab]] = []
+    for index, extent in enumerate(layout.extents):
+        unlimited = tuple(
+            max(n, s + c) if m < 0 else n
+            for n, m, s, c in zip(bound, limits, extent.start, extent.shape)
+        )
+        _check_extent(index, extent, unlimited, itemsize, ranks)
+        for piece in extent.pieces:
+            listed.append((len(listed), _check_piece(index, extent, piece, whole, ranks)))
+    if len(listed) > max(math.prod(shape), 1):
+        raise RecordError(f"{len(listed)} pieces for {math.prod(shape)} element(s)")
+    found = first_shared(listed)
+    if found is not None:
+        first, second = (listed[k][1] for k in found)
+        raise RecordError(f"piece {second.describe()} overlaps piece {first.describe()}")
+
+
+def _check_piece(
+    index: int, extent: StoredExtent, piece: PieceSum, whole: Block, ranks: int
+) -> Slab:
+    """One piece of a learned layout: a valid slab inside the shape and its extent."""
+    where = f"a piece of extent {index} {extent.block}"
+    ndim = len(whole.count)
+    if len(piece.start) != ndim or len(piece.shape) != ndim:
+        raise RecordError(f"{where} has {len(piece.start)} axes; the dataset has {ndim}")
+    if piece.count and (len(piece.count) != ndim or len(piece.stride) != ndim):
+        raise RecordError(f"{where} has stride {list(piece.stride)}, count {list(piece.count)}")
+    if min(piece.count + piece.shape + piece.start, default=1) < 0 or 0 in piece.shape:
+        raise RecordError(f"{where} has a negative or empty start, shape or count")
+    if any(c > 1 and t < b for t, c, b in zip(piece.stride, piece.count, piece.shape)):
+        raise RecordError(
+            f"{where} has blocks closer than their size (stride {list(piece.stride)})"
+        )
+    slab = piece.slab
+    if slab.size == 0:
+        raise RecordError(f"{where} is empty")
+    bounds = slab.bounds
+    if not whole.contains(bounds) or not extent.block.contains(bounds):
+        raise RecordError(f"{where}, {slab.describe()}, lies outside the dataset or its extent")
+    if not -1 <= piece.rank < ranks:
+        raise RecordError(f"{where} names rank {piece.rank} of a {ranks}-rank session")
+    return slab
+
+
+def check_piece_mappings(extents: Sequence[StoredExtent], mappings: Sequence[Mapping]) -> None:
+    """A learned layout's virtual dataset: each piece is one VDS mapping (the piece's slab of
+    the dataset from the same slab of its extent's source, of the extent's shape) and each
+    mapping one piece: what h5subfile reads is what HDF5 reads."""
+    recorded = sorted(
+        (_file(e.file), e.dataset, _slab_key(p.slab), _slab_key(p.slab.shifted(e.start)))
+        for e in extents
+        for p in e.pieces
+    )
+    virtual = []
+    for index, mapping in enumerate(mappings):
+        if mapping.virtual_slab is None or mapping.source_slab is None:
+            raise RecordError(
+                f"VDS mapping {index} ({mapping.file}:{mapping.dataset}) is not a regular hyperslab"
+            )
+        virtual.append(
+            (
+                _file(mapping.file),
+                mapping.dataset,
+                _slab_key(mapping.virtual_slab),
+                _slab_key(mapping.source_slab),
+            )
+        )
+    virtual.sort()
+    if recorded == virtual:
+        return
+    extra = sorted(set(recorded) - set(virtual)) or sorted(set(virtual) - set(recorded))
+    if len(recorded) != len(virtual) or not extra:
+        raise RecordError(
+            f"it records {len(recorded)} piece(s), the virtual dataset has {len(virtual)} "
+            "mapping(s)"
+        )
+    side = "the record" if extra[0] in recorded else "the virtual dataset"
+    file, dataset, key, _ = extra[0]
+    raise RecordError(
+        f"{side} maps {Slab(*key).describe()} to {file or 'the master'}:{dataset}, the other "
+        "does not"
+    )
+
+
+def _slab_key(slab: Slab) -> tuple[tuple[int, ...], ...]:
+    """A slab as comparable numbers, normalised (a box as one block)."""
+    slab = Slab.made(slab.start, slab.stride, slab.count, slab.block)
+    return (slab.start, slab.stride, slab.count, slab.block)
 
 
 def _looks_sane(extent: StoredExtent, shape: tuple[int, ...], itemsize: int, ranks: int) -> bool:

@@ -1,0 +1,430 @@
+"""Datasets whose layout is learned from the writes: no rank declared a block, as in h5py's
+``mpio`` programs (every rank creates the dataset with its global shape; each writes whatever
+hyperslabs it owns, when it likes).
+
+Storage: every group's subfile holds a source of the whole dataset (one per *segment*: the
+shape at creation, then what each resize adds), allocated and never filled, so that a rank
+writes any box of it at its natural offset without asking anyone; only the bytes written take
+room on disk (a sparse file). What a rank wrote becomes its *pieces* (layout/hyperslab.py: a
+run of writes that continue each other is one piece, however many writes made it), each one
+VDS mapping from the dataset onto its group's source and one checksum, hashed as the bytes
+are written.
+
+- :class:`LearnedTarget`: this rank's part of one such dataset (its group's sources, its
+  pieces); :func:`note_write` accounts for one write and says which hasher it feeds.
+- :func:`sync` (collective: ``File.flush``, collective reads): every rank sends rank 0 its
+  pieces; rank 0 refuses two ranks' writes of the same element (``OverlapError``) and sends
+  every rank every rank's pieces, so that independent reads see them.
+- :class:`Book` (rank 0): every rank's pieces of every such dataset, and their layouts.
+- :func:`read_layout`: what an independent read in the write session knows (its own writes,
+  and every rank's as of the last sync); beyond that it refuses to guess
+  (:func:`refuse_unknown`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from ..errors import FileModeError, OverlapError
+from ..io.boxes import hash_slab
+from ..io.posix import RawFile
+from ..layout.blocks import Block
+from ..layout.hyperslab import Run, Slab, first_shared
+from ..layout.integrity import ALGORITHM, PieceSum
+from ..layout.record import DatasetLayout, StoredExtent
+from ..layout.regions import subtract
+from ..mpi.collective import Question
+from .integrity import FedHash
+from .messages import WriteTarget
+
+if TYPE_CHECKING:
+    from .session import Session
+
+#: A piece as ranks report it: (its source file as recorded, the source dataset, the piece).
+Reported = tuple[str, str, PieceSum]
+
+
+@dataclass
+class Written:
+    """One piece this rank is writing: its extent (index in its target's ``extents``), the run
+    of boxes, and the hasher its bytes are fed to (None: hashed from the file at close)."""
+
+    extent: int
+    run: Run
+    hasher: FedHash | None
+
+    def bounds(self) -> Block:
+        slab = self.run.slab.bounds
+        if self.run.whole:
+            return slab
+        nxt = self.run.next_block()
+        start = tuple(min(a, b) for a, b in zip(slab.start, nxt.start))
+        stop = tuple(max(a, b) for a, b in zip(slab.stop, nxt.stop))
+        return Block(start, tuple(b - a for a, b in zip(start, stop)))
+
+    def slabs(self) -> list[Slab]:
+        """What the piece holds: its whole blocks, then the written part of the next one."""
+        found = [self.run.slab] if self.run.complete else []
+        found.extend(Slab.of_box(box) for box in self.run.partial())
+        return found
+
+    def boxes_within(self, box: Block) -> list[Block]:
+        """The parts of what this piece holds inside ``box``."""
+        return [part for slab in self.slabs() for part in slab.within(box)]
+
+
+@dataclass
+class LearnedTarget:
+    """This rank's part of a dataset whose layout is learned: its group's sources (one per
+    segment: ``stored`` as recorded, ``extents`` where this rank writes them), what it wrote,
+    whether that changed since the last sync."""
+
+    path: str
+    dtype: np.dtype
+    stored: list[StoredExtent]
+    extents: list[WriteTarget]
+    pieces: list[Written] = field(default_factory=list)
+    changed: bool = False
+    #: why a write of this rank failed (the dataset is then published incomplete)
+    failed: str = ""
+    #: writes so far (tells a read whether its cached layout is still this rank's view)
+    version: int = 0
+    cached: tuple[int, int, DatasetLayout] | None = None
+
+    def parts(self, box: Block) -> list[tuple[int, Block]]:
+        """The extents (segments) ``box`` falls in, with its part in each."""
+        found = []
+        for k, target in enumerate(self.extents):
+            common = box.intersect(target.extent)
+            if common is not None:
+                found.append((k, common))
+        return found
+
+    def index_of(self, target: WriteTarget) -> int:
+        """The index of the extent a write targets (its chunk work may have been added)."""
+        return next(
+            k
+            for k, t in enumerate(self.extents)
+            if t.file == target.file and t.extent == target.extent
+        )
+
+    def add_extents(self, stored: Iterable[StoredExtent], targets: Iterable[WriteTarget]) -> None:
+        """Sources added to the group by a resize."""
+        self.stored.extend(stored)
+        self.extents.extend(targets)
+
+
+def note_write(target: LearnedTarget, k: int, box: Block) -> FedHash | None:
+    """Account for this rank writing ``box`` into extent ``k``; returns the hasher the write
+    must feed with the box's bytes in C order, or None: then the piece is hashed from the
+    file at close (a write over bytes this rank wrote before, other than the same box again,
+    which replaces the box's bytes as h5py does)."""
+    target.changed = True
+    target.version += 1
+    hit = [
+        w
+        for w in target.pieces
+        if w.extent == k and w.bounds().intersect(box) is not None and w.boxes_within(box)
+    ]
+    if not hit:
+        last = next((w for w in reversed(target.pieces) if w.extent == k), None)
+        if last is not None and last.run.extend(box):
+            return last.hasher
+        written = Written(k, Run(box), FedHash())
+        target.pieces.append(written)
+        return written.hasher
+    run = hit[0].run
+    if (
+        len(hit) == 1
+        and run.axis < 0
+        and run.whole
+        and (run.origin, run.block)
+        == (
+            box.start,
+            box.count,
+        )
+    ):
+        hit[0].hasher = FedHash()  # the same box again: its new bytes
+        return hit[0].hasher
+    left = [box]
+    for written in hit:
+        written.hasher = None
+        for part in written.boxes_within(box):
+            left = subtract(left, part)
+    target.pieces.extend(Written(k, Run(part), None) for part in left)
+    return None
+
+
+def note_failure(target: LearnedTarget, error: BaseException) -> None:
+    """A write of this rank failed: what it wrote may be partly stored (published incomplete)."""
+    if not target.failed:
+        target.failed = f"{type(error).__name__}: {error}"
+
+
+def reported(
+    target: LearnedTarget, rank: int, hashed: dict[int, list[str]] | None = None
+) -> list[Reported]:
+    """This rank's pieces; checksums from ``hashed`` (by piece index, one per slab of
+    :meth:`Written.slabs`) when given, else from the hashers fed as the bytes were written
+    ("" where none holds the piece's final bytes)."""
+    found = []
+    for index, written in enumerate(target.pieces):
+        stored = target.stored[written.extent]
+        slabs = written.slabs()
+        fed = written.hasher if written.run.whole and len(slabs) == 1 else None
+        for j, slab in enumerate(slabs):
+            if hashed is not None:
+                checksum = hashed[index][j]
+            else:
+                checksum = "" if fed is None else fed.hasher.hexdigest()
+            found.append((stored.file, stored.dataset, PieceSum.of_slab(slab, checksum, rank)))
+    return found
+
+
+def final_checksums(target: LearnedTarget, stats: object) -> dict[int, list[str]]:
+    """At close: each piece's checksums, those not fed whole as they were written read from
+    the file (its final bytes)."""
+    hashed: dict[int, list[str]] = {}
+    for index, written in enumerate(target.pieces):
+        slabs = written.slabs()
+        if written.hasher is not None and written.run.whole and len(slabs) == 1:
+            hashed[index] = [written.hasher.hasher.hexdigest()]
+            continue
+        extent = target.extents[written.extent]
+        raw = RawFile(extent.file, stats=stats)  # type: ignore[arg-type]
+        try:
+            hashed[index] = [
+                hash_slab(raw, extent.offset, extent.extent, slab, target.dtype) for slab in slabs
+            ]
+        finally:
+            raw.close()
+    return hashed
+
+
+class Book:
+    """Rank 0: every rank's reported pieces of every dataset whose layout is learned."""
+
+    def __init__(self) -> None:
+        self.pieces: dict[str, dict[int, list[Reported]]] = {}
+
+    def update(self, path: str, rank: int, pieces: list[Reported]) -> None:
+        self.pieces.setdefault(path, {})[rank] = pieces
+
+    def forget(self, path: str) -> None:
+        self.pieces.pop(path, None)
+
+    def check(self, path: str) -> None:
+        """Refuse two ranks' pieces sharing an element: OverlapError naming the dataset, the
+        ranks and their regions (the same on every rank, as the caller's answer)."""
+        listed = [
+            (rank, piece)
+            for rank, found in sorted(self.pieces.get(path, {}).items())
+            for _, _, piece in found
+        ]
+        shared = first_shared([(rank, piece.slab) for rank, piece in listed])
+        if shared is None:
+            return
+        (a, first), (b, second) = listed[shared[0]], listed[shared[1]]
+        common = describe_common(first.slab, second.slab)
+        raise OverlapError(
+            f"rank {b} region {second.slab.describe()} overlaps rank {a} region "
+            f"{first.slab.describe()} in dataset {path}{common}: two ranks wrote the same "
+            "elements (HDF5 leaves which one is stored undefined; h5subfile refuses it). "
+            "Let one rank write each element"
+        )
+
+    def layout(self, path: str, base: DatasetLayout) -> DatasetLayout:
+        """``base`` (the dataset's whole layout: every extent) with every rank's pieces."""
+        by_source: dict[tuple[str, str], list[PieceSum]] = {}
+        for _, found in sorted(self.pieces.get(path, {}).items()):
+            for file, dataset, piece in found:
+                by_source.setdefault((file, dataset), []).append(piece)
+        extents = tuple(
+            e.changed(pieces=tuple(by_source.get((e.file, e.dataset), ()))) for e in base.extents
+        )
+        return dataclasses.replace(base, extents=extents)
+
+
+def describe_common(a: Slab, b: Slab) -> str:
+    """``(both hold [4:5, 0:3])``: the first element region two slabs share, for messages."""
+    for block in a.blocks():
+        for part in b.within(block):
+            return f" (both hold {part})"
+    return ""
+
+
+def with_own_pieces(layout: DatasetLayout, rank: int, own: list[Reported]) -> DatasetLayout:
+    """``layout`` (every rank's pieces as of the last sync) with this rank's replaced by its
+    pieces now."""
+    by_source: dict[tuple[str, str], list[PieceSum]] = {}
+    for file, dataset, piece in own:
+        by_source.setdefault((file, dataset), []).append(piece)
+    extents = tuple(
+        e.changed(
+            pieces=tuple(p for p in e.pieces if p.rank != rank)
+            + tuple(by_source.get((e.file, e.dataset), ()))
+        )
+        for e in layout.extents
+    )
+    return dataclasses.replace(layout, extents=extents)
+
+
+def read_layout(target: LearnedTarget, synced: DatasetLayout, rank: int) -> DatasetLayout:
+    """What an independent read on this rank knows of the dataset: every rank's pieces as of
+    the last sync, this rank's as they are now (cached until this rank writes or syncs)."""
+    cached = target.cached
+    if cached is not None and cached[0] == target.version and cached[1] == id(synced):
+        return cached[2]
+    layout = with_own_pieces(synced, rank, reported(target, rank))
+    target.cached = (target.version, id(synced), layout)
+    return layout
+
+
+def covered(layout: DatasetLayout, box: Block) -> int:
+    """Elements of ``box`` the pieces of ``layout`` hold."""
+    return sum(
+        part.size
+        for extent in layout.extents
+        for piece in extent.pieces
+        for part in piece.slab.within(box)
+    )
+
+
+def refuse_unknown(layout: DatasetLayout, path: str, boxes: Iterable[Block]) -> None:
+    """An independent read in the write session may read only what this rank knows was
+    written: its own writes and every rank's as of the last sync. Elsewhere it cannot tell
+    an element never written (the fill value) from one another rank wrote since, so it
+    refuses rather than guess."""
+    for box in boxes:
+        if box.size and covered(layout, box) < box.size:
+            raise FileModeError(
+                f"{path}: {box} holds elements that neither this rank wrote nor any rank had "
+                "written at the last File.flush(): another rank may have written them since, "
+                "which this rank cannot know without asking; call File.flush() (collective) "
+                "first, or read collectively (with d.collective:), or after closing the file "
+                "(where elements never written read as the fill value)"
+            )
+
+
+def sync(
+    session: Session,
+    name: str = "flush",
+    detail: str = "",
+    error: BaseException | None = None,
+    args: str | None = None,
+) -> None:
+    """Collective: the agreement round of call ``name`` carrying every rank's pieces of the
+    datasets whose layout is learned (those changed since the last sync) to rank 0, which
+    refuses overlaps (OverlapError, raised on every rank) and answers with their layouts,
+    every rank's pieces in them: independent reads then see what every rank wrote so far."""
+    writing = session.writing
+    assert writing is not None
+    rank = session.rank
+    mine = {
+        path: reported(target, rank) for path, target in writing.learned.items() if target.changed
+    }
+
+    def decide(gathered: list[dict[str, list[Reported]]]) -> dict[str, DatasetLayout]:
+        book = book_of(session)
+        touched = sorted({path for part in gathered for path in part})
+        for sender, part in enumerate(gathered):
+            for path, pieces in part.items():
+                book.update(path, sender, pieces)
+        for path in touched:
+            book.check(path)
+        return {path: _whole_layout(session, path) for path in touched}
+
+    question = Question(mine, decide, per_rank=False)
+    layouts: dict[str, DatasetLayout] = session.enter(
+        name, error, detail=detail, args=args, question=question
+    )
+    for path, layout in layouts.items():
+        info = session.catalog.nodes[path]
+        session.catalog.nodes[path] = dataclasses.replace(info, layout=layout, local_view=False)
+        target = writing.learned.get(path)
+        if target is not None:
+            target.changed = False
+
+
+def book_of(session: Session) -> Book:
+    """Rank 0's :class:`Book` of this write session (made on first use)."""
+    writing = session.writing
+    assert writing is not None and writing.root is not None
+    if writing.root.book is None:
+        writing.root.book = Book()
+    book: Book = writing.root.book
+    return book
+
+
+def _whole_layout(session: Session, path: str) -> DatasetLayout:
+    """Rank 0: the layout of ``path`` with every rank's pieces reported so far."""
+    layout = session.catalog.nodes[path].layout
+    assert layout is not None
+    return book_of(session).layout(path, layout)
+
+
+def learned_info(session: Session, path: str) -> Any:
+    """This rank's :class:`LearnedTarget` of ``path`` in the open write session, or None."""
+    writing = session.writing
+    return None if writing is None else writing.learned.get(path)
+
+
+#: What a rank reports at close of each dataset whose layout is learned: its pieces with their
+#: final checksums, and why a write of it failed ("" if none did).
+Closing = dict[str, tuple[list[Reported], str]]
+
+
+def close_report(session: Session) -> Closing:
+    """At close, once this rank's writes are done: its pieces of every dataset whose layout is
+    learned, each with the checksum of its final bytes."""
+    writing = session.writing
+    assert writing is not None
+    rank = session.rank
+    return {
+        path: (reported(target, rank, final_checksums(target, session.stats)), target.failed)
+        for path, target in writing.learned.items()
+    }
+
+
+def publish_on_root(session: Session, gathered: list[Closing]) -> dict[str, tuple[str, str]]:
+    """Rank 0, at close: every rank's pieces into the layouts of the datasets whose layout is
+    learned, their virtual datasets mapped piece by piece and their records written. Returns
+    the datasets that cannot be trusted, each with the error's class and message: some rank's
+    write of it failed, or two ranks wrote the same elements (published incomplete)."""
+    writing = session.writing
+    assert writing is not None and writing.root is not None
+    master = writing.root.master
+    book = book_of(session)
+    problems: dict[str, tuple[str, str]] = {}
+    for path in sorted(gathered[0] if gathered else ()):
+        failed = []
+        for rank, part in enumerate(gathered):
+            pieces, why = part[path]
+            book.update(path, rank, pieces)
+            if why:
+                failed.append(f"rank {rank}: {why}")
+        if failed:
+            problems[path] = (
+                "IncompleteFileError",
+                f"{path}: a write failed, so what it stored is unknown ({'; '.join(failed[:4])})",
+            )
+        try:
+            book.check(path)
+        except OverlapError as exc:
+            problems.setdefault(path, ("OverlapError", str(exc)))
+        info = session.catalog.nodes[path]
+        base = info.layout
+        assert base is not None
+        layout = dataclasses.replace(
+            book.layout(path, base), checksum=ALGORITHM, complete=path not in problems
+        )
+        info.layout = layout
+        if layout.mapped_by_pieces:
+            master.map_pieces(path, info.shape, layout)
+        master.write_layout(path, layout)
+    return problems

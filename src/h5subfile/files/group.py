@@ -1,0 +1,307 @@
+"""``Group``: a group of an open file, like ``h5py.Group``; creating groups and datasets."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping, Sequence
+from typing import Any
+
+import h5py
+import numpy as np
+
+from ..engine import commit, create, structure, transfer
+from ..engine.messages import ROOT_WRITES, DatasetRequest, WriteRequest
+from ..errors import H5SubfileError, ObjectExistsError, ObjectNotFoundError, UnsupportedError
+from .dataset import Dataset
+from .node import Node, join, valid_paths
+
+
+class Group(Node):
+    """A group: a container of groups and datasets, like ``h5py.Group``."""
+
+    # navigation (local) ----------------------------------------------------------------------
+    def __getitem__(self, name: str) -> Group | Dataset:
+        self._session.require_open()
+        path = join(self._path, name)
+        info = self._session.node(path)
+        return Group(self._session, path) if info.kind == "group" else Dataset(self._session, path)
+
+    def get(self, name: str, default: Any = None) -> Group | Dataset | Any:
+        try:
+            return self[name]
+        except ObjectNotFoundError:
+            return default
+
+    def __contains__(self, name: object) -> bool:
+        if not isinstance(name, str):
+            return False
+        try:
+            return join(self._path, name) in self._session.catalog.nodes
+        except ObjectNotFoundError:
+            return False
+
+    def keys(self) -> list[str]:
+        return self._session.catalog.children(self._path)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.keys())
+
+    def __len__(self) -> int:
+        return len(self.keys())
+
+    def values(self) -> list[Group | Dataset]:
+        return [self[k] for k in self.keys()]
+
+    def items(self) -> list[tuple[str, Group | Dataset]]:
+        return [(k, self[k]) for k in self.keys()]
+
+    def visititems(self, fn: Any) -> Any:
+        """Call ``fn(relative_name, object)`` for every object below this group (h5py's
+        ``visititems``)."""
+        return self.visit(lambda name: fn(name, self[name]))
+
+    def visit(self, fn: Any) -> Any:
+        """Call ``fn(relative_name)`` for every object below this group (h5py's visit)."""
+        prefix = self._path.rstrip("/") + "/"
+        for path in sorted(self._session.catalog.nodes):
+            if path.startswith(prefix) and path != self._path:
+                result = fn(path[len(prefix) :])
+                if result is not None:
+                    return result
+        return None
+
+    def __repr__(self) -> str:
+        if self._session.closed:
+            return f"<Closed h5subfile.Group {self._path!r}>"
+        return f"<h5subfile.Group {self._path!r} ({len(self)} members)>"
+
+    # structure (collective) ------------------------------------------------------------------
+    def create_group(self, name: str) -> Group:
+        """Collective: create a group (and missing intermediate groups)."""
+        path = join(self._path, name)
+        commit.step_boundary(self._session, [path])
+        structure.create_group(self._session, path)
+        return Group(self._session, path)
+
+    def require_group(self, name: str) -> Group:
+        """Collective: the group ``name``, created if missing."""
+        path = join(self._path, name)
+        info = self._session.catalog.nodes.get(path)
+        if info is not None:
+            if info.kind != "group":
+                raise ObjectExistsError(f"{path} exists and is a dataset, not a group")
+            return Group(self._session, path)
+        return self.create_group(name)
+
+    def create_dataset(
+        self,
+        name: str,
+        shape: Sequence[int] | int | None = None,
+        dtype: Any = None,
+        data: Any = None,
+        *,
+        block: Sequence[slice] | None = None,
+        start: Sequence[int] | None = None,
+        count: Sequence[int] | None = None,
+        chunks: bool | Sequence[int] | None = None,
+        compression: Any = None,
+        compression_opts: Any = None,
+        shuffle: bool | None = None,
+        fletcher32: bool | None = None,
+        maxshape: Sequence[int | None] | None = None,
+        fillvalue: Any = None,
+    ) -> Dataset:
+        """Collective: create a dataset of ``shape`` and ``dtype`` (``"f4"`` by default), as
+        h5py's ``create_dataset`` with the ``mpio`` driver.
+
+        Without ``block``/``start``/``count`` on any rank (h5py's programs), the dataset's
+        layout is learned from the writes: any rank writes any selection with
+        ``dset[sel] = x``, independently or inside ``with dset.collective:``, and each group's
+        subfile holds what its ranks wrote (docs/ARCHITECTURE.md, *Datasets written where
+        each rank writes*). ``maxshape`` (None: unlimited) lets :meth:`Dataset.resize` grow
+        it; ``fillvalue`` is what elements never written read as. ``data`` (the same array on
+        every rank, as with h5py's mpio driver) gives shape, dtype and content: rank 0
+        writes it, collectively.
+
+        Declaring a block is the fast path when each rank knows its region: ``block`` (a
+        tuple of slices) or ``start`` + ``count`` give the region this rank will write with
+        :meth:`Dataset.write` (a rank that writes nothing passes neither). Blocks must lie in
+        ``shape`` and must not overlap (checked on all ranks together). A scalar
+        (``shape=()``) is written by rank 0: the other ranks' values are ignored.
+
+        Storage, as in h5py: ``chunks`` (True: the plan picks, aligned to the ranks' blocks when
+        it can; or a shape), ``compression`` ("gzip", "lzf", "zstd", "lz4", "blosc", "blosc2",
+        "bitshuffle", "name:level", an hdf5plugin filter object or a filter id),
+        ``compression_opts``, ``shuffle``, ``fletcher32``. Without them the plan's default
+        compression applies (none unless set). Chunks are compressed by the ranks that hold the
+        data and written whole (direct chunk writes); without a filter, a dataset whose
+        layout is learned is stored contiguous (``chunks`` is then None).
+        """
+        array = None
+        if data is not None:
+            array = np.asarray(data)
+            shape = array.shape if shape is None else shape
+            dtype = array.dtype if dtype is None else dtype
+        if shape is None:
+            raise TypeError("create_dataset: give a shape, or data (as h5py asks)")
+        spec = dict(
+            shape=shape,
+            dtype="f4" if dtype is None else dtype,
+            block=block,
+            start=start,
+            count=count,
+            chunks=chunks,
+            compression=compression,
+            compression_opts=compression_opts,
+            shuffle=shuffle,
+            fletcher32=fletcher32,
+            maxshape=maxshape,
+            fillvalue=fillvalue,
+        )
+        if array is None:
+            return self.create_datasets({name: spec})[0]
+        return self._create_with_data(name, spec, array)
+
+    def _create_with_data(self, name: str, spec: dict[str, Any], data: np.ndarray) -> Dataset:
+        """Collective: create a dataset whose content every rank passes alike; rank 0 writes
+        it (the ranks' copies are compared by checksum at creation)."""
+        if any(spec[k] is not None for k in ("block", "start", "count")):
+            raise TypeError("create_dataset: data= and a block are two ways of writing; give one")
+        session = self._session
+        dataset = self.create_datasets({name: dict(spec, data_digest=create.data_digest(data))})[0]
+        with dataset.collective:
+            transfer.put(session, [WriteRequest(dataset.name, data, ROOT_WRITES)])
+        return dataset
+
+    def __setitem__(self, name: str, value: Any) -> None:
+        """Collective: ``group[name] = array`` creates dataset ``name`` holding ``array`` (the
+        same on every rank), as h5py does."""
+        links = (Node, h5py.HLObject, h5py.SoftLink, h5py.ExternalLink, h5py.HardLink)
+        if isinstance(value, links):
+            raise UnsupportedError(
+                f"{type(value).__name__} as the value of {name!r}: h5subfile makes datasets "
+                "from arrays; it does not make links or named types"
+            )
+        self.create_dataset(name, data=value)
+
+    def __delitem__(self, name: str) -> None:
+        raise UnsupportedError(
+            f"del {name!r}: h5subfile does not delete objects from a file (its sessions only "
+            "add); write a new file without it, e.g. with h5subfile repack"
+        )
+
+    def require_dataset(
+        self, name: str, shape: Sequence[int] | int, dtype: Any, exact: bool = False, **kwds: Any
+    ) -> Dataset:
+        """Collective when it creates: dataset ``name``, created (with ``kwds``, as
+        :meth:`create_dataset`) if missing; an existing one must have ``shape`` and a dtype
+        ``dtype`` converts to (``exact``: the same), else TypeError, as in h5py."""
+        path = join(self._path, name)
+        info = self._session.catalog.nodes.get(path)
+        if info is None:
+            return self.create_dataset(name, shape, dtype, **kwds)
+        if info.kind != "dataset":
+            raise TypeError(f"{path} exists and is a group, not a dataset")
+        wanted: tuple[Any, ...] = (shape,) if np.isscalar(shape) else tuple(shape)  # type: ignore[arg-type]
+        if tuple(info.shape) != tuple(int(n) for n in wanted):
+            raise TypeError(f"shapes do not match (existing {info.shape} vs new {wanted})")
+        assert info.dtype is not None
+        wanted_dtype = np.dtype(dtype)
+        if exact and wanted_dtype != info.dtype:
+            raise TypeError(
+                f"datatypes do not exactly match (existing {info.dtype} vs new {wanted_dtype})"
+            )
+        if not np.can_cast(wanted_dtype, info.dtype):
+            raise TypeError(
+                f"datatypes cannot be safely cast (existing {info.dtype} vs new {wanted_dtype})"
+            )
+        return Dataset(self._session, path)
+
+    def create_datasets(self, specs: Mapping[str, Mapping[str, Any]]) -> list[Dataset]:
+        """Collective: create many datasets with one round of coordination.
+
+        ``specs`` maps names to the keyword arguments of :meth:`create_dataset` (``shape``,
+        ``dtype``, and this rank's ``block`` or ``start`` + ``count``).
+        """
+        session = self._session
+        session.require_writable("create_datasets")
+        requests: list[DatasetRequest] | None = None
+        error = None
+        try:
+            requests = [
+                create.shape_request(session, join(self._path, name), **spec)
+                for name, spec in specs.items()
+            ]
+        except (H5SubfileError, ValueError, TypeError) as exc:
+            error = exc
+        commit.step_boundary(session, valid_paths(self._path, specs))
+        paths = create.create_datasets(session, requests, error).paths
+        return [Dataset(session, p) for p in paths]
+
+    def write_dataset(
+        self, name: str, data: Any, start: Sequence[int] | None = None, **storage: Any
+    ) -> Dataset:
+        """Collective: create a dataset from every rank's local array and write it.
+
+        Without ``start``, rank r's array goes at the exclusive prefix sum of the ranks' lengths
+        along axis 0 (the VPIC pattern; uneven and empty lengths allowed; the other axes must
+        agree). With ``start``, the array is an N-D block with its corner at ``start``; the
+        dataset's shape is the end of the union of the blocks. A 0-d array makes a scalar
+        dataset holding rank 0's value. ``storage``: ``chunks``,
+        ``compression``, ``compression_opts``, ``shuffle``, ``fletcher32`` as in
+        :meth:`create_dataset`.
+        """
+        corners = None if start is None else {name: start}
+        return self.write_datasets({name: data}, start=corners, **storage)[0]
+
+    def write_datasets(
+        self,
+        datasets: Mapping[str, Any],
+        start: Mapping[str, Sequence[int]] | Sequence[int] | None = None,
+        chunks: bool | Sequence[int] | None = None,
+        compression: Any = None,
+        compression_opts: Any = None,
+        shuffle: bool | None = None,
+        fletcher32: bool | None = None,
+    ) -> list[Dataset]:
+        """Collective: create and write many datasets with one round of coordination.
+
+        Like HDF5's H5Dwrite_multi: ``datasets`` maps names to this rank's local arrays (every
+        rank passes the same names in the same order). ``start`` is None (prefix sum along axis
+        0), one corner for all datasets, or a mapping name -> corner. The storage arguments
+        (as in :meth:`create_dataset`) apply to every dataset. A rank's pieces that are
+        neighbours on disk go out in one vectored write.
+        """
+        session = self._session
+        session.require_writable("write_datasets")
+        storage_args = dict(
+            chunks=chunks,
+            compression=compression,
+            compression_opts=compression_opts,
+            shuffle=shuffle,
+            fletcher32=fletcher32,
+        )
+        requests: list[DatasetRequest] | None = None
+        arrays: list[np.ndarray] = []
+        error = None
+        try:
+            requests = []
+            for name, data in datasets.items():
+                array = np.asarray(data, order="C")  # a 0-d array stays 0-d: a scalar dataset
+                corner = start.get(name) if isinstance(start, Mapping) else start
+                storage = create.parse_storage(session.plan, array.ndim, **storage_args)
+                path = join(self._path, name)
+                requests.append(create.data_request(session, path, array, corner, storage))
+                arrays.append(array)
+        except (H5SubfileError, ValueError, TypeError) as exc:
+            requests, error = None, exc
+        commit.step_boundary(session, valid_paths(self._path, datasets))
+        created = create.create_datasets(session, requests, error, writes=True)
+        writes = [WriteRequest(p, a) for p, a in zip(created.paths, arrays)]
+        try:
+            transfer.put(
+                session, writes, entered=True, failed=created.error, skip=not created.learnt
+            )
+        except H5SubfileError as exc:
+            create.settle(session, created, exc)
+            raise
+        return [Dataset(session, p) for p in created.paths]

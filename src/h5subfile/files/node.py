@@ -1,0 +1,117 @@
+"""What every public object shares: its path in the file, its attributes (``obj.attrs``), and
+the file and group it belongs to (h5py's ``name``, ``attrs``, ``file``, ``parent``)."""
+
+from __future__ import annotations
+
+import posixpath
+from collections.abc import Iterable, Iterator, MutableMapping
+from typing import TYPE_CHECKING, Any
+
+from ..engine import structure
+from ..engine.session import Session
+from ..errors import ObjectNotFoundError
+
+if TYPE_CHECKING:
+    from .file import File
+    from .group import Group
+
+
+def join(base: str, name: str) -> str:
+    """The absolute path of ``name`` relative to group ``base``."""
+    if not isinstance(name, str) or not name.strip("/"):
+        raise ObjectNotFoundError(f"invalid object name {name!r}")
+    path = posixpath.normpath(name if name.startswith("/") else posixpath.join(base, name))
+    return "/" + path.lstrip("/")
+
+
+def valid_paths(base: str, names: Iterable[Any]) -> list[str]:
+    """The absolute paths of the valid ``names`` (an invalid one fails the call itself, in its
+    agreement round, the same on every rank)."""
+    paths = []
+    for name in names:
+        try:
+            paths.append(join(base, name))
+        except ObjectNotFoundError:
+            pass
+    return paths
+
+
+class AttributeManager(MutableMapping[str, Any]):
+    """``obj.attrs``: attributes of a group or dataset. Setting and deleting are collective."""
+
+    def __init__(self, session: Session, path: str):
+        self._session = session
+        self._path = path
+
+    def _values(self) -> dict[str, Any]:
+        return self._session.node(self._path).attrs
+
+    def __getitem__(self, name: str) -> Any:
+        try:
+            return self._values()[name]
+        except KeyError:
+            raise ObjectNotFoundError(f"no attribute {name!r} on {self._path}") from None
+
+    def __setitem__(self, name: str, value: Any) -> None:
+        """Collective: set attribute ``name`` (every rank passes the same value)."""
+        structure.set_attr(self._session, self._path, name, value)
+
+    def update(self, other: Any = (), /, **values: Any) -> None:
+        """Collective: set several attributes (a mapping or (name, value) pairs, then the
+        keywords) in one call, two rounds of coordination whatever their number, where
+        setting them one by one takes two rounds each. Every rank passes the same names and
+        values in the same order."""
+        items = dict(other)
+        items.update(values)
+        structure.set_attrs(self._session, self._path, items)
+
+    def __delitem__(self, name: str) -> None:
+        """Collective: delete attribute ``name``."""
+        structure.delete_attr(self._session, self._path, name)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(list(self._values()))
+
+    def __len__(self) -> int:
+        return len(self._values())
+
+    def __repr__(self) -> str:
+        return f"<Attributes of {self._path}: {sorted(self._values())}>"
+
+
+class Node:
+    """A group or dataset of an open file (h5py's ``HLObject``)."""
+
+    def __init__(self, session: Session, path: str):
+        self._session = session
+        self._path = path
+
+    @property
+    def name(self) -> str:
+        return self._path
+
+    @property
+    def attrs(self) -> AttributeManager:
+        return AttributeManager(self._session, self._path)
+
+    @property
+    def file(self) -> File:
+        from .file import File  # the file is made of groups: imported when asked for
+
+        return File._from_session(self._session)
+
+    @property
+    def parent(self) -> Group:
+        from .group import Group
+
+        return Group(self._session, posixpath.dirname(self._path) or "/")
+
+    def __eq__(self, other: object) -> bool:
+        return (
+            isinstance(other, Node)
+            and other._session is self._session
+            and other._path == self._path
+        )
+
+    def __hash__(self) -> int:
+        return hash((id(self._session), self._path))
