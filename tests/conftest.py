@@ -45,7 +45,7 @@ READ = (
 #: files of 1 and 3 writers) and 3 ranks (2 and 4 writers), then read with 1-5 ranks; the storage
 #: files are written with 4 ranks and read with 1-5. Self-contained modules share these jobs.
 STAGES = (
-    Stage("write-1", 1, (WRITE, "test_integrity.py", "test_repack.py")),
+    Stage("write-1", 1, (WRITE, "test_integrity.py", "test_repack.py", "test_h5py_programs.py")),
     Stage(
         "write-3",
         3,
@@ -63,6 +63,7 @@ STAGES = (
             "test_own_views.py",
             "test_star_rounds.py",
             "test_nodes.py",
+            "test_h5py_programs.py",
         ),
     ),
     Stage(
@@ -73,6 +74,7 @@ STAGES = (
             "test_storage.py::test_write",
             "test_storage.py::test_write_aggregated",
             "test_independent_writes.py",
+            "test_h5py_programs.py",
         ),
     ),
     Stage(
@@ -95,6 +97,7 @@ STAGES = (
             "test_async_writes.py",
             "test_own_views.py",
             "test_star_rounds.py",
+            "test_h5py_programs.py",
         ),
     ),
     Stage(

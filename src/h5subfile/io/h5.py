@@ -341,7 +341,10 @@ class Groups:
 def create_early_dataset(groups: Groups, path: str, shape: tuple[int, ...], dtype: np.dtype) -> int:
     """Create a contiguous dataset whose storage is allocated now and never filled.
 
-    Returns the byte offset of its data in the file, where ranks then write directly.
+    Returns the byte offset of its data in the file, where ranks then write directly. Storage
+    beyond the file's end reads as zeros until written; storage HDF5 found among space freed
+    earlier in this session (a dataset unlinked) is zeroed first, so that what nobody writes
+    reads as zeros (HDF5's default fill value) there too.
     """
     dcpl = h5py.h5p.create(h5py.h5p.DATASET_CREATE)
     dcpl.set_layout(h5py.h5d.CONTIGUOUS)
@@ -350,11 +353,30 @@ def create_early_dataset(groups: Groups, path: str, shape: tuple[int, ...], dtyp
     space = h5py.h5s.create_simple(shape) if shape else h5py.h5s.create(h5py.h5s.SCALAR)
     type_id = h5py.h5t.py_create(dtype, logical=True)
     name = posixpath.basename(path).encode()
+    end = groups.h5.id.get_filesize()
     dataset = h5py.h5d.create(groups.parent_of(path).id, name, type_id, space, dcpl=dcpl)
     offset = dataset.get_offset()
     if offset is None:
         raise OSError(f"HDF5 allocated no storage for {path} (shape {shape})")
+    if offset < end:
+        _zero(groups.h5[path])
     return int(offset)
+
+
+#: Elements zeroed at a time by :func:`_zero` (at most this many bytes: a few MiB).
+ZERO_BYTES = 16 << 20
+
+
+def _zero(dataset: h5py.Dataset) -> None:
+    """Write zeros over a dataset, axis 0 in slabs of at most :data:`ZERO_BYTES`."""
+    if not dataset.shape:
+        dataset[()] = np.zeros((), dtype=dataset.dtype)
+        return
+    row = max(dataset.dtype.itemsize * math.prod(dataset.shape[1:]), 1)
+    step = max(1, ZERO_BYTES // row)
+    for start in range(0, dataset.shape[0], step):
+        stop = min(start + step, dataset.shape[0])
+        dataset[start:stop] = np.zeros((stop - start, *dataset.shape[1:]), dtype=dataset.dtype)
 
 
 def direct_offset(dataset: h5py.Dataset) -> int | None:

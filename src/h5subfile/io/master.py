@@ -125,6 +125,16 @@ def _fill_array(dtype: np.dtype, fill: bytes | None) -> np.ndarray | None:
     return None if fill is None else np.frombuffer(fill, dtype=dtype).reshape(())
 
 
+def fill_bytes_of(dataset: h5py.Dataset) -> bytes | None:
+    """A dataset's fill value as one element's bytes, None when it is zeros (what elements
+    never written read as; a dataset whose layout was learned may have another)."""
+    try:
+        value = np.asarray(dataset.fillvalue, dtype=dataset.dtype).tobytes()
+    except (TypeError, ValueError, OSError):
+        return None
+    return value if any(value) else None
+
+
 def _user_attrs(obj: h5py.HLObject) -> dict[str, Any]:
     return read_attrs(obj, skip=is_reserved)
 
@@ -238,11 +248,19 @@ class _Scan:
         info.layout = layout
         info.record_sha = text_sha(text)
         info.storage = describe_storage(layout)
+        if layout.learned:
+            info.fill = fill_bytes_of(obj)
         if layout.session in self.open_sessions:
             info.problem = (
                 "IncompleteFileError",
                 f"dataset {path} was created by write session {layout.session}, which did "
                 "not finish (the job stopped before closing the file); its data is incomplete",
+            )
+        elif not layout.complete and layout.learned:
+            info.problem = (
+                "IncompleteFileError",
+                f"dataset {path} cannot be trusted: when it was written, two ranks wrote the "
+                "same elements or a rank's write failed (the close that published it said which)",
             )
         elif not layout.complete:
             info.problem = (

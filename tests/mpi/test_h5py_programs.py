@@ -1,0 +1,180 @@
+"""Parallel h5py programs (tests/programs/h5py_mpio.py) with ``h5py.File(..., driver="mpio")``
+replaced by ``h5subfile.File``, the one line a user changes: every dataset is created with its
+global shape and no declared block, and each rank writes whatever it owns. Each file is read
+back here with this job's rank count and by plain h5py in a separate process, bit for bit
+against numpy, and verified; two ranks writing one element, and independent reads of what
+other ranks wrote before a flush, are refused on every rank. Any rank count (1-4 in the suite).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import subprocess
+import sys
+import warnings
+from pathlib import Path
+from types import ModuleType, SimpleNamespace
+from typing import Any
+
+import numpy as np
+import pytest
+from ranks import on_root, raises_on_every_rank
+
+import h5subfile as hs
+
+PROGRAMS_FILE = Path(__file__).resolve().parents[1] / "programs" / "h5py_mpio.py"
+
+
+def _load() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("h5py_mpio", PROGRAMS_FILE)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+PROGRAMS = _load()
+NAMES = [program.__name__ for program in PROGRAMS.PROGRAMS]
+
+
+def with_h5subfile(plan: dict[str, Any]) -> SimpleNamespace:
+    """The ``h5py`` a program sees once its one line is changed: ``h5subfile.File``."""
+    return SimpleNamespace(File=lambda *args, **kwds: hs.File(*args, **plan, **kwds))
+
+
+GROUPINGS = {"one file": {"subfiles": 1}, "two": {"subfiles": 2}, "rank": {"subfiles": "rank"}}
+
+
+@pytest.fixture(scope="module", params=list(GROUPINGS))
+def written(
+    request: pytest.FixtureRequest, comm, tmp_path_factory: pytest.TempPathFactory
+) -> tuple[Path, str]:
+    """Every program run by this job, with h5subfile and one grouping, into a new folder."""
+    name = request.param
+    if name == "two" and comm.size < 2:
+        pytest.skip("two subfiles need two ranks")
+    folder = Path(on_root(comm, lambda: str(tmp_path_factory.mktemp(name.replace(" ", "_")))))
+    real = PROGRAMS.h5py
+    PROGRAMS.h5py = with_h5subfile(GROUPINGS[name])
+    try:
+        for program in PROGRAMS.PROGRAMS:
+            program(str(folder / f"{program.__name__}.h5"), comm)
+    finally:
+        PROGRAMS.h5py = real
+    return folder, name
+
+
+@pytest.mark.parametrize("program", NAMES)
+def test_h5subfile_reads_back_what_numpy_computes(comm, written, program: str) -> None:
+    folder, _ = written
+    want = PROGRAMS.expected(comm.size)[program]
+    with hs.File(folder / f"{program}.h5", "r") as f:
+        assert not f.problems
+        datasets = sorted(k for k in f.keys() if isinstance(f[k], hs.Dataset))
+        assert datasets == sorted(want)
+        for key, expected in want.items():
+            got = np.asarray(f[key][()])
+            assert got.dtype == expected.dtype and got.shape == expected.shape, key
+            assert got.tobytes() == expected.tobytes(), (program, key, got, expected)
+        report = f.verify()
+        assert report["clean"] and not report["no_checksums"], report
+
+
+def test_plain_h5py_reads_every_file_bit_for_bit(comm, written) -> None:
+    folder, _ = written
+    out = on_root(
+        comm,
+        lambda: subprocess.run(
+            [sys.executable, str(PROGRAMS_FILE), "--check", str(folder), str(comm.size)],
+            capture_output=True,
+            text=True,
+        ),
+    )
+    assert out.returncode == 0, out.stderr
+    assert f"checked {len(NAMES)} files" in out.stdout
+
+
+def test_files_hold_what_is_recorded(comm, written) -> None:
+    folder, grouping = written
+    with hs.File(folder / "round_robin.h5", "r") as f:
+        layout = f["rows"].layout
+        assert layout is not None and layout.learned
+        pieces = [p for e in layout.extents for p in e.pieces]
+        # rank r's rows r, r + P, ... are one strided piece, one VDS mapping
+        assert sorted(p.rank for p in pieces) == list(range(comm.size))
+        assert all(
+            p.count[0] == len(range(p.rank, 4 * comm.size + 1, comm.size))
+            for p in pieces
+            if p.count
+        )
+        assert f["dset"].attrs["Units"] == "Images per second"
+        if grouping != "one file" and comm.size > 1:
+            assert "virtual" in f["rows"].storage
+
+
+def test_two_ranks_writing_one_element_are_refused_on_every_rank(comm, shared_tmp) -> None:
+    if comm.size < 2:
+        pytest.skip("two ranks")
+    for when in ("flush", "close"):
+        f = hs.File(shared_tmp / f"{when}.h5", "w", subfiles=2)
+        d = f.create_dataset("x", (4 * comm.size, 3), "i4")
+        d[4 * comm.rank : 4 * comm.rank + 4] = comm.rank
+        d[0, 1] = comm.rank  # every rank writes element [0, 1]
+        fragments = ("overlaps rank 0 region", "in dataset /x", "(both hold [0:1, 1:2])")
+        if when == "flush":
+            with raises_on_every_rank(comm, hs.OverlapError, *fragments):
+                f.flush()
+            with raises_on_every_rank(comm, hs.OverlapError, "after an error in this session"):
+                f.close()
+        else:
+            with raises_on_every_rank(comm, hs.OverlapError, *fragments):
+                f.close()
+            with warnings.catch_warnings():  # rank 0 warns that /x cannot be trusted
+                warnings.filterwarnings("ignore", ".*cannot be trusted", RuntimeWarning)
+                done = hs.File(shared_tmp / f"{when}.h5", "r")
+            assert any("/x cannot be trusted" in p for p in done.problems)
+            with done, pytest.raises(hs.IncompleteFileError, match="two ranks wrote"):
+                done["x"][...]  # kept, refused when read
+
+
+def test_reads_of_other_ranks_data_wait_for_a_flush(comm, shared_tmp) -> None:
+    with hs.File(shared_tmp / "r.h5", "w", subfiles="rank") as f:
+        d = f.create_dataset("x", (comm.size, 2), "f8", fillvalue=np.nan)
+        d[comm.rank] = [comm.rank, -comm.rank]
+        assert np.array_equal(d[comm.rank], [comm.rank, -comm.rank])  # its own, at once
+        other = (comm.rank + 1) % comm.size
+        if comm.size > 1:
+            with pytest.raises(hs.FileModeError, match="File.flush"):
+                d[other]
+        f.flush()
+        assert np.array_equal(d[other], [other, -other])
+        with d.collective:  # a collective read shares what every rank wrote since, too
+            d[comm.rank] = [comm.rank + 0.5, 0]
+            whole = d[...]
+        assert np.array_equal(whole[:, 0], np.arange(comm.size) + 0.5)
+        grown = f.create_dataset("y", (comm.size + 1,), "f8", fillvalue=-1.0)
+        grown[comm.rank] = comm.rank
+        with grown.collective:
+            assert np.array_equal(grown[...], [*range(comm.size), -1.0])  # never written: fill
+
+
+def test_bad_selections_and_data_are_refused_with_their_cause(comm, shared_tmp) -> None:
+    with hs.File(shared_tmp / "bad.h5", "w") as f:
+        d = f.create_dataset("x", (6, 4), "i4")
+        with pytest.raises(hs.DataShapeError, match=r"shape \(3,\) does not match"):
+            d[0:2, :] = np.arange(3)
+        with pytest.raises(hs.DataShapeError, match="without losing information"):
+            d[0] = np.arange(4.5, 8.5)  # floats into integers: h5py would truncate
+        with pytest.raises(hs.SelectionError, match="must increase"):
+            d[[2, 1], :] = 0
+        with pytest.raises(hs.FileModeError, match="d\\[selection\\] = data"):
+            d.write(np.zeros((6, 4), "i4"))
+        with raises_on_every_rank(comm, hs.PlanError, "beyond its maxshape"):
+            g = f.create_dataset("g", (2,), "i4", maxshape=(3,))
+            g.resize(4, axis=0)
+        with raises_on_every_rank(comm, hs.UnsupportedError, "only a dataset created"):
+            d.resize((7, 4))
+        with pytest.raises(hs.UnsupportedError, match="atomic mode"):
+            f.atomic = True
+    with pytest.raises(hs.UnsupportedError, match="driver='core'"):
+        hs.File(shared_tmp / "core.h5", "w", driver="core")

@@ -1,0 +1,132 @@
+"""``h5subfile run``: unmodified parallel h5py programs (tests/programs/h5py_mpio.py) whose
+``h5py.File(..., driver="mpio")`` files h5subfile serves. Their files are checked bit for bit
+by plain h5py in a separate process, and read by h5dump and xarray; the stand-ins leave every
+other h5py file to h5py."""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import h5py
+import numpy as np
+import pytest
+
+from conftest import MPIEXEC
+
+ROOT = Path(__file__).resolve().parent
+PROGRAM = ROOT / "programs" / "h5py_mpio.py"
+H5SUBFILE = Path(sys.executable).parent / "h5subfile"
+
+
+def run(ranks: int, *words: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+    command = [str(MPIEXEC), "-n", str(ranks), str(H5SUBFILE), "run", *words]
+    return subprocess.run(
+        command, capture_output=True, text=True, timeout=180, env={**os.environ, **(env or {})}
+    )
+
+
+def check(folder: Path, ranks: int) -> None:
+    out = subprocess.run(
+        [sys.executable, str(PROGRAM), "--check", str(folder), str(ranks)],
+        capture_output=True,
+        text=True,
+    )
+    assert out.returncode == 0, out.stderr
+    assert "checked 9 files" in out.stdout
+
+
+@pytest.mark.parametrize(
+    ("ranks", "plan"),
+    [(2, ["--subfiles", "rank"]), (4, ["--subfiles", "2"])],
+    ids=["2-rank", "4-two"],
+)
+def test_unmodified_programs_write_subfiled_files_h5py_reads(
+    tmp_path: Path, ranks: int, plan: list[str]
+) -> None:
+    done = run(ranks, *plan, str(PROGRAM), str(tmp_path))
+    assert done.returncode == 0, done.stderr
+    check(tmp_path, ranks)
+    assert (tmp_path / "round_robin.subfiles").is_dir()  # subfiled, not one shared file
+    with h5py.File(tmp_path / "round_robin.h5") as f:
+        assert f["rows"].is_virtual
+        assert f["rows"].id.get_create_plist().get_virtual_count() == ranks  # a piece per rank
+    verified = subprocess.run(
+        [str(H5SUBFILE), "verify", str(tmp_path / "time_series.h5")], capture_output=True, text=True
+    )
+    assert verified.returncode == 0 and "clean" in verified.stdout, verified.stdout
+
+
+def test_h5dump_and_xarray_read_them(tmp_path: Path) -> None:
+    done = run(3, "--subfiles", "2", str(PROGRAM), str(tmp_path))
+    assert done.returncode == 0, done.stderr
+    if shutil.which("h5dump"):
+        dumped = subprocess.run(
+            ["h5dump", "-d", "/field", str(tmp_path / "tiles.h5")], capture_output=True, text=True
+        )
+        assert dumped.returncode == 0, dumped.stderr
+        data = dumped.stdout.split("DATA {", 1)[1].split("}", 1)[0]
+        numbers = [int(n) for n in re.findall(r"-?\d+", re.sub(r"\(\d+,\d+\):", " ", data))]
+        want = (np.arange(17 * 13, dtype=np.int64) * 7919 + 2) % 100_003
+        assert numbers == want.tolist()
+    xarray = pytest.importorskip("xarray")
+    pytest.importorskip("h5netcdf")
+    with xarray.open_dataset(
+        tmp_path / "collective_io.h5", engine="h5netcdf", phony_dims="sort"
+    ) as data:
+        want = np.arange(33 * 6, dtype=np.int64) * 7919 + 1
+        assert np.array_equal(data["collective"].values.ravel(), (want % 100_003).astype("f8"))
+
+
+def test_a_module_and_its_exit_status(tmp_path: Path) -> None:
+    (tmp_path / "exits.py").write_text(
+        "import sys, h5py\n"
+        "from mpi4py import MPI\n"
+        "assert h5py.get_config().mpi\n"
+        "with h5py.File(sys.argv[1], 'w', driver='mpio', comm=MPI.COMM_WORLD) as f:\n"
+        "    f.create_dataset('x', (2,), 'i4')[MPI.COMM_WORLD.rank] = 7\n"
+        "sys.exit(3)\n"
+    )
+    done = run(2, "-m", "exits", str(tmp_path / "m.h5"), env={"PYTHONPATH": str(tmp_path)})
+    assert done.returncode == 3, done.stderr
+    with h5py.File(tmp_path / "m.h5") as f:
+        assert f["x"][()].tolist() == [7, 7]
+
+
+def test_an_uncaught_exception_ends_the_job(tmp_path: Path) -> None:
+    (tmp_path / "fails.py").write_text(
+        "from mpi4py import MPI\n"
+        "if MPI.COMM_WORLD.rank == 1:\n"
+        "    raise ValueError('rank 1 gives up')\n"
+        "MPI.COMM_WORLD.Barrier()\n"  # rank 0 would wait here for ever
+    )
+    done = run(2, str(tmp_path / "fails.py"))
+    assert done.returncode != 0
+    assert "ValueError: rank 1 gives up" in done.stderr
+
+
+def test_the_stand_ins_leave_other_files_to_h5py(tmp_path: Path) -> None:
+    from h5subfile import dropin
+
+    real = h5py.File
+    dropin.install(subfiles=1)
+    try:
+        config = h5py.get_config()
+        assert config.mpi and config.track_order == real_config().track_order
+        with h5py.File(tmp_path / "plain.h5", "w") as f:
+            assert type(f) is real and isinstance(f, h5py.File)
+            f["x"] = np.arange(3)
+            assert isinstance(f["x"], h5py.Dataset) and isinstance(f, h5py.Group)
+    finally:
+        dropin.uninstall()
+    assert h5py.File is real
+
+
+def real_config():
+    from h5py import h5
+
+    return h5.get_config()
