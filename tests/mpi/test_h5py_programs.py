@@ -9,6 +9,7 @@ other ranks wrote before a flush, are refused on every rank. Any rank count (1-4
 from __future__ import annotations
 
 import importlib.util
+import os
 import subprocess
 import sys
 import warnings
@@ -178,3 +179,45 @@ def test_bad_selections_and_data_are_refused_with_their_cause(comm, shared_tmp) 
             f.atomic = True
     with pytest.raises(hs.UnsupportedError, match="driver='core'"):
         hs.File(shared_tmp / "core.h5", "w", driver="core")
+
+
+def test_a_rank_in_another_call_than_a_collective_write_stops_every_rank(comm, shared_tmp) -> None:
+    if comm.size < 2:
+        pytest.skip("two ranks")
+    f = hs.File(shared_tmp / "m.h5", "w", subfiles=2)
+    d = f.create_dataset("x", (comm.size,), "i4")
+    with raises_on_every_rank(comm, hs.CollectiveMismatchError, "out of step"):
+        if comm.rank == 0:
+            f.flush()
+        else:
+            with d.collective:
+                d[comm.rank] = 1
+    assert on_root(comm, lambda: os.path.exists(shared_tmp / "m.h5")) is False  # abandoned
+
+
+def test_an_error_of_a_collective_write_is_raised_by_every_rank_at_the_next_call(
+    comm, shared_tmp, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from h5subfile.io.posix import RawFile
+
+    last = comm.size - 1
+    f = hs.File(shared_tmp / "k.h5", "w", subfiles="rank")
+    d = f.create_dataset("x", (comm.size, 2), "i4")
+    kept = f.create_dataset("y", (comm.size,), "i4")
+    kept[comm.rank] = comm.rank  # written before: published whatever follows
+    if comm.rank == last:
+
+        def full(self, pieces, owned=False):
+            raise OSError(28, "No space left on device (simulated)")
+
+        monkeypatch.setattr(RawFile, "write_pieces", full)
+    with d.collective:  # returns on every rank: the call has no closing round
+        d[comm.rank] = [comm.rank, comm.rank]
+    monkeypatch.undo()
+    where = f"[rank {last}] " if comm.size > 1 else ""
+    with raises_on_every_rank(comm, hs.RankIOError, f"{where}OSError: [Errno 28]"):
+        f.flush()
+    with raises_on_every_rank(comm, hs.RankIOError, "No space left"):
+        f.close()  # the session failed: /x, which a write of failed, is left out
+    with hs.File(shared_tmp / "k.h5", "r") as done:
+        assert "x" not in done and done["y"][...].tolist() == list(range(comm.size))

@@ -60,6 +60,15 @@ def add_parser(verbs: Any) -> None:
         action="store_true",
         help="with --api phdf5: collective H5Dwrite calls (default: independent)",
     )
+    parser.add_argument(
+        "--style",
+        choices=("blocks", "h5py-collective", "h5py-independent"),
+        default="blocks",
+        help="with --api h5subfile: blocks (default): each step's datasets created with every "
+        "rank's block declared and written in one call; h5py-collective, h5py-independent: "
+        "as a parallel h5py program writes them, created with their global shape alone, each "
+        "rank's slab written with d[a:b] = x, inside 'with d.collective:' or independently",
+    )
     add_plan_flags(parser)
     parser.add_argument("--json", action="store_true", help="print the metrics as JSON")
     add_progress_flags(parser)
@@ -81,6 +90,8 @@ def _phdf5_problem(args: argparse.Namespace) -> str | None:
         if args.collective:
             raise UsageError("--collective applies to --api phdf5 only: add --api phdf5 or drop it")
         return None
+    if args.style != "blocks":
+        raise UsageError("--style applies to --api h5subfile only")
     flags = [f"--{name.replace('_', '-')}" for name, v in plan_arguments(args).items() if v]
     if flags:
         raise UsageError(f"{', '.join(flags)}: plan flags apply to --api h5subfile only")
@@ -125,6 +136,7 @@ def run(args: argparse.Namespace) -> int:
                 progress,
                 profile=profiled.folder,
                 compute_time=args.compute_time,
+                style=args.style,
                 **plan_arguments(args),
             )
     if comm.rank == 0:
@@ -137,6 +149,7 @@ def run(args: argparse.Namespace) -> int:
                 compute_time=args.compute_time,
                 api=args.api,
                 collective=args.collective,
+                style=args.style,
                 plan=plan_arguments(args),
             )
             print_json(data)

@@ -42,7 +42,8 @@ from .session import Session, continue_writing
 #: boxes missing, how many boxes are missing). Small, whatever the number of writes.
 Missing = tuple[str, str, str, int]
 #: What a rank writing behind reports at close: the error its background writes met, if any,
-#: and what they did not store; None for a rank writing in the foreground.
+#: and what they did not store; None for a rank writing in the foreground without an error
+#: kept from a collective write (``Writing.kept``, reported the same way).
 Behind = tuple[Failure | None, list[Lost]] | None
 #: A rank's message to rank 0 at close.
 Closing = tuple[integrity.Report, list[Missing], Behind, learned.Closing]
@@ -125,7 +126,7 @@ def _close(
         session.closed = True
         return None
     error = None
-    behind = _behind(session, writing.pool.wait())  # before anything is closed
+    behind = _behind(session, writing.pool.wait() or writing.kept)  # before anything closes
     try:
         if session.plan.fsync:
             writing.pool.sync_all()
@@ -183,9 +184,10 @@ def _behind(session: Session, error: BaseException | None) -> Behind:
     writing = session.writing
     assert writing is not None
     queue = writing.pool.queue
-    if queue is None:
+    if queue is None and error is None:
         return None
-    return (None if error is None else describe_error(error)), queue.lost()
+    lost = [] if queue is None else queue.lost()
+    return (None if error is None else describe_error(error)), lost
 
 
 def _background_error(

@@ -348,7 +348,7 @@ def _learn(
         info, held = views[path]
         if info.layout is not None and info.layout.learned:
             assert info.dtype is not None
-            stored = list(held)
+            stored = list(held) if isinstance(held, tuple) else [] if held is None else [held]
             targets = [learned_target(session, path, extent) for extent in stored]
             writing.learned[path] = LearnedTarget(path, info.dtype, stored, targets)
             continue

@@ -408,7 +408,7 @@ def own_views(creation: CreationPlan, number: int, plan: Plan) -> list[tuple[Own
     the one round that sends them to rank 0. None otherwise. Pure; O(P) per dataset."""
     size = creation.grouping.size
     leaders = np.asarray(creation.grouping.leaders)
-    if plan.aggregators is not None or any(d.learned for d in creation.datasets):
+    if plan.aggregators is not None:
         return None
     most = max((len(tasks) for tasks in creation.tasks.values()), default=0)
     if most * OFFSET_BYTES + OFFSETS_OVERHEAD > one_slot_bytes(size):
@@ -417,7 +417,7 @@ def own_views(creation: CreationPlan, number: int, plan: Plan) -> list[tuple[Own
         dataset = placed.dataset
         if dataset.choice is not None or (len(dataset.extents) == 1 and size > 1):
             return None
-        holders = placed.placement.extent_of_rank
+        holders = _holders(placed, creation.grouping)
         holding = np.flatnonzero(holders >= 0)
         creators = leaders[np.asarray(dataset.groups, dtype=np.int64)[holders[holding]]]
         if not np.array_equal(creators, holding):
@@ -430,10 +430,21 @@ def own_views(creation: CreationPlan, number: int, plan: Plan) -> list[tuple[Own
         bare = dataclasses.replace(whole, extents=())
         trimmed = len(dataset.extents) > 1
         extents = dataset.extents
-        for rank, extent in enumerate(placed.placement.extent_of_rank.tolist()):
+        for rank, extent in enumerate(_holders(placed, creation.grouping).tolist()):
             held = None if extent < 0 else extents[extent]
-            views[rank].append(OwnView(dataset.shape, storage, bare, held, trimmed))
+            view = OwnView(dataset.shape, storage, bare, held, trimmed, dataset.fill)
+            views[rank].append(view)
     return [tuple(found) for found in views]
+
+
+def _holders(placed: _Placed, grouping: Grouping) -> np.ndarray:
+    """The extent each rank writes (-1: none): its block's, or for a dataset whose layout is
+    learned, its group's source."""
+    dataset = placed.dataset
+    if not dataset.learned:
+        return placed.placement.extent_of_rank
+    index = {group: k for k, group in enumerate(dataset.groups)}
+    return np.array([index.get(int(g), -1) for g in grouping.group_of_rank], dtype=np.int64)
 
 
 def completed_view(
@@ -446,5 +457,5 @@ def completed_view(
         assert offset is not None
         own = view.extent.changed(offset=offset)
         layout = dataclasses.replace(layout, extents=(own,))
-    info = dataset_node(view.shape, dtype, layout, view.storage)
+    info = dataset_node(view.shape, dtype, layout, view.storage, view.fill)
     return dataclasses.replace(info, local_view=view.local_view), own

@@ -188,7 +188,9 @@ def reported(
 
 def final_checksums(target: LearnedTarget, stats: object) -> dict[int, list[str]]:
     """At close: each piece's checksums, those not fed whole as they were written read from
-    the file (its final bytes)."""
+    the file (its final bytes). Nothing is read for a dataset a write of this rank failed
+    (published incomplete); a compressed dataset's piece written over again (refused by its
+    leader) fails it the same way."""
     hashed: dict[int, list[str]] = {}
     for index, written in enumerate(target.pieces):
         slabs = written.slabs()
@@ -196,6 +198,11 @@ def final_checksums(target: LearnedTarget, stats: object) -> dict[int, list[str]
             hashed[index] = [written.hasher.hasher.hexdigest()]
             continue
         extent = target.extents[written.extent]
+        if not target.failed and extent.offset < 0:
+            target.failed = "a compressed piece was written over again"
+        if target.failed:
+            hashed[index] = [""] * len(slabs)
+            continue
         raw = RawFile(extent.file, stats=stats)  # type: ignore[arg-type]
         try:
             hashed[index] = [
@@ -204,6 +211,24 @@ def final_checksums(target: LearnedTarget, stats: object) -> dict[int, list[str]
         finally:
             raw.close()
     return hashed
+
+
+def clip_layout(layout: DatasetLayout, inside: Block) -> DatasetLayout:
+    """``layout`` with every piece cut to ``inside`` (a dataset made smaller): what lies
+    beyond is no longer the dataset's, and reads as the fill value if it grows back."""
+    extents = []
+    for extent in layout.extents:
+        pieces: list[PieceSum] = []
+        for piece in extent.pieces:
+            if inside.contains(piece.slab.bounds):
+                pieces.append(piece)
+                continue
+            pieces.extend(
+                PieceSum.of_slab(Slab.of_box(box), "", piece.rank)
+                for box in piece.slab.within(inside)
+            )
+        extents.append(extent.changed(pieces=tuple(pieces)))
+    return dataclasses.replace(layout, extents=tuple(extents))
 
 
 class Book:
@@ -424,7 +449,7 @@ def publish_on_root(session: Session, gathered: list[Closing]) -> dict[str, tupl
             book.layout(path, base), checksum=ALGORITHM, complete=path not in problems
         )
         info.layout = layout
-        if layout.mapped_by_pieces:
+        if layout.mapped_by_pieces or path in master.pending:
             master.map_pieces(path, info.shape, layout)
         master.write_layout(path, layout)
     return problems

@@ -177,6 +177,7 @@ class OwnView:
     layout: DatasetLayout  # the record's other fields, without extents (one object per dataset)
     extent: StoredExtent | None  # this rank's, its offset still -1 (None: it holds none)
     local_view: bool  # the layout is trimmed to this rank's extent
+    fill: bytes | None = None  # the dataset's fill value (a dataset whose layout is learned)
 
 
 @dataclass(frozen=True)

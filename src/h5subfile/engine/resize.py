@@ -212,9 +212,13 @@ def _learn(session: Session, path: str, shape: tuple[int, ...], own: list[Stored
         assert info.layout is not None
         info.layout = dataclasses.replace(info.layout, extents=info.layout.extents + tuple(own))
     shrunk = any(n < m for n, m in zip(shape, info.shape))
-    session.catalog.nodes[path] = dataclasses.replace(info, shape=shape)
+    layout = info.layout
     if shrunk:
-        _clip(target, Block((0,) * len(shape), shape))
+        inside = Block((0,) * len(shape), shape)
+        _clip(target, inside)
+        assert layout is not None
+        layout = learned.clip_layout(layout, inside)  # the other ranks' pieces as last synced
+    session.catalog.nodes[path] = dataclasses.replace(info, shape=shape, layout=layout)
 
 
 def _clip(target: learned.LearnedTarget, inside: Block) -> None:

@@ -112,6 +112,10 @@ class Writing:
     #: The first error agreed by every rank in a write or a dataset creation of this session
     #: ("DataShapeError: ..."): then close publishes no dataset left incomplete.
     failure: str | None = None
+    #: The error this rank's part of a collective write met where the call ends without a
+    #: round of its own (engine/transfer.py, ``_put``): every rank raises it at the next
+    #: collective call (at the latest the close), as errors of writes behind are raised.
+    kept: BaseException | None = None
     compressors: Compressors = field(default_factory=Compressors)
     group_comm: MPI.Comm | None = None
     #: checksums of this rank's whole blocks, by dataset and block start (engine.integrity)
@@ -264,7 +268,7 @@ class Session:
         profile = self.stats.profile
         behind = None
         if background and error is None and self.writing is not None:
-            error = behind = self.writing.pool.error()
+            error = behind = self.writing.pool.error() or self.writing.kept
         try:
             if profile is None:
                 _, answered = agree_asking(self.comm, error, call, question)

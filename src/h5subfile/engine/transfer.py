@@ -16,7 +16,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Sequence
 
-from ..errors import H5SubfileError, SelectionError, mapped
+from ..errors import H5SubfileError, SelectionError, as_error, mapped
 from ..io.boxes import box_pieces
 from ..io.posix import HASH_SLICE, Piece, as_bytes
 from ..layout.grouping import aggregators_of
@@ -69,13 +69,13 @@ def _put(session: Session, requests: Sequence[WriteRequest], entered: bool) -> N
         prepared = [p for r in requests for p in prepare(session, r)]
     except (H5SubfileError, ValueError, TypeError) as exc:
         error = exc
+    writing = session.writing
+    assert writing is not None
     if not entered:
         paths = ", ".join(r.path for r in requests)
         session.enter("write", error, detail=paths, args=paths)
     # The transfers used by this call, from the catalogue and the plan: the same on every rank.
     used = {transfer_for(session.node(r.path).layout, session.plan) for r in requests}
-    writing = session.writing
-    assert writing is not None
     if Transfer.CHUNKED in used and any(r.path in writing.learned for r in requests):
         prepared = plan_learned(session, prepared)  # chunk work, from every rank's boxes
     _open_direct_files(session, prepared)
@@ -91,7 +91,30 @@ def _put(session: Session, requests: Sequence[WriteRequest], entered: bool) -> N
             record_written(session, write)
     else:
         learned_failed(session, prepared, error)
-    agree(session.comm, error)
+    if entered or not _writes_in_place(session, requests):
+        agree(session.comm, error)
+    elif error is not None and writing.kept is None:
+        writing.kept = as_error(error)  # raised by every rank at the next collective call
+
+
+def _writes_in_place(session: Session, requests: Sequence[WriteRequest]) -> bool:
+    """Whether a collective write only writes datasets whose layout is learned, directly (the
+    same on every rank: from the catalogue and the plan). Each rank's bytes then go to their
+    own place without an exchange, and the call has no closing round: no rank writes before
+    every rank has entered the call (its agreement round), but a rank leaves it without
+    waiting for the slowest one's write (BENCHMARKS.md, *Datasets without declared blocks*);
+    what this rank's writes meet is raised by every rank at the next collective call, as
+    writing behind raises its errors."""
+    writing = session.writing
+    assert writing is not None
+    if not requests or session.plan.aggregators is not None:
+        return False
+    for request in requests:
+        target = writing.learned.get(request.path)
+        info = session.catalog.nodes.get(request.path)
+        if target is None or info is None or info.layout is None or info.layout.chunks:
+            return False
+    return True
 
 
 def _open_direct_files(session: Session, writes: Sequence[PreparedWrite]) -> None:

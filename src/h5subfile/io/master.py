@@ -500,6 +500,9 @@ class MasterWriter(SourceFile):
             else:
                 self.catalog = scan(self.h5, self.path, self.data_path, self.profile)
         self.groups = Groups(self.h5)
+        #: virtual datasets of learned layouts, made at close (:meth:`map_pieces`): by path,
+        #: (shape, dtype, maxshape, fill value)
+        self.pending: dict[str, tuple[Any, ...]] = {}
         record = self.catalog.record
         self.session = Session(
             id=len(record.sessions),
@@ -526,11 +529,13 @@ class MasterWriter(SourceFile):
         self.groups.require(path)
 
     def set_attr(self, path: str, name: str, value: Any) -> Any:
+        self._make_pending(path)
         obj = self.h5[path]
         obj.attrs[name] = value
         return obj.attrs[name]
 
     def delete_attr(self, path: str, name: str) -> None:
+        self._make_pending(path)
         del self.h5[path].attrs[name]
 
     def replace_unfinished(self, path: str) -> None:
@@ -543,6 +548,9 @@ class MasterWriter(SourceFile):
         if path in self.h5:
             del self.h5[path]
         self.groups.forget(path)
+        below = path.rstrip("/") + "/"
+        for pending in [p for p in self.pending if p == path or p.startswith(below)]:
+            del self.pending[pending]
 
     def unlink_empty_groups(self, paths: Iterable[str]) -> None:
         """Remove those of the groups ``paths`` that hold nothing, deepest first."""
@@ -569,9 +577,10 @@ class MasterWriter(SourceFile):
         dataset's maximum shape and ``fill`` value."""
         extents = layout.extents
         if virtual:
-            create_virtual_dataset(
-                self.groups, path, shape, dtype, [], layout.maxshape, _fill_array(dtype, fill)
-            )
+            # made at close, once its pieces are known (map_pieces); now only if an attribute
+            # is set on it in the meantime (_make_pending)
+            self.pending[path] = (shape, dtype, layout.maxshape, _fill_array(dtype, fill))
+            self.groups.parent_of(path)  # its groups exist now, for their attributes
         elif not extents:
             self.groups.parent_of(path).create_dataset(
                 posixpath.basename(path), shape=shape, dtype=dtype
@@ -580,6 +589,7 @@ class MasterWriter(SourceFile):
             sources = whole_sources([(e.file, e.dataset, e.start, e.shape) for e in extents])
             create_virtual_dataset(self.groups, path, shape, dtype, sources)
         if self.commit_mode == "in-place" or not extents:
+            self._make_pending(path)
             # Written now only where it is needed before the close: a master changed in place
             # (its readers see every object at once) or a dataset with no extent, which the
             # close does not record again; the others' records, with their checksums, are
@@ -587,28 +597,46 @@ class MasterWriter(SourceFile):
             self.write_layout(path, layout)
         return dataset_node(shape, dtype, layout, fill=fill)
 
+    def _make_pending(self, path: str) -> None:
+        """A virtual dataset not made yet (its layout is learned), made now without mappings
+        (an attribute is set on it before its pieces are known)."""
+        made = self.pending.pop(path, None)
+        if made is not None:
+            shape, dtype, maxshape, fill = made
+            create_virtual_dataset(self.groups, path, shape, dtype, [], maxshape, fill)
+
     def map_pieces(self, path: str, shape: tuple[int, ...], layout: DatasetLayout) -> None:
         """A dataset whose layout was learned, once its pieces are known (close, commit): its
-        virtual dataset made again with one mapping per piece, its attributes kept."""
-        old = self.h5[path]
-        dtype, fill = old.dtype, old.fillvalue
-        parent = self.groups.parent_of(path)
-        name = posixpath.basename(path)
-        scratch = f"{name}.h5subfile-mapping"
+        virtual dataset made with one mapping per piece (made again, its attributes kept,
+        when one was made for attributes set before)."""
         sources: list[Mapped] = [
             (e.file, e.dataset, piece.slab, e.start, e.shape)
             for e in layout.extents
             for piece in e.pieces
         ]
         maxshape = layout.maxshape or None
+        made = self.pending.pop(path, None)
+        if made is not None:
+            _, dtype, _, fill = made
+            create_virtual_dataset(self.groups, path, shape, dtype, sources, maxshape, fill)
+            return
+        old = self.h5[path]
+        parent = self.groups.parent_of(path)
+        name = posixpath.basename(path)
+        scratch = f"{name}.h5subfile-mapping"
         scratch_path = f"{parent.name.rstrip('/')}/{scratch}"
-        fill_value = np.asarray(fill, dtype=dtype)
+        fill_value = np.asarray(old.fillvalue, dtype=old.dtype)
         create_virtual_dataset(
-            self.groups, scratch_path, shape, dtype, sources, maxshape, fill_value
+            self.groups, scratch_path, shape, old.dtype, sources, maxshape, fill_value
         )
         copy_attributes(old, parent[scratch])
         del parent[name]
         parent.move(scratch, name)
+
+    @property
+    def unmapped(self) -> list[str]:
+        """Virtual datasets of learned layouts not made yet (:meth:`map_pieces` makes them)."""
+        return list(self.pending)
 
     def write_layout(self, path: str, layout: DatasetLayout) -> None:
         write_text_attr(h5py.h5o.open(self.h5.id, path.encode()), LAYOUT_ATTR, layout.to_json())

@@ -161,6 +161,43 @@ class _H5SubfileSink:
         return stats.write_seconds if stats.write_behind else None
 
 
+class _H5pyStyleSink(_H5SubfileSink):
+    """The kernel's steps written as a parallel h5py program writes them, through h5subfile:
+    per step a group and its eight datasets created with their global shape, no rank declaring
+    a block (their layout is learned from the writes), then each rank's slab of each dataset
+    written with ``d[first:first + count] = array``, inside ``with d.collective:`` or
+    independently."""
+
+    def __init__(
+        self,
+        path: str,
+        comm: MPI.Intracomm,
+        plan: dict[str, Any],
+        profile: str | None,
+        first: int,
+        total: int,
+        collective: bool,
+    ) -> None:
+        super().__init__(path, comm, plan, profile)
+        self.first, self.total, self.collective = first, total, collective
+
+    def write_step(self, name: str, data: dict[str, np.ndarray]) -> None:
+        specs = {f"{name}/{f}": dict(shape=(self.total,), dtype=a.dtype) for f, a in data.items()}
+        datasets = self.file.create_datasets(specs)
+        mine = slice(self.first, self.first + len(next(iter(data.values()))))
+        for dataset, array in zip(datasets, data.values()):
+            if self.collective:
+                with dataset.collective:
+                    dataset[mine] = array
+            else:
+                dataset[mine] = array
+
+
+#: How :func:`run_vpic` writes each step: declared blocks (``write_datasets``), or as a parallel
+#: h5py program does (no blocks, each rank's slab written collectively or independently).
+STYLES = ("blocks", "h5py-collective", "h5py-independent")
+
+
 def run_vpic(
     path: str,
     particles: int,
@@ -169,6 +206,7 @@ def run_vpic(
     progress: Callable[[int, int], None] | None = None,
     profile: str | None = None,
     compute_time: float | str = 0.0,
+    style: str = "blocks",
     **plan: Any,
 ) -> Metrics:
     """Collective: write ``steps`` VPIC-IO steps of ``particles`` particles per rank to ``path``.
@@ -176,12 +214,20 @@ def run_vpic(
     ``plan`` goes to :class:`~h5subfile.File` (``subfiles``, ``ranks_per_subfile``, ``fsync``,
     ``async_writes``...), and so does ``profile`` (the folder the session's profile goes to;
     None: not profiled). ``compute_time``: emulated computation after each step but the last,
-    in seconds or as ``"0.5s"``, ``"500ms"`` (see :func:`write_vpic`).
+    in seconds or as ``"0.5s"``, ``"500ms"`` (see :func:`write_vpic`). ``style`` (one of
+    :data:`STYLES`): the step's datasets created with each rank's block declared and written in
+    one call, or created with their global shape alone and each rank's slab written as a
+    parallel h5py program writes it (collectively or independently).
     """
     comm = MPI.COMM_WORLD if comm is None else comm
     seconds = parse_duration(compute_time)
+    if style not in STYLES:
+        raise ValueError(f"style={style!r}: expected one of {', '.join(STYLES)}")
 
     def open_sink(first: int, total: int) -> Sink:
+        if style != "blocks":
+            collective = style == "h5py-collective"
+            return _H5pyStyleSink(path, comm, plan, profile, first, total, collective)
         return _H5SubfileSink(path, comm, plan, profile)
 
     return write_vpic(open_sink, particles, steps, comm, progress, seconds)
