@@ -35,6 +35,7 @@ import paper_experiment  # noqa: E402
 import profile_cost  # noqa: E402
 import repack_experiment  # noqa: E402
 import storage_experiment  # noqa: E402
+import undeclared  # noqa: E402
 import whole_write  # noqa: E402
 from docplot import MAKE_HDF5, MAKE_MPI, bars, caption, environment_warning  # noqa: E402
 
@@ -56,6 +57,7 @@ DATA = {
     "profile": "profile-cost.json",
     "async": "async-overlap.json",
     "whole": "whole-write.json",
+    "undeclared": "undeclared.json",
 }
 PAPER_TITLE = paper_experiment.TITLE
 SHORT = {PAPER_TITLE: "VPIC-IO / IOR"}
@@ -773,6 +775,7 @@ def summary(data: dict[str, dict]) -> str:
         + checksum_summary(data["checksums"])
         + profile_summary(data["profile"])
         + async_summary(data["async"])
+        + undeclared.summary_rows(data["undeclared"])
     )
     other = sorted(
         {
@@ -838,6 +841,7 @@ others run `report.py`):
 | [Opening for reading at scale]({open}) | `docs/open-scaling.json` | `.venv/bin/python benchmarks/open_scaling.py --ranks 1 8 64 --writers 64 --json docs/open-scaling.json` |
 | [Master size]({master}) | `docs/master-size.json` | `.venv/bin/python benchmarks/master_size.py --repeats 5 --json docs/master-size.json` |
 | [Repack]({repack}) | `docs/repack-results-512mib.json`, `-1gib.json`, `-2gib.json` | `.venv/bin/python benchmarks/repack_experiment.py --reps 7 --particles 4Mi`, and with `--particles 8Mi`, `16Mi` |
+| [Datasets without declared blocks]({undeclared}) | `docs/undeclared.json` | `.venv/bin/python benchmarks/undeclared.py --ranks 2 --rounds 15 --json docs/undeclared.json` |
 
 Every figure shows the median over repetitions with the minimum and maximum as whiskers or
 error bars."""
@@ -860,6 +864,7 @@ def build(data: dict[str, dict]) -> str:
         "master": anchor(MASTER_TITLE),
         "open": anchor(open_scaling.TITLE),
         "repack": anchor(REPACK_TITLE),
+        "undeclared": anchor(undeclared.TITLE),
     }
     parts = [
         HEADER.format(**anchors),
@@ -877,6 +882,7 @@ def build(data: dict[str, dict]) -> str:
         open_scaling.render(data["open"]),
         master(data["master"]),
         repack(repack_runs(data)),
+        undeclared.render(data["undeclared"]),
     ]
     return "\n\n".join(parts) + "\n"
 

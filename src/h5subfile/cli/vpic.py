@@ -62,12 +62,14 @@ def add_parser(verbs: Any) -> None:
     )
     parser.add_argument(
         "--style",
-        choices=("blocks", "h5py-collective", "h5py-independent"),
+        choices=("blocks", "blocks-each", "h5py-collective", "h5py-independent"),
         default="blocks",
         help="with --api h5subfile: blocks (default): each step's datasets created with every "
-        "rank's block declared and written in one call; h5py-collective, h5py-independent: "
-        "as a parallel h5py program writes them, created with their global shape alone, each "
-        "rank's slab written with d[a:b] = x, inside 'with d.collective:' or independently",
+        "rank's block declared and written in one call (write_datasets); blocks-each: the "
+        "same, then each dataset written in a call of its own (d.write); h5py-collective, "
+        "h5py-independent: as a parallel h5py program writes them, created with their global "
+        "shape alone, each rank's slab written with d[a:b] = x, inside 'with d.collective:' "
+        "or independently",
     )
     add_plan_flags(parser)
     parser.add_argument("--json", action="store_true", help="print the metrics as JSON")

@@ -161,6 +161,36 @@ class _H5SubfileSink:
         return stats.write_seconds if stats.write_behind else None
 
 
+class _BlocksEachSink(_H5SubfileSink):
+    """The kernel's steps with the block API, one call per dataset: each step's group and
+    eight datasets created with every rank's block declared (``create_datasets`` with
+    ``start``/``count``), then each dataset written with ``d.write(array)``, a collective call
+    of its own (the same calls as :class:`_H5pyStyleSink`, blocks declared)."""
+
+    def __init__(
+        self,
+        path: str,
+        comm: MPI.Intracomm,
+        plan: dict[str, Any],
+        profile: str | None,
+        first: int,
+        total: int,
+    ) -> None:
+        super().__init__(path, comm, plan, profile)
+        self.first, self.total = first, total
+
+    def write_step(self, name: str, data: dict[str, np.ndarray]) -> None:
+        count = len(next(iter(data.values())))
+        specs = {
+            f"{name}/{f}": dict(
+                shape=(self.total,), dtype=a.dtype, start=(self.first,), count=(count,)
+            )
+            for f, a in data.items()
+        }
+        for dataset, array in zip(self.file.create_datasets(specs), data.values()):
+            dataset.write(array)
+
+
 class _H5pyStyleSink(_H5SubfileSink):
     """The kernel's steps written as a parallel h5py program writes them, through h5subfile:
     per step a group and its eight datasets created with their global shape, no rank declaring
@@ -193,9 +223,10 @@ class _H5pyStyleSink(_H5SubfileSink):
                 dataset[mine] = array
 
 
-#: How :func:`run_vpic` writes each step: declared blocks (``write_datasets``), or as a parallel
-#: h5py program does (no blocks, each rank's slab written collectively or independently).
-STYLES = ("blocks", "h5py-collective", "h5py-independent")
+#: How :func:`run_vpic` writes each step: declared blocks (``write_datasets``: one call per
+#: step; or ``blocks-each``: a ``d.write`` call per dataset), or as a parallel h5py program
+#: does (no blocks, each rank's slab written collectively or independently).
+STYLES = ("blocks", "blocks-each", "h5py-collective", "h5py-independent")
 
 
 def run_vpic(
@@ -216,8 +247,8 @@ def run_vpic(
     None: not profiled). ``compute_time``: emulated computation after each step but the last,
     in seconds or as ``"0.5s"``, ``"500ms"`` (see :func:`write_vpic`). ``style`` (one of
     :data:`STYLES`): the step's datasets created with each rank's block declared and written in
-    one call, or created with their global shape alone and each rank's slab written as a
-    parallel h5py program writes it (collectively or independently).
+    one call (or one call per dataset), or created with their global shape alone and each
+    rank's slab written as a parallel h5py program writes it (collectively or independently).
     """
     comm = MPI.COMM_WORLD if comm is None else comm
     seconds = parse_duration(compute_time)
@@ -225,6 +256,8 @@ def run_vpic(
         raise ValueError(f"style={style!r}: expected one of {', '.join(STYLES)}")
 
     def open_sink(first: int, total: int) -> Sink:
+        if style == "blocks-each":
+            return _BlocksEachSink(path, comm, plan, profile, first, total)
         if style != "blocks":
             collective = style == "h5py-collective"
             return _H5pyStyleSink(path, comm, plan, profile, first, total, collective)
