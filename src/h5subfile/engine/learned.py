@@ -95,6 +95,27 @@ class LearnedTarget:
     #: writes so far (tells a read whether its cached layout is still this rank's view)
     version: int = 0
     cached: tuple[int, int, DatasetLayout] | None = None
+    #: each piece's bounds (rows of ``lows`` and ``highs``, in the order of ``pieces``): a
+    #: write looks for the pieces it may touch in them at once, not piece by piece
+    bounds: _Bounds = field(default_factory=lambda: _Bounds())
+
+    def touching(self, k: int, box: Block) -> list[Written]:
+        """This rank's pieces in extent ``k`` that share an element with ``box``."""
+        found = self.bounds.meeting(box)
+        return [w for w in (self.pieces[i] for i in found) if w.extent == k and w.boxes_within(box)]
+
+    def take_pieces(self) -> list[Written]:
+        """This rank's pieces, which it no longer holds (to be added again, or not)."""
+        pieces, self.pieces, self.bounds = self.pieces, [], _Bounds()
+        return pieces
+
+    def add_piece(self, written: Written) -> None:
+        self.pieces.append(written)
+        self.bounds.add(written)
+
+    def grown(self, index: int) -> None:
+        """Piece ``index`` grew: its bounds again."""
+        self.bounds.set(index, self.pieces[index])
 
     def parts(self, box: Block) -> list[tuple[int, Block]]:
         """The extents (segments) ``box`` falls in, with its part in each."""
@@ -119,6 +140,68 @@ class LearnedTarget:
         self.extents.extend(targets)
 
 
+class _Bounds:
+    """Each piece's bounds and, for a piece whose blocks step along one axis, that axis'
+    pattern (its axis, first start, step, count, block length), as growing int64 arrays: the
+    pieces a box may touch are found at once, with numpy, not piece by piece (a rank writing
+    at random makes many pieces, some of whose blocks are far apart)."""
+
+    FIELDS = 5  # axis, start, step, count, block
+
+    def __init__(self) -> None:
+        self.lows: np.ndarray | None = None
+        self.highs: np.ndarray | None = None
+        self.steps: np.ndarray | None = None
+        self.count = 0
+
+    def add(self, written: Written) -> None:
+        box = written.bounds()
+        if self.lows is None or self.count == len(self.lows):
+            grown = max(8, 2 * self.count)
+            lows = np.empty((grown, len(box.start)), dtype=np.int64)
+            highs, steps = np.empty_like(lows), np.empty((grown, self.FIELDS), dtype=np.int64)
+            if self.lows is not None and self.highs is not None and self.steps is not None:
+                lows[: self.count] = self.lows[: self.count]
+                highs[: self.count] = self.highs[: self.count]
+                steps[: self.count] = self.steps[: self.count]
+            self.lows, self.highs, self.steps = lows, highs, steps
+        self.set(self.count, written)
+        self.count += 1
+
+    def set(self, index: int, written: Written) -> None:
+        assert self.lows is not None and self.highs is not None and self.steps is not None
+        box = written.bounds()
+        self.lows[index] = box.start
+        self.highs[index] = box.stop
+        run = written.run
+        if run.axis < 0 or not run.whole:
+            self.steps[index] = (-1, 0, 1, 1, 0)  # its bounds say all
+        else:
+            a = run.axis
+            self.steps[index] = (a, run.origin[a], run.step, run.complete, run.block[a])
+
+    def meeting(self, box: Block) -> list[int]:
+        """The indices of the pieces that may share an element with ``box``: their bounds meet
+        it, and so do their blocks along the axis they step along."""
+        if self.lows is None or self.highs is None or self.steps is None or box.is_empty:
+            return []
+        n = self.count
+        lo, hi = np.asarray(box.start, dtype=np.int64), np.asarray(box.stop, dtype=np.int64)
+        meet = np.all(self.lows[:n] < hi, axis=1) & np.all(self.highs[:n] > lo, axis=1)
+        found = np.flatnonzero(meet)
+        steps = self.steps[found]
+        stepping = steps[:, 0] >= 0
+        if stepping.any():
+            axis, start, step, count, block = (steps[stepping, f] for f in range(self.FIELDS))
+            low, high = lo[axis], hi[axis]
+            first = np.maximum(0, -(-(low - start - block + 1) // step))
+            last = np.minimum(count - 1, (high - 1 - start) // step)
+            keep = np.ones(len(found), dtype=bool)
+            keep[stepping] = first <= last
+            found = found[keep]
+        return [int(i) for i in found]
+
+
 def note_write(target: LearnedTarget, k: int, box: Block) -> FedHash | None:
     """Account for this rank writing ``box`` into extent ``k``; returns the hasher the write
     must feed with the box's bytes in C order, or None: then the piece is hashed from the
@@ -126,17 +209,16 @@ def note_write(target: LearnedTarget, k: int, box: Block) -> FedHash | None:
     which replaces the box's bytes as h5py does)."""
     target.changed = True
     target.version += 1
-    hit = [
-        w
-        for w in target.pieces
-        if w.extent == k and w.bounds().intersect(box) is not None and w.boxes_within(box)
-    ]
+    hit = target.touching(k, box)
     if not hit:
-        last = next((w for w in reversed(target.pieces) if w.extent == k), None)
-        if last is not None and last.run.extend(box):
-            return last.hasher
+        last = next(
+            (i for i in range(len(target.pieces) - 1, -1, -1) if target.pieces[i].extent == k), None
+        )
+        if last is not None and target.pieces[last].run.extend(box):
+            target.grown(last)
+            return target.pieces[last].hasher
         written = Written(k, Run(box), FedHash())
-        target.pieces.append(written)
+        target.add_piece(written)
         return written.hasher
     run = hit[0].run
     if (
@@ -156,7 +238,8 @@ def note_write(target: LearnedTarget, k: int, box: Block) -> FedHash | None:
         written.hasher = None
         for part in written.boxes_within(box):
             left = subtract(left, part)
-    target.pieces.extend(Written(k, Run(part), None) for part in left)
+    for part in left:
+        target.add_piece(Written(k, Run(part), None))
     return None
 
 

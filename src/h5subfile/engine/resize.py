@@ -224,13 +224,11 @@ def _learn(session: Session, path: str, shape: tuple[int, ...], own: list[Stored
 def _clip(target: learned.LearnedTarget, inside: Block) -> None:
     """Drop the parts of this rank's pieces outside ``inside`` (a dataset made smaller); what
     is left is hashed from the file at close."""
-    kept = []
-    for written in target.pieces:
+    for written in target.take_pieces():
         if inside.contains(written.bounds()):
-            kept.append(written)
+            target.add_piece(written)
             continue
         target.changed = True
         for box in (part for slab in written.slabs() for part in slab.within(inside)):
-            kept.append(learned.Written(written.extent, Run(box), None))
-    target.pieces = kept
+            target.add_piece(learned.Written(written.extent, Run(box), None))
     target.version += 1
