@@ -178,3 +178,35 @@ def test_format2_file_opens_and_has_no_checksums(format2: Path) -> None:
     result = run_cli(2, "verify", format2)
     assert result.returncode == 0, result.stdout + result.stderr
     assert "no checksums: 2 dataset(s)" in result.stdout and "/x" in result.stdout
+
+
+@pytest.fixture
+def format3(tmp_path: Path) -> Path:
+    """A file written by h5subfile at commit bec83d0 (format 3; tests/data/format3_write.py)."""
+    with tarfile.open(ROOT / "data" / "format3.tar.gz") as archive:
+        archive.extractall(tmp_path, filter="data")
+    return tmp_path / "format3.h5"
+
+
+def test_format3_file_reads_verifies_and_takes_a_dataset_without_blocks(format3: Path) -> None:
+    code = (
+        "import sys, numpy as np, h5subfile as hs\n"
+        "from mpi4py import MPI\n"
+        "with hs.File(sys.argv[1], 'r', verify=True) as f:\n"
+        "    assert f['x'][...].tolist() == list(range(16))\n"
+        "    assert f['z'][...].tolist() == list(range(32))\n"
+        "    grid = np.arange(12).reshape(4, 3)\n"
+        "    assert f['grid'][...].tolist() == np.hstack([grid, grid + 100]).tolist()\n"
+        "    assert not f.problems and f.sessions[0]['uuid']\n"
+        "with hs.File(sys.argv[1], 'a', subfiles='rank') as f:\n"
+        "    d = f.create_dataset('later', (2, 3), 'i4')\n"
+        "    d[1, ::2] = [7, 9]\n"
+        "with hs.File(sys.argv[1], 'r') as f:\n"
+        "    print(f['later'][...].tolist(), f['x'][...].tolist() == list(range(16)))\n"
+    )
+    result = run_python(code, str(format3))
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.split("\n")[0] == "[[0, 0, 0], [7, 0, 9]] True"
+    result = run_cli(2, "verify", format3)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "clean" in result.stdout and "no checksums" not in result.stdout
