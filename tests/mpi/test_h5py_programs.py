@@ -221,3 +221,36 @@ def test_an_error_of_a_collective_write_is_raised_by_every_rank_at_the_next_call
         f.close()  # the session failed: /x, which a write of failed, is left out
     with hs.File(shared_tmp / "k.h5", "r") as done:
         assert "x" not in done and done["y"][...].tolist() == list(range(comm.size))
+
+
+def test_h5pys_surface_for_parallel_programs(comm, shared_tmp) -> None:
+    rank, size = comm.rank, comm.size
+    with hs.File(shared_tmp / "s.h5", "w", driver="mpio", comm=comm, libver="latest") as f:
+        assert f.driver == "mpio" and f.atomic is False
+        f.atomic = False
+        f["table"] = np.arange(6.0).reshape(2, 3)  # every rank the same array
+        if size > 1:
+            with raises_on_every_rank(comm, hs.CollectiveMismatchError, "different arguments"):
+                f.create_dataset("differs", data=np.full(3, rank))
+        d = f.require_dataset("r", (size, 4), "f8")
+        assert f.require_dataset("r", (size, 4), "f4").name == "/r"  # f4 converts to f8
+        with pytest.raises(TypeError, match="shapes do not match"):
+            f.require_dataset("r", (size, 5), "f8")
+        with pytest.raises(TypeError, match="exactly"):
+            f.require_dataset("r", (size, 4), "f4", exact=True)
+        source = np.arange(8.0).reshape(2, 4) + 10 * rank
+        d.write_direct(source, np.s_[1, :], np.s_[rank, :])
+        d.attrs["units"] = "m"
+        f["/"].attrs["run"] = 3
+        f.flush()
+        mine = np.zeros((3, 4))
+        d.read_direct(mine, np.s_[rank, :], np.s_[2, :])
+        assert mine[2].tolist() == source[1].tolist() and not mine[:2].any()
+        assert np.asarray(d).shape == (size, 4) and d.len() == size
+        with pytest.raises(hs.UnsupportedError, match="does not delete"):
+            del f["r"]
+    with hs.File(shared_tmp / "s.h5", "r") as f:
+        assert f["table"][...].tolist() == [[0, 1, 2], [3, 4, 5]]
+        assert f["r"][:, 0].tolist() == [4.0 + 10 * r for r in range(size)]
+        assert f["r"].attrs["units"] == "m" and f.attrs["run"] == 3
+        assert "differs" not in f  # the failed creation published nothing

@@ -18,6 +18,8 @@ if TYPE_CHECKING:
 
 def join(base: str, name: str) -> str:
     """The absolute path of ``name`` relative to group ``base``."""
+    if isinstance(name, str) and name.startswith("/") and not name.strip("/"):
+        return "/"  # the root group, as h5py names it
     if not isinstance(name, str) or not name.strip("/"):
         raise ObjectNotFoundError(f"invalid object name {name!r}")
     path = posixpath.normpath(name if name.startswith("/") else posixpath.join(base, name))
