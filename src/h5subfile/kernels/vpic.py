@@ -161,11 +161,14 @@ class _H5SubfileSink:
         return stats.write_seconds if stats.write_behind else None
 
 
-class _BlocksEachSink(_H5SubfileSink):
-    """The kernel's steps with the block API, one call per dataset: each step's group and
-    eight datasets created with every rank's block declared (``create_datasets`` with
-    ``start``/``count``), then each dataset written with ``d.write(array)``, a collective call
-    of its own (the same calls as :class:`_H5pyStyleSink`, blocks declared)."""
+class _PerDatasetSink(_H5SubfileSink):
+    """The kernel's steps written a dataset per call, as a parallel h5py program writes them:
+    each step's group and eight datasets created in one call, then each rank's slab of each
+    dataset written in a call of its own. ``style``: ``blocks-each`` declares every rank's
+    block at creation (``start``/``count``) and writes it with ``d.write(array)``;
+    ``h5py-collective`` and ``h5py-independent`` create the datasets with their global shape
+    alone (their layout is learned from the writes) and write ``d[first:first + count] =
+    array``, inside ``with d.collective:`` or independently."""
 
     def __init__(
         self,
@@ -175,48 +178,24 @@ class _BlocksEachSink(_H5SubfileSink):
         profile: str | None,
         first: int,
         total: int,
+        style: str,
     ) -> None:
         super().__init__(path, comm, plan, profile)
-        self.first, self.total = first, total
+        self.first, self.total, self.style = first, total, style
 
     def write_step(self, name: str, data: dict[str, np.ndarray]) -> None:
         count = len(next(iter(data.values())))
+        declared = self.style == "blocks-each"
+        block = dict(start=(self.first,), count=(count,)) if declared else {}
         specs = {
-            f"{name}/{f}": dict(
-                shape=(self.total,), dtype=a.dtype, start=(self.first,), count=(count,)
-            )
+            f"{name}/{f}": dict(shape=(self.total,), dtype=a.dtype, **block)
             for f, a in data.items()
         }
+        mine = slice(self.first, self.first + count)
         for dataset, array in zip(self.file.create_datasets(specs), data.values()):
-            dataset.write(array)
-
-
-class _H5pyStyleSink(_H5SubfileSink):
-    """The kernel's steps written as a parallel h5py program writes them, through h5subfile:
-    per step a group and its eight datasets created with their global shape, no rank declaring
-    a block (their layout is learned from the writes), then each rank's slab of each dataset
-    written with ``d[first:first + count] = array``, inside ``with d.collective:`` or
-    independently."""
-
-    def __init__(
-        self,
-        path: str,
-        comm: MPI.Intracomm,
-        plan: dict[str, Any],
-        profile: str | None,
-        first: int,
-        total: int,
-        collective: bool,
-    ) -> None:
-        super().__init__(path, comm, plan, profile)
-        self.first, self.total, self.collective = first, total, collective
-
-    def write_step(self, name: str, data: dict[str, np.ndarray]) -> None:
-        specs = {f"{name}/{f}": dict(shape=(self.total,), dtype=a.dtype) for f, a in data.items()}
-        datasets = self.file.create_datasets(specs)
-        mine = slice(self.first, self.first + len(next(iter(data.values()))))
-        for dataset, array in zip(datasets, data.values()):
-            if self.collective:
+            if declared:
+                dataset.write(array)
+            elif self.style == "h5py-collective":
                 with dataset.collective:
                     dataset[mine] = array
             else:
@@ -256,11 +235,8 @@ def run_vpic(
         raise ValueError(f"style={style!r}: expected one of {', '.join(STYLES)}")
 
     def open_sink(first: int, total: int) -> Sink:
-        if style == "blocks-each":
-            return _BlocksEachSink(path, comm, plan, profile, first, total)
         if style != "blocks":
-            collective = style == "h5py-collective"
-            return _H5pyStyleSink(path, comm, plan, profile, first, total, collective)
+            return _PerDatasetSink(path, comm, plan, profile, first, total, style)
         return _H5SubfileSink(path, comm, plan, profile)
 
     return write_vpic(open_sink, particles, steps, comm, progress, seconds)

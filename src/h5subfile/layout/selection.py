@@ -85,12 +85,33 @@ def _axis(item: Any, n: int, axis: int) -> _Axis:
         last = start + (length - 1) * step
         points = np.arange(start, last + 1, step, dtype=np.int64) if step > 1 else None
         return _Axis(start, last + 1 - start, slice(0, None, step), False, points, None)
-    if isinstance(item, (int, np.integer)) and not isinstance(item, (bool, np.bool_)):
-        index = operator.index(item)
-        if not -n <= index < n:
-            raise SelectionError(f"index {index} is out of range for axis {axis} with size {n}")
-        index %= n
+    if _is_integer(item):
+        index = _index(item, n, axis)
         return _Axis(index, 1, slice(0, 1), True, None, None)
+    array = _index_list(item, n, axis)
+    unique, inverse = np.unique(array, return_inverse=True)
+    reorder = None if np.array_equal(unique, array) else inverse.astype(np.int64)
+    if unique.size == 0:
+        return _Axis(0, 0, np.zeros(0, dtype=np.int64), False, unique, reorder)
+    lo = int(unique[0])
+    return _Axis(lo, int(unique[-1]) + 1 - lo, unique - lo, False, unique, reorder)
+
+
+def _is_integer(item: Any) -> bool:
+    return isinstance(item, (int, np.integer)) and not isinstance(item, (bool, np.bool_))
+
+
+def _index(item: Any, n: int, axis: int) -> int:
+    """An integer index of an axis of length ``n`` (negative: from the end), checked."""
+    index = operator.index(item)
+    if not -n <= index < n:
+        raise SelectionError(f"index {index} is out of range for axis {axis} with size {n}")
+    return index % n
+
+
+def _index_list(item: Any, n: int, axis: int) -> np.ndarray:
+    """A list of integers or a boolean mask of an axis of length ``n`` as int64 indices
+    (negative ones counted from the end), checked."""
     array = np.asarray(item)
     if array.dtype == bool:
         if array.shape != (n,):
@@ -103,13 +124,7 @@ def _axis(item: Any, n: int, axis: int) -> _Axis:
     array = array.astype(np.int64)
     if array.size and (array.min() < -n or array.max() >= n):
         raise SelectionError(f"axis {axis}: an index in the list is out of range for size {n}")
-    array = np.where(array < 0, array + n, array)
-    unique, inverse = np.unique(array, return_inverse=True)
-    reorder = None if np.array_equal(unique, array) else inverse.astype(np.int64)
-    if unique.size == 0:
-        return _Axis(0, 0, np.zeros(0, dtype=np.int64), False, unique, reorder)
-    lo = int(unique[0])
-    return _Axis(lo, int(unique[-1]) + 1 - lo, unique - lo, False, unique, reorder)
+    return np.where(array < 0, array + n, array)
 
 
 def _segments(points: np.ndarray, max_gap: int) -> list[np.ndarray]:
@@ -221,24 +236,10 @@ def _write_runs(item: Any, n: int, axis: int) -> tuple[list[tuple[int, int]], bo
         if step == 1:
             return ([(start, stop)] if stop > start else []), False
         return [(i, i + 1) for i in indices], False
-    if isinstance(item, (int, np.integer)) and not isinstance(item, (bool, np.bool_)):
-        index = operator.index(item)
-        if not -n <= index < n:
-            raise SelectionError(f"index {index} is out of range for axis {axis} with size {n}")
-        index %= n
+    if _is_integer(item):
+        index = _index(item, n, axis)
         return [(index, index + 1)], True
-    array = np.asarray(item)
-    if array.dtype == bool:
-        if array.shape != (n,):
-            raise SelectionError(
-                f"axis {axis}: a boolean mask must have the axis length {n}, got shape {array.shape}"
-            )
-        array = np.flatnonzero(array)
-    if array.ndim != 1 or not (array.size == 0 or np.issubdtype(array.dtype, np.integer)):
-        raise SelectionError(f"axis {axis}: cannot index with {item!r}")
-    array = np.where(array < 0, array + n, array).astype(np.int64)
-    if array.size and (array.min() < 0 or array.max() >= n):
-        raise SelectionError(f"axis {axis}: an index in the list is out of range for size {n}")
+    array = _index_list(item, n, axis)
     if array.size > 1 and np.any(np.diff(array) <= 0):
         raise SelectionError(
             f"axis {axis}: a write's index list must increase (as in h5py: no repeats, in order)"

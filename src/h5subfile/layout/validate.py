@@ -12,8 +12,9 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -229,21 +230,7 @@ def check_piece_mappings(extents: Sequence[StoredExtent], mappings: Sequence[Map
                 _slab_key(mapping.source_slab),
             )
         )
-    virtual.sort()
-    if recorded == virtual:
-        return
-    extra = sorted(set(recorded) - set(virtual)) or sorted(set(virtual) - set(recorded))
-    if len(recorded) != len(virtual) or not extra:
-        raise RecordError(
-            f"it records {len(recorded)} piece(s), the virtual dataset has {len(virtual)} "
-            "mapping(s)"
-        )
-    side = "the record" if extra[0] in recorded else "the virtual dataset"
-    file, dataset, key, _ = extra[0]
-    raise RecordError(
-        f"{side} maps {Slab(*key).describe()} to {file or 'the master'}:{dataset}, the other "
-        "does not"
-    )
+    _compare(recorded, sorted(virtual), "piece(s)", lambda where: Slab(*where[0]).describe())
 
 
 def _slab_key(slab: Slab) -> tuple[tuple[int, ...], ...]:
@@ -337,18 +324,30 @@ def check_mappings(extents: Sequence[StoredExtent], mappings: Sequence[Mapping])
             raise RecordError(f"{where} maps a part of its source onto {box}, not all of it")
     recorded = sorted(_key(e.file, e.dataset, e.start, e.shape) for e in extents)
     virtual = sorted(_key(m.file, m.dataset, m.start, m.count) for m in mappings)
+    _compare(recorded, virtual, "extent(s)", lambda where: str(Block(*where)))
+
+
+def _compare(
+    recorded: list[tuple[Any, ...]],
+    virtual: list[tuple[Any, ...]],
+    what: str,
+    describe: Callable[[tuple[Any, ...]], str],
+) -> None:
+    """Each recorded ``(file, dataset, *where)`` is one of the virtual dataset's mappings and
+    each mapping one of them (both sorted), else RecordError naming one that differs
+    (``describe(where)``)."""
     if recorded == virtual:
         return
     extra = sorted(set(recorded) - set(virtual)) or sorted(set(virtual) - set(recorded))
     if len(recorded) != len(virtual) or not extra:
         raise RecordError(
-            f"it records {len(recorded)} extent(s), the virtual dataset has {len(virtual)} "
-            "mapping(s)"
+            f"it records {len(recorded)} {what}, the virtual dataset has {len(virtual)} mapping(s)"
         )
     side = "the record" if extra[0] in recorded else "the virtual dataset"
-    file, dataset, start, count = extra[0]
+    file, dataset = extra[0][:2]
     raise RecordError(
-        f"{side} maps {Block(start, count)} to {file or 'the master'}:{dataset}, the other does not"
+        f"{side} maps {describe(extra[0][2:])} to {file or 'the master'}:{dataset}, the other "
+        "does not"
     )
 
 
