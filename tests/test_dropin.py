@@ -61,6 +61,34 @@ def test_unmodified_programs_write_subfiled_files_h5py_reads(
     assert verified.returncode == 0 and "clean" in verified.stdout, verified.stdout
 
 
+READ_BACK = """
+import sys, importlib.util, numpy as np
+from mpi4py import MPI
+import h5subfile as hs
+spec = importlib.util.spec_from_file_location("p", sys.argv[2])
+programs = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(programs)
+for name, datasets in programs.expected(int(sys.argv[3])).items():
+    with hs.File(f"{sys.argv[1]}/{name}.h5", "r") as f:
+        for key, want in datasets.items():
+            got = np.asarray(f[key][()])
+            assert got.dtype == want.dtype and got.tobytes() == want.tobytes(), (name, key)
+if MPI.COMM_WORLD.rank == 0:
+    print("read back")
+"""
+
+
+def test_h5subfile_reads_them_back_with_another_rank_count(tmp_path: Path) -> None:
+    done = run(2, "--subfiles", "rank", str(PROGRAM), str(tmp_path))
+    assert done.returncode == 0, done.stderr
+    command = [str(MPIEXEC), "-n", "3", sys.executable, "-c", READ_BACK, str(tmp_path)]
+    read = subprocess.run(
+        [*command, str(PROGRAM), "2"], capture_output=True, text=True, timeout=180
+    )
+    assert read.returncode == 0, read.stderr
+    assert read.stdout.strip() == "read back"
+
+
 def test_h5dump_and_xarray_read_them(tmp_path: Path) -> None:
     done = run(3, "--subfiles", "2", str(PROGRAM), str(tmp_path))
     assert done.returncode == 0, done.stderr

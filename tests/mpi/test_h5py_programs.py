@@ -254,3 +254,43 @@ def test_h5pys_surface_for_parallel_programs(comm, shared_tmp) -> None:
         assert f["r"][:, 0].tolist() == [4.0 + 10 * r for r in range(size)]
         assert f["r"].attrs["units"] == "m" and f.attrs["run"] == 3
         assert "differs" not in f  # the failed creation published nothing
+
+
+def test_resizing_along_any_axis_and_back(comm, shared_tmp) -> None:
+    rank, size = comm.rank, comm.size
+    with hs.File(shared_tmp / "grow.h5", "w", subfiles="rank") as f:
+        d = f.create_dataset("g", (2, size), "i4", maxshape=(None, None), fillvalue=-1)
+        d[:, rank] = [rank, rank]
+        d.resize(2 * size, axis=1)  # wider: the new columns read as the fill value
+        d[0, size + rank] = 10 + rank
+        d.resize((1, 2 * size))  # shorter: row 1 is gone
+        d.resize((3, 2 * size))  # longer again: rows 1 and 2 never written since
+        d[2, rank] = 20 + rank
+        with d.collective:
+            whole = d[...]
+        assert d.shape == (3, 2 * size) and d.maxshape == (None, None)
+    want = np.full((3, 2 * size), -1, "i4")
+    want[0, :size] = range(size)
+    want[0, size:] = [10 + r for r in range(size)]
+    want[2, :size] = [20 + r for r in range(size)]
+    assert whole.tolist() == want.tolist()
+    with hs.File(shared_tmp / "grow.h5", "r") as f:
+        assert f["g"][...].tolist() == want.tolist() and f.verify()["clean"]
+    out = on_root(
+        comm,
+        lambda: (
+            subprocess.run(
+                [
+                    sys.executable,
+                    "-c",
+                    "import h5py, sys; f = h5py.File(sys.argv[1]); "
+                    "print(f['g'][...].tolist(), f['g'].maxshape)",
+                    str(shared_tmp / "grow.h5"),
+                ],
+                capture_output=True,
+                text=True,
+                check=True,
+            ).stdout
+        ),
+    )
+    assert out.strip() == f"{want.tolist()} (None, None)"

@@ -6,7 +6,7 @@ hyperslab writes), one file each, and what numpy says every file must hold.
     python h5py_mpio.py --check OUT N               # plain h5py: each file, bit for bit
 
 The programs: h5py's documentation example; the collective I/O example (rows split over the
-ranks, written once collectively and once independently); one dataset per rank written in row
+ranks, written once collectively and once independently, and once compressed); one dataset per rank written in row
 slabs, with scalar metadata written by the root (a CFD code's writer); a 2-D domain split into
 uneven tiles; round-robin rows, element by element; a time series grown step by step; a rank
 writing its part twice; a fill value; every rank reading the others' data after a flush.
@@ -53,6 +53,11 @@ def collective_io(path: str, comm) -> None:
             dset[start:end, :] = full[start:end]
         other = f.create_dataset("independent", (length_x, length_y), dtype="f8")
         other[start:end, :] = full[start:end]
+        packed = f.create_dataset(
+            "compressed", (length_x, length_y), dtype="f8", chunks=(5, length_y), compression="gzip"
+        )
+        with packed.collective:  # filters need collective writes in parallel HDF5
+            packed[start:end, :] = full[start:end]
 
 
 def per_rank_datasets(path: str, comm) -> None:
@@ -168,6 +173,7 @@ def expected(size: int) -> dict[str, dict[str, np.ndarray]]:
         "collective_io": {
             "collective": values((10 * size + 3, 6), 1),
             "independent": values((10 * size + 3, 6), 1),
+            "compressed": values((10 * size + 3, 6), 1),
         },
         "per_rank_datasets": {
             **{f"rank_{r:04d}": values((5 + 3 * r, 4), 100 + r, "f4") for r in range(size)},
