@@ -761,6 +761,20 @@ def async_summary(data: dict) -> list[tuple[str, str, str]]:
     ]
 
 
+def regression_summary(section: dict) -> list[tuple[str, str, str]]:
+    """The row of the regression check after datasets without blocks (a recorded section)."""
+    table = next(b["table"] for b in section["blocks"] if "table" in b)
+    cells = "; ".join(f"{row[0]}: **{row[4]}** (null {row[6]})" for row in table["rows"])
+    return [
+        (
+            "Declared paths at 2 ranks after datasets without blocks: this work / the commit "
+            "before (times: above 1 slower; bandwidths: below 1 slower)",
+            cells,
+            section["title"],
+        )
+    ]
+
+
 def summary(data: dict[str, dict]) -> str:
     paper = data["paper"]
     m = paper["machine"]
@@ -776,6 +790,7 @@ def summary(data: dict[str, dict]) -> str:
         + profile_summary(data["profile"])
         + async_summary(data["async"])
         + undeclared.summary_rows(data["undeclared"])
+        + regression_summary(data["recorded"]["learned_regression"])
     )
     other = sorted(
         {
@@ -842,6 +857,7 @@ others run `report.py`):
 | [Master size]({master}) | `docs/master-size.json` | `.venv/bin/python benchmarks/master_size.py --repeats 5 --json docs/master-size.json` |
 | [Repack]({repack}) | `docs/repack-results-512mib.json`, `-1gib.json`, `-2gib.json` | `.venv/bin/python benchmarks/repack_experiment.py --reps 7 --particles 4Mi`, and with `--particles 8Mi`, `16Mi` |
 | [Datasets without declared blocks]({undeclared}) | `docs/undeclared.json` | `.venv/bin/python benchmarks/undeclared.py --ranks 2 --rounds 15 --json docs/undeclared.json` |
+| [Declared paths after datasets without blocks]({regression}) | `docs/recorded-results.json` | by hand: two checkouts alternated run by run (commands in the section) |
 
 Every figure shows the median over repetitions with the minimum and maximum as whiskers or
 error bars."""
@@ -865,6 +881,7 @@ def build(data: dict[str, dict]) -> str:
         "open": anchor(open_scaling.TITLE),
         "repack": anchor(REPACK_TITLE),
         "undeclared": anchor(undeclared.TITLE),
+        "regression": anchor(rec["learned_regression"]["title"]),
     }
     parts = [
         HEADER.format(**anchors),
@@ -883,6 +900,7 @@ def build(data: dict[str, dict]) -> str:
         master(data["master"]),
         repack(repack_runs(data)),
         undeclared.render(data["undeclared"]),
+        recorded(rec["learned_regression"]),
     ]
     return "\n\n".join(parts) + "\n"
 
