@@ -95,27 +95,41 @@ class LearnedTarget:
     #: writes so far (tells a read whether its cached layout is still this rank's view)
     version: int = 0
     cached: tuple[int, int, DatasetLayout] | None = None
-    #: each piece's bounds (rows of ``lows`` and ``highs``, in the order of ``pieces``): a
-    #: write looks for the pieces it may touch in them at once, not piece by piece
-    bounds: _Bounds = field(default_factory=lambda: _Bounds())
+    #: each piece's bounds, in the order of ``pieces``, once they are more than
+    #: :data:`FEW_PIECES` (None before): a write then looks for the pieces it may touch in
+    #: them at once, not piece by piece
+    bounds: _Bounds | None = None
 
     def touching(self, k: int, box: Block) -> list[Written]:
-        """This rank's pieces in extent ``k`` that share an element with ``box``."""
-        found = self.bounds.meeting(box)
-        return [w for w in (self.pieces[i] for i in found) if w.extent == k and w.boxes_within(box)]
+        """This rank's pieces in extent ``k`` that share an element with ``box``: looked
+        at one by one when they are few (a rank's writes that continue each other are one
+        piece), else found with numpy first."""
+        if self.bounds is None:
+            candidates: Iterable[Written] = (
+                w for w in self.pieces if w.bounds().intersect(box) is not None
+            )
+        else:
+            candidates = (self.pieces[i] for i in self.bounds.meeting(box))
+        return [w for w in candidates if w.extent == k and w.boxes_within(box)]
 
     def take_pieces(self) -> list[Written]:
         """This rank's pieces, which it no longer holds (to be added again, or not)."""
-        pieces, self.pieces, self.bounds = self.pieces, [], _Bounds()
+        pieces, self.pieces, self.bounds = self.pieces, [], None
         return pieces
 
     def add_piece(self, written: Written) -> None:
         self.pieces.append(written)
-        self.bounds.add(written)
+        if self.bounds is not None:
+            self.bounds.add(written)
+        elif len(self.pieces) > FEW_PIECES:
+            self.bounds = _Bounds()
+            for each in self.pieces:
+                self.bounds.add(each)
 
     def grown(self, index: int) -> None:
         """Piece ``index`` grew: its bounds again."""
-        self.bounds.set(index, self.pieces[index])
+        if self.bounds is not None:
+            self.bounds.set(index, self.pieces[index])
 
     def parts(self, box: Block) -> list[tuple[int, Block]]:
         """The extents (segments) ``box`` falls in, with its part in each."""
@@ -138,6 +152,12 @@ class LearnedTarget:
         """Sources added to the group by a resize."""
         self.stored.extend(stored)
         self.extents.extend(targets)
+
+
+#: Up to this many pieces, a write compares itself with each in Python (a few microseconds
+#: each); beyond, numpy finds the pieces it may touch first (tens of microseconds, whatever
+#: their number).
+FEW_PIECES = 8
 
 
 class _Bounds:
