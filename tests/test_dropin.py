@@ -37,7 +37,7 @@ def check(folder: Path, ranks: int) -> None:
         text=True,
     )
     assert out.returncode == 0, out.stderr
-    assert "checked 9 files" in out.stdout
+    assert "checked 10 files" in out.stdout
 
 
 @pytest.mark.parametrize(
@@ -158,3 +158,29 @@ def real_config():
     from h5py import h5
 
     return h5.get_config()
+
+
+@pytest.mark.skipif(
+    h5py.version.hdf5_version_tuple < (1, 12, 1), reason="HDF5 locks files from 1.12.1"
+)
+def test_a_file_held_open_by_h5py_in_the_same_process_is_named_busy(tmp_path: Path) -> None:
+    code = (
+        "import sys, h5py, numpy as np, h5subfile as hs\n"
+        "from mpi4py import MPI\n"
+        "with hs.File(sys.argv[1], 'w', comm=MPI.COMM_SELF) as f:\n"
+        "    f['x'] = np.arange(3)\n"
+        "held = h5py.File(sys.argv[1], 'r')\n"
+        "try:\n"
+        "    hs.File(sys.argv[1], 'r', comm=MPI.COMM_SELF)\n"
+        "except hs.FileBusyError as exc:\n"
+        "    print(exc)\n"
+        "held.close()\n"
+        "with hs.File(sys.argv[1], 'r', comm=MPI.COMM_SELF) as f:\n"
+        "    print(f['x'][...].tolist())\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code, str(tmp_path / "held.h5")], capture_output=True, text=True
+    )
+    assert done.returncode == 0, done.stderr
+    assert "open in this process already" in done.stdout and "close it first" in done.stdout
+    assert done.stdout.splitlines()[-1] == "[0, 1, 2]"

@@ -93,7 +93,7 @@ class FileExistsH5SubfileError(H5SubfileError, FileExistsError):
 
 class FileBusyError(H5SubfileError, BlockingIOError):
     """Another write session (another job, or this one) holds the file's claim: one writer at a
-    time."""
+    time; or this process holds the file open with h5py under HDF5's file lock."""
 
 
 class ObjectNotFoundError(H5SubfileError, KeyError):

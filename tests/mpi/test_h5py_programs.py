@@ -138,6 +138,52 @@ def test_two_ranks_writing_one_element_are_refused_on_every_rank(comm, shared_tm
                 done["x"][...]  # kept, refused when read
 
 
+def test_writing_over_what_another_rank_wrote_before_a_flush_is_refused_at_once(
+    comm, shared_tmp
+) -> None:
+    if comm.size < 2:
+        pytest.skip("two ranks")
+    f = hs.File(shared_tmp / "known.h5", "w", subfiles="rank")
+    d = f.create_dataset("x", (6,), "i4", fillvalue=-9)
+    if comm.rank == 0:
+        d[0:4] = 1
+    f.flush()  # rank 1 knows rank 0's [0:4] from here on
+    if comm.rank == 0:
+        d[4:6] = 5  # not known to rank 1
+    if comm.rank == 1:
+        d[2:4] = 2
+        with pytest.raises(hs.OverlapError, match=r"rank 1 region \[2:4\] overlaps rank 0"):
+            d[0:6]  # neither a guess at [4:6] nor two values for [2:4]
+    with raises_on_every_rank(comm, hs.OverlapError, "region [2:4] overlaps rank 0 region"):
+        f.flush()
+    with raises_on_every_rank(comm, hs.OverlapError, "after an error in this session"):
+        f.close()
+
+
+def test_a_chunk_written_again_is_refused_before_anything_is_written(comm, shared_tmp) -> None:
+    rank, last = comm.rank, comm.size - 1
+    with hs.File(shared_tmp / "again.h5", "w", subfiles="rank") as f:
+        d = f.create_dataset(
+            "x", (4 * comm.size,), "i4", chunks=(4,), compression="gzip", fillvalue=-7
+        )
+        with d.collective:
+            d[4 * rank : 4 * rank + 2] = [rank, rank]
+        with raises_on_every_rank(comm, hs.UnsupportedError, "Nothing of this call was written"):
+            with d.collective:  # the last rank's chunk again; the others write elsewhere
+                if rank == last:
+                    d[4 * rank + 2 : 4 * rank + 4] = [9, 9]
+                else:
+                    d[4 * rank + 4] = 8  # the next rank's chunk, in this rank's own subfile
+        with d.collective:
+            whole = d[...]
+    want = np.full(4 * comm.size, -7, "i4")
+    for r in range(comm.size):
+        want[4 * r : 4 * r + 2] = r
+    assert whole.tolist() == want.tolist()  # the refused call stored nothing
+    with hs.File(shared_tmp / "again.h5", "r") as f:
+        assert f["x"][...].tolist() == want.tolist() and f.verify()["clean"]
+
+
 def test_reads_of_other_ranks_data_wait_for_a_flush(comm, shared_tmp) -> None:
     with hs.File(shared_tmp / "r.h5", "w", subfiles="rank") as f:
         d = f.create_dataset("x", (comm.size, 2), "f8", fillvalue=np.nan)
@@ -232,6 +278,12 @@ def test_h5pys_surface_for_parallel_programs(comm, shared_tmp) -> None:
         if size > 1:
             with raises_on_every_rank(comm, hs.CollectiveMismatchError, "different arguments"):
                 f.create_dataset("differs", data=np.full(3, rank))
+        with raises_on_every_rank(comm, hs.DataShapeError, "without losing information"):
+            f.create_dataset("truncated", data=np.arange(4.0) + 0.7, dtype="i4")
+        with raises_on_every_rank(comm, hs.RankValueError, "Shape tuple is incompatible"):
+            f.create_dataset("short", (4,), data=np.arange(3))
+        grid = f.create_dataset("grid", (2, 3), "i2", data=np.arange(6))  # fills the shape
+        assert grid[...].tolist() == [[0, 1, 2], [3, 4, 5]] and grid.dtype == "i2"
         d = f.require_dataset("r", (size, 4), "f8")
         assert f.require_dataset("r", (size, 4), "f4").name == "/r"  # f4 converts to f8
         with pytest.raises(TypeError, match="shapes do not match"):
@@ -253,7 +305,9 @@ def test_h5pys_surface_for_parallel_programs(comm, shared_tmp) -> None:
         assert f["table"][...].tolist() == [[0, 1, 2], [3, 4, 5]]
         assert f["r"][:, 0].tolist() == [4.0 + 10 * r for r in range(size)]
         assert f["r"].attrs["units"] == "m" and f.attrs["run"] == 3
-        assert "differs" not in f  # the failed creation published nothing
+        assert "differs" not in f  # the failed creations published nothing
+        assert "truncated" not in f and "short" not in f
+        assert f["grid"][...].tolist() == [[0, 1, 2], [3, 4, 5]]
 
 
 def test_resizing_along_any_axis_and_back(comm, shared_tmp) -> None:

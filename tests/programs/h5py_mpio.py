@@ -9,7 +9,9 @@ The programs: h5py's documentation example; the collective I/O example (rows spl
 ranks, written once collectively and once independently, and once compressed); one dataset per rank written in row
 slabs, with scalar metadata written by the root (a CFD code's writer); a 2-D domain split into
 uneven tiles; round-robin rows, element by element; a time series grown step by step; a rank
-writing its part twice; a fill value; every rank reading the others' data after a flush.
+writing its part twice; a fill value; every rank reading the others' data after a flush;
+every rank reading back at once what it wrote (strided rows, a dataset made from data=), with
+fill values where nobody wrote (a compressed dataset's partly written chunks, a scalar).
 """
 
 from __future__ import annotations
@@ -145,6 +147,23 @@ def read_after_flush(path: str, comm) -> None:
         assert np.array_equal(dset[...], full), "a rank read other ranks' data wrong"
 
 
+def reading_back(path: str, comm) -> None:
+    rank, size = comm.rank, comm.size
+    with h5py.File(path, "w", driver="mpio", comm=comm) as f:
+        rows = f.create_dataset("strided", (3 * size, 2), dtype="i4")
+        mine = values((3, 2), 10 + rank, "i4")
+        rows[rank::size] = mine
+        assert np.array_equal(rows[rank::size], mine), "a rank read its strided rows wrong"
+        table = f.create_dataset("table", (2, 3), data=np.arange(6))  # fills the shape
+        assert np.array_equal(table[...], np.arange(6).reshape(2, 3)), "data= read back wrong"
+        packed = f.create_dataset(
+            "packed", (4 * size + 2,), dtype="i4", chunks=(4,), compression="gzip", fillvalue=-7
+        )
+        with packed.collective:  # each rank 3 elements of its chunk; the rest never written
+            packed[4 * rank : 4 * rank + 3] = values((3,), 20 + rank, "i4")
+        f.create_dataset("unset", (), dtype="f8", fillvalue=5.0)
+
+
 PROGRAMS = (
     documentation_example,
     collective_io,
@@ -155,6 +174,7 @@ PROGRAMS = (
     overwrite,
     fill_value,
     read_after_flush,
+    reading_back,
 )
 
 
@@ -168,6 +188,11 @@ def expected(size: int) -> dict[str, dict[str, np.ndarray]]:
     over[6 * np.arange(size) + 2] = 99
     sparse = np.full(3 * size, -5, "i4")
     sparse[3 * np.arange(size)] = np.arange(size)
+    strided = np.zeros((3 * size, 2), "i4")
+    packed = np.full(4 * size + 2, -7, "i4")
+    for r in range(size):
+        strided[r::size] = values((3, 2), 10 + r, "i4")
+        packed[4 * r : 4 * r + 3] = values((3,), 20 + r, "i4")
     return {
         "documentation_example": {"test": np.arange(size, dtype="i4")},
         "collective_io": {
@@ -189,6 +214,12 @@ def expected(size: int) -> dict[str, dict[str, np.ndarray]]:
         "overwrite": {"x": over},
         "fill_value": {"sparse": sparse},
         "read_after_flush": {"shared": values((size, 3), 4)},
+        "reading_back": {
+            "strided": strided,
+            "table": np.arange(6).reshape(2, 3),
+            "packed": packed,
+            "unset": np.array(5.0),
+        },
     }
 
 

@@ -66,6 +66,22 @@ def test_slabs_meet_exactly_when_their_masks_do(a: Slab, b: Slab) -> None:
     assert slabs_meet(a, b) == bool(shared)
 
 
+@given(slabs(2), st.data())
+def test_count_in_is_the_selected_elements_the_slab_holds(slab: Slab, data: st.DataObject) -> None:
+    shape = (16, 16)
+    axes: list[range | np.ndarray] = []
+    for n in shape:
+        if data.draw(st.booleans()):
+            lo = data.draw(st.integers(0, n))
+            axes.append(range(lo, data.draw(st.integers(lo, n)), data.draw(st.integers(1, 4))))
+        else:
+            axes.append(np.array(sorted(data.draw(st.sets(st.integers(0, n - 1)))), np.int64))
+    held = _mask(shape, list(slab.blocks())).astype(bool)
+    chosen = np.zeros(shape, dtype=bool)
+    chosen[np.ix_(*(np.asarray(a, dtype=np.int64) for a in axes))] = True
+    assert slab.count_in(axes) == int(np.count_nonzero(held & chosen))
+
+
 @given(st.lists(slabs(2), min_size=0, max_size=6), st.data())
 def test_first_shared_finds_an_overlap_of_different_owners(
     found: list[Slab], data: st.DataObject

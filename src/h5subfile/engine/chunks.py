@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import itertools
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -236,14 +237,20 @@ def _flush_leader(session: Session) -> BaseException | None:
 def _compress_chunk(
     session: Session, item: _ChunkWrite, index: tuple[int, ...], parts: Parts
 ) -> CompressedChunk:
-    """Assemble one whole chunk (own data + parts received; zeros beyond the extent's edge)
-    and compress it."""
+    """Assemble one whole chunk (own data + parts received; elsewhere the dataset's fill
+    value: beyond the extent's edge, and where nobody wrote in a dataset whose layout is
+    learned) and compress it."""
     chunked, data, mine = item.chunked, item.data, item.block
     box = chunk_box(index, chunked.chunks, chunked.extent_shape)
     if box.count == chunked.chunks and mine.intersect(box) == box and data.flags.c_contiguous:
         chunk = np.ascontiguousarray(data[box.relative_to(mine.start).slices])
     else:
-        chunk = np.zeros(chunked.chunks, dtype=data.dtype)
+        fill = session.catalog.nodes[item.path].fill
+        chunk = (
+            np.zeros(chunked.chunks, dtype=data.dtype)
+            if fill is None
+            else np.full(chunked.chunks, np.frombuffer(fill, dtype=data.dtype)[0])
+        )
         common = mine.intersect(box)
         if common is not None:
             chunk[common.relative_to(box.start).slices] = data[
@@ -266,18 +273,22 @@ def _compress_chunk(
 
 def plan_learned(session: Session, writes: list[PreparedWrite]) -> list[PreparedWrite]:
     """Collective, in a write naming chunked datasets whose layout is learned: every rank's
-    boxes of them are gathered, and each rank's writes get their chunk work as if the boxes
-    were blocks declared at creation (who compresses which chunk, what moves to whom). A rank
-    writes one box of such a dataset per call (chunks are compressed whole)."""
+    boxes of them (with its group) are gathered, and each rank's writes get their chunk work
+    as if the boxes were blocks declared at creation (who compresses which chunk, what moves
+    to whom). A rank writes one box of such a dataset per call (chunks are compressed whole),
+    and each chunk of a group's source is written by one call: a call reaching a chunk an
+    earlier one wrote raises UnsupportedError on every rank, from what every rank gathered,
+    before anything is written."""
     writing = session.writing
     assert writing is not None
+    group = writing.grouping.group
     mine = [
-        (w.path, w.target.extent.start, w.box)
+        (w.path, w.target.extent.start, w.box, group)
         for w in writes
         if w.target.learned and w.target.transfer is Transfer.CHUNKED
     ]
     gathered = allgather(session.comm, mine)
-    group = set(writing.grouping.members)
+    _take_chunks(session, [entry for found in gathered for entry in found])
     planned = []
     for write in writes:
         target = write.target
@@ -288,9 +299,8 @@ def plan_learned(session: Session, writes: list[PreparedWrite]) -> list[Prepared
         members = [
             (rank, box.relative_to(origin))
             for rank, found in enumerate(gathered)
-            if rank in group
-            for path, start, box in found
-            if path == write.path and start == origin
+            for path, start, box, their_group in found
+            if their_group == group and path == write.path and start == origin
         ]
         stored = writing.learned[write.path]
         k = stored.index_of(target)
@@ -308,3 +318,48 @@ def plan_learned(session: Session, writes: list[PreparedWrite]) -> list[Prepared
         )
         planned.append(write._replace(target=dataclasses.replace(target, chunked=chunked)))
     return planned
+
+
+def _take_chunks(
+    session: Session, boxes: Sequence[tuple[str, tuple[int, ...], Block, int]]
+) -> None:
+    """Every rank alike: the chunks of each group's source that this call's ``boxes`` (path,
+    extent corner, box, writer's group) reach, refused if an earlier call wrote one of
+    them, else taken (:attr:`.session.Writing.chunks_taken`)."""
+    writing = session.writing
+    assert writing is not None
+    reached: dict[tuple[str, tuple[int, ...], int], set[tuple[int, ...]]] = {}
+    for path, origin, box, group in boxes:
+        if box.is_empty:
+            continue
+        chunks = _segment_chunks(session, path, origin)
+        relative = box.relative_to(origin)
+        spans = [
+            range(lo // c, (lo + n - 1) // c + 1)
+            for lo, n, c in zip(relative.start, relative.count, chunks)
+        ]
+        reached.setdefault((path, origin, group), set()).update(itertools.product(*spans))
+    for key, found in sorted(reached.items()):
+        taken = writing.chunks_taken.setdefault(key, set())
+        again = taken & found
+        if again:
+            path, origin, group = key
+            chunks = _segment_chunks(session, path, origin)
+            corner = [o + i * c for o, i, c in zip(origin, min(again), chunks)]
+            raise UnsupportedError(
+                f"{path}: the chunk at {corner} of group {group}'s subfile was written by an "
+                "earlier collective write: compressed chunks are written whole, once "
+                "(h5subfile does not read a chunk back to merge a second write into it); "
+                "write each chunk in one collective call, with chunks= that match your "
+                "writes. Nothing of this call was written"
+            )
+    for key, found in reached.items():
+        writing.chunks_taken[key].update(found)
+
+
+def _segment_chunks(session: Session, path: str, origin: tuple[int, ...]) -> tuple[int, ...]:
+    """The chunk shape of the segment of ``path`` whose corner is ``origin`` (every group's
+    source of it has the same)."""
+    writing = session.writing
+    assert writing is not None
+    return next(e.chunks for e in writing.learned[path].stored if e.start == origin)

@@ -399,11 +399,16 @@ def create_sources(
             writer = _source_file(session, task.in_master)
             if task.chunks is None:
                 offsets[(task.dataset, task.extent)] = writer.create(
-                    task.name, task.shape, task.dtype
+                    task.name, task.shape, task.dtype, task.fill
                 )
                 continue
             sink = writer.create_chunked(
-                task.name, task.shape, task.dtype, task.chunks, task.filters.h5py_kwargs()
+                task.name,
+                task.shape,
+                task.dtype,
+                task.chunks,
+                task.filters.h5py_kwargs(),
+                task.fill,
             )
             writing.leader.chunk_sinks[task.name] = sink
             offsets[(task.dataset, task.extent)] = -1

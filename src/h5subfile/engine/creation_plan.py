@@ -328,6 +328,7 @@ def _tasks(placed: Sequence[_Placed], grouping: Grouping) -> dict[int, tuple[Lea
                     dataset.dtype,
                     extent.chunks if chunked else None,
                     dataset.filters,
+                    dataset.fill if dataset.in_master else None,
                 )
             )
     return {rank: tuple(found) for rank, found in tasks.items()}

@@ -24,13 +24,14 @@ are written.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterable
+import math
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ..errors import FileModeError, OverlapError
+from ..errors import FileModeError, IncompleteFileError, OverlapError
 from ..io.boxes import hash_slab
 from ..io.posix import RawFile
 from ..layout.blocks import Block
@@ -38,6 +39,7 @@ from ..layout.hyperslab import Run, Slab, first_shared
 from ..layout.integrity import ALGORITHM, PieceSum
 from ..layout.record import DatasetLayout, StoredExtent
 from ..layout.regions import subtract
+from ..layout.selection import ReadPiece
 from ..mpi.collective import Question
 from .integrity import FedHash
 from .messages import WriteTarget
@@ -339,12 +341,17 @@ class Book:
 
     def __init__(self) -> None:
         self.pieces: dict[str, dict[int, list[Reported]]] = {}
+        #: why a write of a dataset failed, by dataset, with the rank ("rank 2: OSError: ...")
+        self.failed: dict[str, str] = {}
 
-    def update(self, path: str, rank: int, pieces: list[Reported]) -> None:
+    def update(self, path: str, rank: int, pieces: list[Reported], failed: str = "") -> None:
         self.pieces.setdefault(path, {})[rank] = pieces
+        if failed and path not in self.failed:
+            self.failed[path] = f"rank {rank}: {failed}"
 
     def forget(self, path: str) -> None:
         self.pieces.pop(path, None)
+        self.failed.pop(path, None)
 
     def check(self, path: str) -> None:
         """Refuse two ranks' pieces sharing an element: OverlapError naming the dataset, the
@@ -375,7 +382,7 @@ class Book:
         extents = tuple(
             e.changed(pieces=tuple(by_source.get((e.file, e.dataset), ()))) for e in base.extents
         )
-        return dataclasses.replace(base, extents=extents)
+        return dataclasses.replace(base, extents=extents, complete=path not in self.failed)
 
 
 def describe_common(a: Slab, b: Slab) -> str:
@@ -402,34 +409,65 @@ def with_own_pieces(layout: DatasetLayout, rank: int, own: list[Reported]) -> Da
     return dataclasses.replace(layout, extents=extents)
 
 
-def read_layout(target: LearnedTarget, synced: DatasetLayout, rank: int) -> DatasetLayout:
+def read_layout(
+    target: LearnedTarget, synced: DatasetLayout, rank: int, path: str
+) -> DatasetLayout:
     """What an independent read on this rank knows of the dataset: every rank's pieces as of
-    the last sync, this rank's as they are now (cached until this rank writes or syncs)."""
+    the last sync, this rank's as they are now (cached until this rank writes or syncs).
+    Raises IncompleteFileError where a write of it failed (on this rank, or on any as of the
+    last sync: what it stored is unknown), OverlapError where this rank wrote elements
+    another rank had written (known from the last sync; the next sync refuses it too)."""
+    if target.failed or not synced.complete:
+        why = target.failed or "on another rank, as the last File.flush() told"
+        raise IncompleteFileError(
+            f"{path}: a write of it failed ({why}), so what it stored is unknown; this "
+            "session publishes it incomplete"
+        )
     cached = target.cached
     if cached is not None and cached[0] == target.version and cached[1] == id(synced):
         return cached[2]
     layout = with_own_pieces(synced, rank, reported(target, rank))
+    listed = [(p.rank, p.slab) for e in layout.extents for p in e.pieces]
+    shared = first_shared(listed)  # only this rank's can meet another's: the others' were checked
+    if shared is not None:
+        (a, first), (b, second) = sorted(
+            (listed[shared[0]], listed[shared[1]]), key=lambda x: x[0] != rank
+        )
+        raise OverlapError(
+            f"rank {a} region {first.describe()} overlaps rank {b} region {second.describe()} "
+            f"in dataset {path}{describe_common(first, second)}: rank {b} wrote those elements "
+            "before the last File.flush(), and this rank wrote them since (HDF5 leaves which "
+            "one is stored undefined; h5subfile refuses it, and so will the next flush or "
+            "close on every rank). Let one rank write each element"
+        )
     target.cached = (target.version, id(synced), layout)
     return layout
 
 
-def covered(layout: DatasetLayout, box: Block) -> int:
-    """Elements of ``box`` the pieces of ``layout`` hold."""
+def covered(layout: DatasetLayout, box: Block, axes: Sequence[range | np.ndarray]) -> int:
+    """Elements of the selection ``axes`` (the indices it takes along each axis, inside
+    ``box``) that the pieces of ``layout`` hold (they hold no element twice)."""
     return sum(
-        part.size
+        piece.slab.count_in(axes)
         for extent in layout.extents
         for piece in extent.pieces
-        for part in piece.slab.within(box)
+        if piece.slab.bounds.intersect(box) is not None
     )
 
 
-def refuse_unknown(layout: DatasetLayout, path: str, boxes: Iterable[Block]) -> None:
+def refuse_unknown(layout: DatasetLayout, path: str, pieces: Iterable[ReadPiece]) -> None:
     """An independent read in the write session may read only what this rank knows was
     written: its own writes and every rank's as of the last sync. Elsewhere it cannot tell
     an element never written (the fill value) from one another rank wrote since, so it
-    refuses rather than guess."""
-    for box in boxes:
-        if box.size and covered(layout, box) < box.size:
+    refuses rather than guess. Only the elements selected count (a strided read of a
+    strided write reads between them nothing it needs)."""
+    for piece in pieces:
+        box = piece.box
+        if not box.size:
+            continue
+        axes = piece.selected()
+        wanted = math.prod(len(a) for a in axes)
+        if wanted and covered(layout, box, axes) < wanted:
             raise FileModeError(
                 f"{path}: {box} holds elements that neither this rank wrote nor any rank had "
                 "written at the last File.flush(): another rank may have written them since, "
@@ -454,15 +492,17 @@ def sync(
     assert writing is not None
     rank = session.rank
     mine = {
-        path: reported(target, rank) for path, target in writing.learned.items() if target.changed
+        path: (reported(target, rank), target.failed)
+        for path, target in writing.learned.items()
+        if target.changed or target.failed
     }
 
-    def decide(gathered: list[dict[str, list[Reported]]]) -> dict[str, DatasetLayout]:
+    def decide(gathered: list[dict[str, tuple[list[Reported], str]]]) -> dict[str, DatasetLayout]:
         book = book_of(session)
         touched = sorted({path for part in gathered for path in part})
         for sender, part in enumerate(gathered):
-            for path, pieces in part.items():
-                book.update(path, sender, pieces)
+            for path, (pieces, failed) in part.items():
+                book.update(path, sender, pieces, failed)
         for path in touched:
             book.check(path)
         return {path: _whole_layout(session, path) for path in touched}
@@ -533,7 +573,7 @@ def publish_on_root(session: Session, gathered: list[Closing]) -> dict[str, tupl
         failed = []
         for rank, part in enumerate(gathered):
             pieces, why = part[path]
-            book.update(path, rank, pieces)
+            book.update(path, rank, pieces, why)
             if why:
                 failed.append(f"rank {rank}: {why}")
         if failed:

@@ -163,6 +163,10 @@ class LeaderTask:
     dtype: np.dtype
     chunks: tuple[int, ...] | None = None  # the source's chunk shape; None: contiguous
     filters: FilterSpec = FilterSpec()
+    #: the fill value (one element's bytes) of a dataset made in the master (a scalar, a
+    #: compressed dataset), whose unwritten elements are its own; None: zeros, or a source
+    #: (a virtual dataset's mappings leave its unwritten elements to its own fill value)
+    fill: bytes | None = None
 
 
 @dataclass(frozen=True)

@@ -161,10 +161,10 @@ def _read_learned(
     every write is known, and what nobody wrote is the fill value."""
     target = learned.learned_info(session, path)
     assert info.dtype is not None and info.layout is not None
-    layout = learned.read_layout(target, info.layout, session.rank)
+    layout = learned.read_layout(target, info.layout, session.rank, path)
     plan = plan_read(info.shape, info.dtype.itemsize, selection)
     if not known:
-        learned.refuse_unknown(layout, path, (piece.box for piece in plan.pieces))
+        learned.refuse_unknown(layout, path, plan.pieces)
     arrays = [
         session.reader.read_direct(
             layout, info.dtype, piece.box, verify=verify, name=path, fill=info.fill

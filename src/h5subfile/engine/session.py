@@ -106,6 +106,12 @@ class Writing:
     #: datasets created in this session without declared blocks: where this rank writes them
     #: and what it wrote (engine/learned.py)
     learned: dict[str, LearnedTarget] = field(default_factory=dict)
+    #: chunks of the sources of compressed datasets whose layout is learned that collective
+    #: writes have taken, by (dataset, segment's corner, group): the same on every rank
+    #: (engine/chunks.plan_learned)
+    chunks_taken: dict[tuple[str, tuple[int, ...], int], set[tuple[int, ...]]] = field(
+        default_factory=dict
+    )
     #: What this rank has still to write of each dataset's block: disjoint boxes (absent once
     #: it is written; see layout/regions.py).
     unwritten: dict[str, list[Block]] = field(default_factory=dict)

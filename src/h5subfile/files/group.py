@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 import h5py
 import numpy as np
 
-from ..engine import commit, create, structure, transfer
+from ..engine import commit, create, learned, structure, transfer
 from ..engine.messages import ROOT_WRITES, DatasetRequest, WriteRequest
+from ..engine.prepare import convert
 from ..errors import H5SubfileError, ObjectExistsError, ObjectNotFoundError, UnsupportedError
 from .dataset import Dataset
 from .node import Node, join, valid_paths
@@ -136,16 +138,11 @@ class Group(Node):
         data and written whole (direct chunk writes); without a filter, a dataset whose
         layout is learned is stored contiguous (``chunks`` is then None).
         """
-        array = None
-        if data is not None:
-            array = np.asarray(data)
-            shape = array.shape if shape is None else shape
-            dtype = array.dtype if dtype is None else dtype
-        if shape is None:
+        if shape is None and data is None:
             raise TypeError("create_dataset: give a shape, or data (as h5py asks)")
         spec = dict(
             shape=shape,
-            dtype="f4" if dtype is None else dtype,
+            dtype=dtype,
             block=block,
             start=start,
             count=count,
@@ -157,19 +154,34 @@ class Group(Node):
             maxshape=maxshape,
             fillvalue=fillvalue,
         )
-        if array is None:
-            return self.create_datasets({name: spec})[0]
-        return self._create_with_data(name, spec, array)
+        if data is None:
+            return self.create_datasets({name: dict(spec, dtype="f4" if dtype is None else dtype)})[
+                0
+            ]
+        return self._create_with_data(name, spec, data)
 
-    def _create_with_data(self, name: str, spec: dict[str, Any], data: np.ndarray) -> Dataset:
+    def _create_with_data(self, name: str, spec: dict[str, Any], data: Any) -> Dataset:
         """Collective: create a dataset whose content every rank passes alike; rank 0 writes
-        it (the ranks' copies are compared by checksum at creation)."""
-        if any(spec[k] is not None for k in ("block", "start", "count")):
-            raise TypeError("create_dataset: data= and a block are two ways of writing; give one")
+        it (the ranks' copies are compared by checksum at creation), then every rank knows
+        it is written (one round: every rank reads it back at once). The data is checked
+        before the dataset is made, in the creation's round: data that does not fit the
+        shape, or that converts to the dtype only with a loss, makes no dataset."""
         session = self._session
-        dataset = self.create_datasets({name: dict(spec, data_digest=create.data_digest(data))})[0]
+        array = np.asarray(data)
+        error: BaseException | None = None
+        spec = dict(spec, data_digest=create.data_digest(array))
+        try:
+            if any(spec[k] is not None for k in ("block", "start", "count")):
+                raise TypeError(
+                    "create_dataset: data= and a block are two ways of writing; give one"
+                )
+            array, spec["shape"], spec["dtype"] = _content(array, spec["shape"], spec["dtype"])
+        except (H5SubfileError, ValueError, TypeError) as exc:
+            error = exc
+        dataset = self._create({name: spec}, error)[0]
         with dataset.collective:
-            transfer.put(session, [WriteRequest(dataset.name, data, ROOT_WRITES)])
+            transfer.put(session, [WriteRequest(dataset.name, array, ROOT_WRITES)])
+        learned.sync(session, "create_dataset", detail=dataset.name)
         return dataset
 
     def __setitem__(self, name: str, value: Any) -> None:
@@ -222,17 +234,23 @@ class Group(Node):
         ``specs`` maps names to the keyword arguments of :meth:`create_dataset` (``shape``,
         ``dtype``, and this rank's ``block`` or ``start`` + ``count``).
         """
+        return self._create(specs)
+
+    def _create(
+        self, specs: Mapping[str, Mapping[str, Any]], error: BaseException | None = None
+    ) -> list[Dataset]:
+        """:meth:`create_datasets`, with this rank's ``error`` found before (raised by every
+        rank in the creation's round, which then makes nothing)."""
         session = self._session
         session.require_writable("create_datasets")
         requests: list[DatasetRequest] | None = None
-        error = None
         try:
             requests = [
                 create.shape_request(session, join(self._path, name), **spec)
                 for name, spec in specs.items()
             ]
         except (H5SubfileError, ValueError, TypeError) as exc:
-            error = exc
+            error = error or exc
         commit.step_boundary(session, valid_paths(self._path, specs))
         paths = create.create_datasets(session, requests, error).paths
         return [Dataset(session, p) for p in paths]
@@ -305,3 +323,25 @@ class Group(Node):
             create.settle(session, created, exc)
             raise
         return [Dataset(session, p) for p in created.paths]
+
+
+def _content(
+    data: np.ndarray, shape: Sequence[int] | int | None, dtype: Any
+) -> tuple[np.ndarray, tuple[int, ...], np.dtype]:
+    """``create_dataset(shape, dtype, data=...)``'s content as h5py takes it: the data fills
+    ``shape`` in C order when the sizes agree (ValueError, h5py's, when they do not), and
+    converts to ``dtype`` as writes convert (DataShapeError when that would lose information)."""
+    if shape is None:
+        wanted: tuple[int, ...] = data.shape
+    elif isinstance(shape, (int, np.integer)):
+        wanted = (int(shape),)
+    else:
+        wanted = tuple(int(n) for n in shape)
+    if math.prod(wanted) != data.size:
+        raise ValueError(
+            f"Shape tuple is incompatible with data: shape {wanted} holds {math.prod(wanted)} "
+            f"elements, the data {data.size} (shape {data.shape})"
+        )
+    numpy_dtype = data.dtype if dtype is None else np.dtype(dtype)
+    converted = convert(data, numpy_dtype, "create_dataset(data=...)", like_h5py=True)
+    return converted.reshape(wanted), wanted, numpy_dtype

@@ -200,6 +200,11 @@ def _no_small_data_block(fapl: h5py.h5p.PropFAID) -> None:
         raise RuntimeError("H5Pset_small_data_block_size failed")
 
 
+def fill_array(dtype: np.dtype, fill: bytes | None) -> np.ndarray | None:
+    """A fill value's bytes (one element) as HDF5 takes it (None: HDF5's zeros)."""
+    return None if fill is None else np.frombuffer(fill, dtype=dtype).reshape(())
+
+
 def create_chunked_dataset(
     groups: Groups,
     path: str,
@@ -207,11 +212,18 @@ def create_chunked_dataset(
     dtype: np.dtype,
     chunks: tuple[int, ...],
     filters: dict[str, Any],
+    fill: bytes | None = None,
 ) -> h5py.Dataset:
-    """Create a chunked dataset with h5py's filter arguments (``FilterSpec.h5py_kwargs()``);
-    its chunks are then written whole with ``write_direct_chunk``."""
+    """Create a chunked dataset with h5py's filter arguments (``FilterSpec.h5py_kwargs()``)
+    and fill value (``fill``: one element's bytes; None: zeros); its chunks are then written
+    whole with ``write_direct_chunk``."""
     return groups.parent_of(path).create_dataset(
-        posixpath.basename(path), shape=shape, dtype=dtype, chunks=chunks, **filters
+        posixpath.basename(path),
+        shape=shape,
+        dtype=dtype,
+        chunks=chunks,
+        fillvalue=fill_array(dtype, fill),
+        **filters,
     )
 
 
@@ -338,18 +350,29 @@ class Groups:
             del self._known[known]
 
 
-def create_early_dataset(groups: Groups, path: str, shape: tuple[int, ...], dtype: np.dtype) -> int:
-    """Create a contiguous dataset whose storage is allocated now and never filled.
+def create_early_dataset(
+    groups: Groups,
+    path: str,
+    shape: tuple[int, ...],
+    dtype: np.dtype,
+    fill: bytes | None = None,
+) -> int:
+    """Create a contiguous dataset whose storage is allocated now and never filled by HDF5.
 
     Returns the byte offset of its data in the file, where ranks then write directly. Storage
     beyond the file's end reads as zeros until written; storage HDF5 found among space freed
     earlier in this session (a dataset unlinked) is zeroed first, so that what nobody writes
-    reads as zeros (HDF5's default fill value) there too.
+    reads as zeros (HDF5's default fill value) there too. ``fill`` (one element's bytes, not
+    all zeros): the dataset's fill value, written over its storage now (what nobody writes
+    reads as it; only scalars and small datasets are made so).
     """
     dcpl = h5py.h5p.create(h5py.h5p.DATASET_CREATE)
     dcpl.set_layout(h5py.h5d.CONTIGUOUS)
     dcpl.set_alloc_time(h5py.h5d.ALLOC_TIME_EARLY)
     dcpl.set_fill_time(h5py.h5d.FILL_TIME_NEVER)
+    value = fill_array(dtype, fill)
+    if value is not None:
+        dcpl.set_fill_value(value)
     space = h5py.h5s.create_simple(shape) if shape else h5py.h5s.create(h5py.h5s.SCALAR)
     type_id = h5py.h5t.py_create(dtype, logical=True)
     name = posixpath.basename(path).encode()
@@ -358,25 +381,26 @@ def create_early_dataset(groups: Groups, path: str, shape: tuple[int, ...], dtyp
     offset = dataset.get_offset()
     if offset is None:
         raise OSError(f"HDF5 allocated no storage for {path} (shape {shape})")
-    if offset < end:
-        _zero(groups.h5[path])
+    if value is not None or offset < end:
+        _fill(groups.h5[path], np.zeros((), dtype=dtype) if value is None else value)
     return int(offset)
 
 
-#: Elements zeroed at a time by :func:`_zero` (at most this many bytes: a few MiB).
-ZERO_BYTES = 16 << 20
+#: Elements filled at a time by :func:`_fill` (at most this many bytes: a few MiB).
+FILL_BYTES = 16 << 20
 
 
-def _zero(dataset: h5py.Dataset) -> None:
-    """Write zeros over a dataset, axis 0 in slabs of at most :data:`ZERO_BYTES`."""
+def _fill(dataset: h5py.Dataset, value: np.ndarray) -> None:
+    """Write ``value`` (one element) over a dataset, axis 0 in slabs of at most
+    :data:`FILL_BYTES`."""
     if not dataset.shape:
-        dataset[()] = np.zeros((), dtype=dataset.dtype)
+        dataset[()] = value
         return
     row = max(dataset.dtype.itemsize * math.prod(dataset.shape[1:]), 1)
-    step = max(1, ZERO_BYTES // row)
+    step = max(1, FILL_BYTES // row)
     for start in range(0, dataset.shape[0], step):
         stop = min(start + step, dataset.shape[0])
-        dataset[start:stop] = np.zeros((stop - start, *dataset.shape[1:]), dtype=dataset.dtype)
+        dataset[start:stop] = np.broadcast_to(value, (stop - start, *dataset.shape[1:]))
 
 
 def direct_offset(dataset: h5py.Dataset) -> int | None:
@@ -519,9 +543,12 @@ class SourceFile:
     h5: h5py.File
     groups: Groups
 
-    def create(self, path: str, shape: tuple[int, ...], dtype: np.dtype) -> int:
-        """A contiguous, early-allocated, unfilled dataset; returns its data's byte offset."""
-        return create_early_dataset(self.groups, path, shape, dtype)
+    def create(
+        self, path: str, shape: tuple[int, ...], dtype: np.dtype, fill: bytes | None = None
+    ) -> int:
+        """A contiguous, early-allocated dataset (filled only with a ``fill`` value); returns
+        its data's byte offset."""
+        return create_early_dataset(self.groups, path, shape, dtype, fill)
 
     def create_chunked(
         self,
@@ -530,9 +557,10 @@ class SourceFile:
         dtype: np.dtype,
         chunks: tuple[int, ...],
         filters: dict[str, Any],
+        fill: bytes | None = None,
     ) -> h5py.Dataset:
         """A chunked dataset, filled later with whole compressed chunks."""
-        return create_chunked_dataset(self.groups, path, shape, dtype, chunks, filters)
+        return create_chunked_dataset(self.groups, path, shape, dtype, chunks, filters, fill)
 
     def flush(self) -> None:
         self.h5.flush()

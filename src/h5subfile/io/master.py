@@ -16,6 +16,7 @@ import numpy as np
 
 from ..errors import (
     CorruptFileError,
+    FileBusyError,
     FileExistsH5SubfileError,
     H5SubfileError,
     IncompleteFileError,
@@ -47,6 +48,7 @@ from .h5 import (
     create_file,
     create_virtual_dataset,
     direct_offset,
+    fill_array,
     hdf5_facts,
     open_file_rw,
     open_shared_read,
@@ -118,11 +120,6 @@ def dataset_node(
     if storage is None:
         storage = describe_storage(layout)
     return NodeInfo("dataset", {}, shape, dtype, layout, storage=storage, fill=fill)
-
-
-def _fill_array(dtype: np.dtype, fill: bytes | None) -> np.ndarray | None:
-    """The fill value as HDF5 takes it (None: HDF5's zeros)."""
-    return None if fill is None else np.frombuffer(fill, dtype=dtype).reshape(())
 
 
 def fill_bytes_of(dataset: h5py.Dataset) -> bytes | None:
@@ -371,6 +368,11 @@ def open_for_reading(path: str, profile: Profile | None = None) -> Catalog:
     try:
         h5 = open_shared_read(path, profile)
     except (OSError, KeyError, RuntimeError, ValueError) as exc:
+        if "locking flag values don't match" in str(exc):
+            raise FileBusyError(
+                f"{path} is open in this process already (h5py.File, with HDF5's file "
+                "locking): HDF5 refuses to open it again without the lock; close it first"
+            ) from None
         raise CorruptFileError(f"{path} cannot be opened as HDF5: {exc}") from None
     with h5:
         catalog = scan(h5, path, path, profile)
@@ -579,7 +581,7 @@ class MasterWriter(SourceFile):
         if virtual:
             # made at close, once its pieces are known (map_pieces); now only if an attribute
             # is set on it in the meantime (_make_pending)
-            self.pending[path] = (shape, dtype, layout.maxshape, _fill_array(dtype, fill))
+            self.pending[path] = (shape, dtype, layout.maxshape, fill_array(dtype, fill))
             self.groups.parent_of(path)  # its groups exist now, for their attributes
         elif not extents:
             self.groups.parent_of(path).create_dataset(

@@ -112,6 +112,26 @@ class Slab:
             for combo in itertools.product(*per_axis)
         ]
 
+    def count_in(self, axes: Sequence[range | np.ndarray]) -> int:
+        """Elements of the selection ``axes`` (the indices it takes along each axis: a range,
+        or increasing unique indices) that the slab holds."""
+        total = 1
+        for a, taken in enumerate(axes):
+            pattern = (self.start[a], self.stride[a], self.count[a], self.block[a])
+            if isinstance(taken, range) and taken.step == 1:
+                found = _axis_below(pattern, taken.stop) - _axis_below(pattern, taken.start)
+            else:
+                start, stride, count, block = pattern
+                at = np.asarray(taken, dtype=np.int64) - start
+                grid = at // stride
+                found = int(
+                    np.count_nonzero((at >= 0) & (grid < count) & (at - grid * stride < block))
+                )
+            if not found:
+                return 0
+            total *= found
+        return total
+
     def shifted(self, origin: Sequence[int]) -> Slab:
         """This slab with its corner measured from ``origin`` (an extent's corner)."""
         return Slab(
@@ -146,6 +166,18 @@ def _axis_spans(
         if b < e:
             spans.append((b, e))
     return spans
+
+
+def _axis_below(pattern: tuple[int, int, int, int], end: int) -> int:
+    """How many indices of one axis' blocks ``(start, stride, count, block)`` lie below
+    ``end`` (the blocks do not overlap: ``stride >= block``)."""
+    start, stride, count, block = pattern
+    if end <= start:
+        return 0
+    grid, into = divmod(end - start, stride)
+    if grid >= count:
+        return count * block
+    return grid * block + min(into, block)
 
 
 def _axis_meets(a: tuple[int, int, int, int], b: tuple[int, int, int, int]) -> bool:

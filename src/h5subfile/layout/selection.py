@@ -31,6 +31,17 @@ class ReadPiece:
     box: Block
     index: tuple[Any, ...]
 
+    def selected(self) -> list[range | np.ndarray]:
+        """The indices the piece takes along each axis, in dataset coordinates: a range, or
+        increasing unique indices."""
+        found: list[range | np.ndarray] = []
+        for lo, n, item in zip(self.box.start, self.box.count, self.index):
+            if isinstance(item, slice):
+                found.append(range(lo, lo + n)[item])
+            else:
+                found.append(np.unique(np.asarray(item, dtype=np.int64)) + lo)
+        return found
+
 
 @dataclass(frozen=True)
 class ReadPlan:
