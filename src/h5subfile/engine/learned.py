@@ -418,7 +418,7 @@ def read_layout(
     last sync: what it stored is unknown), OverlapError where this rank wrote elements
     another rank had written (known from the last sync; the next sync refuses it too)."""
     if target.failed or not synced.complete:
-        why = target.failed or "on another rank, as the last File.flush() told"
+        why = target.failed or "on another rank, as the last File.flush() or collective read told"
         raise IncompleteFileError(
             f"{path}: a write of it failed ({why}), so what it stored is unknown; this "
             "session publishes it incomplete"

@@ -155,9 +155,8 @@ class Group(Node):
             fillvalue=fillvalue,
         )
         if data is None:
-            return self.create_datasets({name: dict(spec, dtype="f4" if dtype is None else dtype)})[
-                0
-            ]
+            spec["dtype"] = "f4" if dtype is None else dtype
+            return self.create_datasets({name: spec})[0]
         return self._create_with_data(name, spec, data)
 
     def _create_with_data(self, name: str, spec: dict[str, Any], data: Any) -> Dataset:
