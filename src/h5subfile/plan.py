@@ -289,6 +289,13 @@ PLAN_FIELDS: tuple[PlanField, ...] = (
         switch=True,
     ),
     PlanField(
+        "checksums",
+        "H5SUBFILE_CHECKSUMS",
+        "record a checksum of every piece written (default on; off for data that can be "
+        "regenerated: reads and verify then check subfile identities only)",
+        parse_bool("checksums"),
+    ),
+    PlanField(
         "commit_every_step",
         "H5SUBFILE_COMMIT_EVERY_STEP",
         "commit the file each time a collective call starts a new top-level group (a step), so "
@@ -342,6 +349,10 @@ class Plan:
         With ``async_writes``: the background thread writes straight from the caller's arrays
         (no copy), which must stay unchanged until ``flush()``, ``commit()`` or ``close()``
         returns; they still count against ``async_buffer_size``.
+    checksums
+        Record the checksum of every piece written, hashed as its bytes are written (default
+        True). False for data that can be regenerated: the session's datasets are recorded
+        without checksums, reads and ``verify`` check their subfiles' identities only.
     commit_every_step
         Commit the file (``File.commit``) whenever a collective call starts a new top-level
         group: the steps before it are complete, and readers following the file see them.
@@ -360,6 +371,7 @@ class Plan:
     async_writes: bool = False
     async_buffer_size: int | None = None
     async_zero_copy: bool = False
+    checksums: bool = True
     commit_every_step: bool = False
 
     def __post_init__(self) -> None:
@@ -430,7 +442,20 @@ class Plan:
         copy deeply, as ``dataclasses.asdict`` does at ten times the cost on every open)."""
         return {field.name: getattr(self, field.name) for field in PLAN_FIELDS}
 
+    def set_fields(self) -> dict[str, Any]:
+        """The fields whose value is not the default, by name."""
+        return set_fields(self.to_dict())
+
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> Plan:
         known = {field.name for field in PLAN_FIELDS}
         return cls(**{k: v for k, v in data.items() if k in known})
+
+
+_DEFAULTS = Plan().to_dict()
+
+
+def set_fields(plan: Mapping[str, Any]) -> dict[str, Any]:
+    """The fields of a plan's dict (:meth:`Plan.to_dict`, a record's) whose value is not the
+    default (a field the dict lacks is left out)."""
+    return {k: v for k, v in plan.items() if k not in _DEFAULTS or v != _DEFAULTS[k]}

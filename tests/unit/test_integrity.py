@@ -199,13 +199,14 @@ def test_direct_writes_are_hashed_as_written_unless_writing_behind() -> None:
     fed_a.update(memoryview(writes[0].data)[:100])
     fed_a.update(memoryview(writes[0].data)[100:])
     fed_b.update(memoryview(writes[1].data)[:150])  # not the whole block
-    session = SimpleNamespace(writing=SimpleNamespace(rehash=set(), sums={}))
+    session = SimpleNamespace(writing=SimpleNamespace(streams={}, sums={}, checksums=True))
     integrity.finish_hashing(session, hashing, ok=True)  # type: ignore[arg-type]
     sums = session.writing.sums
     assert sums["/a"][(0,)].checksum == checksum(writes[0].data)
     assert sums["/c"][(0,)].checksum == checksum(writes[2].data)
     assert sums["/d"][(0,)].checksum == checksum(writes[3].data)
-    assert "/b" not in sums and session.writing.rehash == {"/b"}
+    assert "/b" not in sums and list(session.writing.streams) == ["/b"]
+    assert session.writing.streams["/b"].broken  # hashed from the file at close
     behind = integrity.start_hashing(writes, as_written=False)
     assert not behind.fed
     assert behind.rest.result() == [checksum(w.data) for w in writes]

@@ -7,7 +7,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from h5subfile.layout.blocks import Block
-from h5subfile.layout.regions import box_minus, describe, subtract
+from h5subfile.layout.regions import Remaining, box_minus, c_order_tail, describe, subtract
 
 
 @st.composite
@@ -78,3 +78,39 @@ def test_writing_rows_in_order_keeps_one_box() -> None:
 def test_describe_says_how_many_more() -> None:
     boxes = [Block((i,), (1,)) for i in range(0, 10, 2)]
     assert describe(boxes, limit=2) == "[0:1], [2:3] and 3 more box(es)"
+
+
+@given(block_and_writes(), st.integers(0, 130))
+def test_the_c_order_tail_is_the_elements_from_an_index_on(
+    case: tuple[Block, list[Block]], first: int
+) -> None:
+    block, _ = case
+    tail = c_order_tail(block, first)
+    expected = (np.arange(block.size) >= first).reshape(block.count)
+    assert np.array_equal(_mask(block, tail), expected.astype(np.int64))
+    assert len(tail) <= max(len(block.count), 1)
+
+
+@given(block_and_writes())
+def test_remaining_with_a_cursor_is_what_subtracting_leaves(
+    case: tuple[Block, list[Block]],
+) -> None:
+    block, writes = case
+    remaining, boxes = Remaining(block), [block]
+    for box in writes:
+        remaining.take(box)
+        boxes = subtract(boxes, box)
+        assert np.array_equal(_mask(block, remaining.boxes), _mask(block, boxes))
+        assert remaining.done == (not boxes)
+
+
+def test_rows_in_order_keep_a_cursor_and_one_out_of_order_turns_it_into_boxes() -> None:
+    block = Block((10, 0), (100, 8))
+    remaining = Remaining(block)
+    for row in range(10, 60):
+        remaining.take(Block((row, 0), (1, 8)))
+    assert remaining.cursor == 50 * 8 and remaining.boxes == [Block((60, 0), (50, 8))]
+    remaining.take(Block((100, 0), (10, 8)))  # the last rows first: out of order
+    assert remaining.boxes == [Block((60, 0), (40, 8))]
+    remaining.take(Block((60, 0), (40, 8)))
+    assert remaining.done

@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from h5subfile.layout.blocks import Block
-from h5subfile.layout.runs import box_runs
+from h5subfile.layout.runs import box_runs, c_order_run
 
 
 @st.composite
@@ -77,3 +77,14 @@ def test_a_column_is_one_run_per_row() -> None:
 def test_empty_box_has_no_runs() -> None:
     box = Block((0, 0), (0, 4))
     assert box_runs(Block((0, 0), (3, 4)), box, box, 4) == []
+
+
+@given(placements())
+def test_a_box_is_one_c_order_run_exactly_when_its_elements_are_consecutive(case) -> None:
+    extent, common, _, _ = case
+    if not common.size:
+        return
+    index = np.arange(extent.size).reshape(extent.count)
+    inside = index[common.relative_to(extent.start).slices].ravel()
+    consecutive = bool(np.all(np.diff(inside) == 1))
+    assert c_order_run(extent, common) == ((int(inside[0]), inside.size) if consecutive else None)

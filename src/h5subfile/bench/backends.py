@@ -94,6 +94,12 @@ class Backend(ABC):
         """I/O calls per rank per block in a phase (IOR's OPs): one per transfer."""
         return self.options.transfers_per_block
 
+    @classmethod
+    def holds_buffers(cls, options: BenchOptions) -> bool:
+        """Whether the writes are made from the caller's buffers after the calls return:
+        then each transfer of a block is written from a buffer of its own."""
+        return False
+
     def prepare(self) -> None:  # noqa: B027 - optional
         """Untimed set-up before the first phase (imports, as IOR never times its own loading)."""
 
@@ -360,6 +366,13 @@ class H5SubfileBackend(_HDF5Layout):
     def operations_per_block(self, writing: bool) -> int:
         return 1 if writing and self.whole_blocks else self.options.transfers_per_block
 
+    @classmethod
+    def holds_buffers(cls, options: BenchOptions) -> bool:
+        """Whether writes are made from the caller's arrays after the calls return
+        (``async_zero_copy``): then each transfer of a block needs its own buffer, and the
+        buffers are used again only after a flush, at the end of each block."""
+        return bool(options.plan.get("async_zero_copy"))
+
     def transfer(self, writing: bool, segment: int, within: int, words: np.ndarray) -> None:
         if writing and self.whole_blocks:
             self.block[within // 8 : within // 8 + words.size] = words
@@ -380,6 +393,10 @@ class H5SubfileBackend(_HDF5Layout):
             dataset[region] = words
         else:
             dataset.read_direct(words, region)
+        last = within + words.nbytes == self.options.block
+        if writing and last and segment + 1 < self.options.segments:
+            if self.holds_buffers(self.options):
+                self.file.flush()  # the next block's transfers use the same buffers
 
     def close(self) -> None:
         self.file.close()

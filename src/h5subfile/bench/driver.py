@@ -66,8 +66,16 @@ def read_shift(comm: MPI.Comm) -> int:
 
 
 def _phase(
-    backend: Backend, writing: bool, source: int, words: np.ndarray, progress: Progress
+    backend: Backend,
+    writing: bool,
+    source: int,
+    words: np.ndarray,
+    progress: Progress,
+    held: np.ndarray | None = None,
 ) -> tuple[float, ...]:
+    """One timed phase. ``held``: a block's transfers, one row each, written from their own
+    rows (a plan that writes from the caller's arrays, ``async_zero_copy``, must not see a
+    buffer change before the backend's flush); otherwise every transfer reuses ``words``."""
     options = backend.options
     comm = backend.comm
     backend.start_profile()
@@ -85,9 +93,10 @@ def _phase(
     try:
         for segment in range(options.segments):
             for index in range(per_block):
+                buffer = words if held is None else held[index]
                 if writing:
-                    pattern.stamp(words, segment, index)
-                backend.transfer(writing, segment, index * options.transfer, words)
+                    pattern.stamp(buffer, segment, index)
+                backend.transfer(writing, segment, index * options.transfer, buffer)
                 progress.step(segment * per_block + index + 1)
     except Exception as exc:  # noqa: BLE001 - agreed below: one message, every rank ends
         error = exc
@@ -171,6 +180,13 @@ class Runner:
         shift = read_shift(comm) if options.reorder else 0
         self.source = (comm.rank + shift) % comm.size
         self.words = pattern.transfer_words(options.transfer, comm.rank, 0)
+        #: a block of transfers, filled before any timing, when the backend writes from the
+        #: caller's arrays after the call returns (``async_zero_copy``)
+        self.held = (
+            np.tile(self.words, (options.transfers_per_block, 1))
+            if self.cls.holds_buffers(options)
+            else None
+        )
         self.results: list[PhaseResult] = []
         self.cls(options, comm).prepare()
 
@@ -196,7 +212,9 @@ class Runner:
             progress.phase(label, options.segments * options.transfers_per_block, _on_rank_0)
             source = comm.rank if writing else self.source
             buffer = self.words if writing else np.empty(options.transfer // 8, dtype=np.uint64)
-            times = _phase(backend, writing, source, buffer, progress)
+            times = _phase(
+                backend, writing, source, buffer, progress, self.held if writing else None
+            )
             check = options.check_write if writing else options.check_read
             bad = _check(cls(options, comm), writing, source) if check else None
             ops = options.segments * backend.operations_per_block(writing)

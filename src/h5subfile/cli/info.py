@@ -179,7 +179,9 @@ def _ranks(ranks: list[int]) -> str:
 
 def _set_fields(plan: dict[str, Any]) -> dict[str, Any]:
     """The plan fields that were set (defaults left out)."""
-    return {k: v for k, v in plan.items() if v not in (None, False)}
+    from ..plan import set_fields
+
+    return set_fields(plan)
 
 
 def render(info: dict[str, Any]) -> str:

@@ -44,8 +44,8 @@ def render(report: dict[str, Any]) -> str:
         names = report["no_checksums"]
         shown = ", ".join(names[:8]) + (", ..." if len(names) > 8 else "")
         lines.append(
-            f"no checksums: {len(names)} dataset(s) written before checksums existed or by "
-            f"another tool ({shown}); their bytes and subfiles are unchecked"
+            f"no checksums: {len(names)} dataset(s) written with checksums=False, before "
+            f"checksums existed or by another tool ({shown}); their bytes are unchecked"
         )
     for bad in report["bad"]:
         if "subfile" in bad:

@@ -50,7 +50,7 @@ def _profile(path: str, ranks: int, nodes: int) -> tuple[dict[str, Any], str, Fi
     plan, reason = auto_plan(fs.name, fs.mount, ranks, nodes)
     if plan is None:
         return {}, reason, fs
-    return {k: v for k, v in plan.to_dict().items() if v not in (None, False)}, reason, fs
+    return plan.set_fields(), reason, fs
 
 
 def subfile_count(fields: dict[str, Any], ranks: int, nodes: int) -> int:

@@ -263,7 +263,7 @@ def _compress_chunk(
     compressor = writing.compressors.get(data.dtype, chunked.chunks, chunked.filters)
     started = time.perf_counter()
     mask, stored = compressor.compress(chunk)
-    if item.path not in writing.learned:  # a learned layout's pieces are its checksums
+    if item.path not in writing.learned and writing.checksums:  # learned: its pieces' sums
         start = tuple(o + s for o, s in zip(item.origin, box.start))
         piece = PieceSum(start, chunked.chunks, checksum(stored))
         note_chunk(writing, item.path, item.origin, piece)

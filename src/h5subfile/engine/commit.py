@@ -271,7 +271,8 @@ def missing_regions(session: Session) -> list[Missing]:
     writing = session.writing
     assert writing is not None
     missing = []
-    for path, boxes in sorted(writing.unwritten.items()):
+    for path, remaining in sorted(writing.unwritten.items()):
+        boxes = remaining.boxes
         target = writing.targets[path]
         assert target is not None
         missing.append((path, str(target.block), describe(boxes), len(boxes)))

@@ -36,6 +36,7 @@ from ..layout.dtypes import check_dtype
 from ..layout.integrity import checksum
 from ..layout.names import subfile_relpath
 from ..layout.record import DatasetLayout, StoredExtent
+from ..layout.regions import Remaining
 from ..mpi.collective import (
     Question,
     bcast,
@@ -355,7 +356,7 @@ def _learn(
         writing.targets[path] = _target(session, path, block, held)
         target = writing.targets[path]
         if target is not None:
-            writing.unwritten[path] = [target.block]
+            writing.unwritten[path] = Remaining(target.block)
     return tuple(added)
 
 
@@ -379,7 +380,7 @@ def settle(session: Session, created: Created, error: BaseException) -> None:
         writing.learned.pop(path, None)
         writing.unwritten.pop(path, None)
         writing.sums.pop(path, None)
-        writing.rehash.discard(path)
+        writing.streams.pop(path, None)
         writing.chunk_sums.pop(path, None)
     for group in created.groups:
         session.catalog.nodes.pop(group, None)

@@ -1,29 +1,37 @@
 """Checksums and subfile identities of a write session (docs/FORMAT.md, *Integrity*).
 
-- While writing: a rank's whole-block write is hashed from its buffer. A direct write the
-  rank makes itself is hashed by the write, slice by slice, each slice just before it is
-  written (:meth:`~..io.posix.RawFile.write_hashed`: the copy then reads it from the cache);
-  the others (two-phase, writing behind) in a thread that runs while the bytes are moved
-  (both release the GIL); a block written piecewise
-  (``dset[box] = x``, in any order, overlapping or repeated) is hashed at close from the file,
-  so the checksum is always of the final bytes. Chunks are hashed by the rank that compresses
-  them (:mod:`.chunks`), over the stored (filtered) bytes.
+- While writing, every byte is hashed once, from the caller's buffer, as it is written:
+  a rank's whole-block write from its buffer; a direct write the rank makes itself slice by
+  slice, each slice just before it is written (:meth:`~..io.posix.RawFile.write_hashed`: the
+  copy then reads it from the cache); the others (two-phase, writing behind) in a thread that
+  runs while the bytes are moved (both release the GIL). A block written piecewise
+  (``dset[box] = x``) feeds one streaming hasher per block (:class:`BlockStream`) while each
+  piece starts where the last ended in the block's C order (rows after rows, IOR's
+  transfers); a piece out of that order or written again makes the block fall back to being
+  hashed from the file at close (counted in ``IOStats.rehash_bytes`` and the profile's
+  ``rehash`` phase), so the checksum is always of the final bytes. Chunks are hashed by the
+  rank that compresses them (:mod:`.chunks`), over the stored (filtered) bytes.
 - At close (:func:`close_report` on every rank, :func:`record` on rank 0, in the commit's own
   round): every rank's checksums and each leader's subfile size and identity offset go to
   rank 0, which writes the layout records of the session's datasets and records the subfiles
   in the session entry.
+- The plan's ``checksums=False`` turns all of it off: the session's datasets are recorded
+  without checksums (verify reports "no checksums").
 """
 
 from __future__ import annotations
 
 import dataclasses
+import time
 from collections.abc import Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 
+import numpy as np
+
 from ..io.boxes import hash_stored
 from ..io.posix import HASH_SLICE, RawFile
-from ..layout.integrity import ALGORITHM, PieceSum, checksum, new_hasher
-from .messages import PreparedWrite, Transfer
+from ..layout.integrity import ALGORITHM, BlockStream, FedHash, PieceSum, checksum
+from .messages import PreparedWrite, Transfer, WriteTarget
 from .session import Session, Writing
 
 _POOL: ThreadPoolExecutor | None = None
@@ -43,21 +51,6 @@ def _pool() -> ThreadPoolExecutor:
     return _POOL
 
 
-class FedHash:
-    """A hasher the write of one block feeds as it writes (``update``), counting the bytes it
-    was given: a block is recorded with this checksum only if it was fed the whole block."""
-
-    __slots__ = ("hasher", "nbytes")
-
-    def __init__(self) -> None:
-        self.hasher = new_hasher()
-        self.nbytes = 0
-
-    def update(self, data: memoryview) -> None:
-        self.hasher.update(data)
-        self.nbytes += data.nbytes
-
-
 @dataclasses.dataclass
 class Hashing:
     """The checksums of one call's writes, under way (:func:`start_hashing`)."""
@@ -66,7 +59,10 @@ class Hashing:
     #: the hashers of the writes hashed as they are written, by ``id`` of the write
     fed: dict[int, FedHash]
     #: the other writes' checksums, in order (None: not hashed here, or hashed as written)
-    rest: Future[list[str | None]]
+    rest: Future[list[str | None]] | Ready
+    #: the pieces that continue their block's stream, by ``id`` of the write: the stream's
+    #: byte count once the piece is fed (a write that fails leaves it short)
+    streamed: dict[int, tuple[BlockStream, int]] = dataclasses.field(default_factory=dict)
 
     def fed_by(self, write: PreparedWrite) -> FedHash | None:
         """The hasher ``write`` must feed as it writes its bytes, or None."""
@@ -78,66 +74,112 @@ class Hashing:
         self.fed[id(write)] = hasher
 
 
-def start_hashing(writes: Sequence[PreparedWrite], as_written: bool) -> Hashing:
-    """Start hashing the writes that cover their rank's whole block (their checksum is their
-    buffer's); the others get None. ``as_written``: the rank makes its writes itself (no
-    write-behind queue), so its direct writes of at least :data:`~..io.posix.HASH_SLICE` bytes
-    are hashed by the write (:meth:`Hashing.fed_by`; smaller ones go out with their
-    neighbours in one vectored call, which slicing would split); the rest are hashed in a
-    thread that runs while the bytes are moved, or at once when they are small
-    (:data:`INLINE_HASH_BYTES`). Chunked writes are hashed chunk by chunk."""
+def start_hashing(
+    writes: Sequence[PreparedWrite],
+    as_written: bool,
+    streams: dict[str, BlockStream] | None = None,
+) -> Hashing:
+    """Start hashing this call's writes. Writes that cover their rank's whole block get their
+    buffer's checksum; writes of part of a block feed the block's stream in ``streams`` (by
+    dataset; None: a dict of this call's own) when they continue it, else break it; chunked
+    writes and writes of datasets whose layout is learned are hashed elsewhere.
 
-    whole = [
-        w.target.transfer is not Transfer.CHUNKED
-        and not w.target.learned
-        and w.box == w.target.block
-        and w.data.size > 0
-        for w in writes
-    ]
-    fed = {
-        id(w): FedHash()
-        for w, hashed in zip(writes, whole)
-        if hashed
-        and as_written
-        and w.target.transfer is Transfer.DIRECT
-        and w.data.nbytes >= HASH_SLICE
-    }
-    threaded = [hashed and id(w) not in fed for w, hashed in zip(writes, whole)]
+    ``as_written``: the rank makes its writes itself (no write-behind queue), so its direct
+    writes of at least :data:`~..io.posix.HASH_SLICE` bytes are hashed by the write
+    (:meth:`Hashing.fed_by`; smaller ones go out with their neighbours in one vectored call,
+    which slicing would split). The other whole blocks are hashed in a thread that runs while
+    the bytes are moved, or at once when they are small (:data:`INLINE_HASH_BYTES`); the other
+    pieces of a stream now, in order."""
+    if streams is None:
+        streams = {}
+    fed: dict[int, FedHash] = {}
+    streamed: dict[int, tuple[BlockStream, int]] = {}
+    threaded: list[int] = []  # whole blocks hashed from their buffers, by index
+    threaded_bytes = 0
+    for i, w in enumerate(writes):
+        target, data = w.target, w.data
+        if target.learned or target.transfer is Transfer.CHUNKED or not data.size:
+            continue
+        direct = as_written and target.transfer is Transfer.DIRECT and data.nbytes >= HASH_SLICE
+        if w.box == target.block:
+            if direct:
+                fed[id(w)] = FedHash()
+            else:
+                threaded.append(i)
+                threaded_bytes += data.nbytes
+            continue
+        stream = streams.get(w.path)
+        if stream is None:
+            stream = streams[w.path] = BlockStream(target.block.size * data.itemsize)
+        if not stream.continues(target.block, w.box, data.itemsize):
+            stream.broken = True
+            continue
+        streamed[id(w)] = (stream, stream.nbytes + data.nbytes)
+        if direct:
+            fed[id(w)] = stream
+        else:
+            stream.update(data)
+    if not threaded:
+        return Hashing(writes, fed, Ready([None] * len(writes)), streamed)
 
     def work() -> list[str | None]:
-        return [checksum(w.data) if hashed else None for w, hashed in zip(writes, threaded)]
+        sums: list[str | None] = [None] * len(writes)
+        for i in threaded:
+            sums[i] = checksum(writes[i].data)
+        return sums
 
-    hashed_bytes = sum(w.data.nbytes for w, hashed in zip(writes, threaded) if hashed)
-    rest = _done(work()) if hashed_bytes < INLINE_HASH_BYTES else _pool().submit(work)
-    return Hashing(writes, fed, rest)
+    rest = Ready(work()) if threaded_bytes < INLINE_HASH_BYTES else _pool().submit(work)
+    return Hashing(writes, fed, rest, streamed)
 
 
-def _done(value: list[str | None]) -> Future[list[str | None]]:
-    future: Future[list[str | None]] = Future()
-    future.set_result(value)
-    return future
+def no_hashing(writes: Sequence[PreparedWrite]) -> Hashing:
+    """The hashing of a call of a session without checksums (the plan's ``checksums=False``)."""
+    return Hashing(writes, {}, Ready([None] * len(writes)))
+
+
+class Ready:
+    """Checksums computed at once (a finished ``Future`` without its locks: small writes
+    are hashed in the caller)."""
+
+    __slots__ = ("value",)
+
+    def __init__(self, value: list[str | None]) -> None:
+        self.value = value
+
+    def result(self) -> list[str | None]:
+        return self.value
+
+    def done(self) -> bool:
+        return True
 
 
 def finish_hashing(session: Session, hashing: Hashing, ok: bool) -> None:
-    """Wait for :func:`start_hashing`; when the writes succeeded, remember each block's
-    checksum, or that the block must be hashed from the file at close (also when a write to
-    be hashed as written was not fed all its bytes)."""
+    """Wait for :func:`start_hashing`; when the writes succeeded, remember each whole block's
+    checksum (a block written whole again starts its stream anew), or, for a piece of a block,
+    that the block's earlier checksum no longer holds. A stream a piece did not feed in full
+    (its write failed) is broken."""
     sums = hashing.rest.result()
     writing = session.writing
-    if not ok or writing is None:
+    for stream, end in hashing.streamed.values():
+        if stream.nbytes != end or not ok:
+            stream.broken = True
+    if not ok or writing is None or not writing.checksums:
         return
     for write, value in zip(hashing.writes, sums):
         if write.target.transfer is Transfer.CHUNKED or write.target.learned:
             continue
+        key = write.target.block.start
+        if write.box != write.target.block:
+            writing.sums.get(write.path, {}).pop(key, None)  # the block's stream decides
+            continue
         fed = hashing.fed_by(write)
         if fed is not None:
             value = fed.hasher.hexdigest() if fed.nbytes == write.data.nbytes else None
-        key = write.target.block.start
+        writing.streams.pop(write.path, None)
         if value is None:
-            writing.rehash.add(write.path)
-            writing.sums.get(write.path, {}).pop(key, None)
+            writing.streams[write.path] = broken = BlockStream(0)
+            broken.broken = True  # hashed from the file at close
             continue
-        writing.rehash.discard(write.path)
         piece = PieceSum(key, write.target.block.count, value)
         writing.sums.setdefault(write.path, {})[key] = piece
 
@@ -147,29 +189,46 @@ def note_chunk(writing: Writing, path: str, start: tuple[int, ...], piece: Piece
     writing.chunk_sums.setdefault(path, {})[piece.start] = (start, piece)
 
 
-def _rehash(session: Session, writing: Writing) -> None:
-    """Hash, from the file, the blocks this rank wrote piecewise."""
-    for path in sorted(writing.rehash):
+def _finish_streams(session: Session, writing: Writing) -> None:
+    """The checksums of the blocks this rank wrote piecewise: a stream's digest when its
+    pieces came in order and covered the block, else hashed from the file (counted in
+    ``IOStats.rehash_bytes``, ``rehash_seconds``). A block not completely written gets none:
+    its dataset is incomplete."""
+    for path in sorted(writing.streams):
+        stream = writing.streams[path]
         target = writing.targets.get(path)
         info = session.catalog.nodes[path]
         if target is None or info.dtype is None or target.block.is_empty:
             continue
         if path in writing.unwritten:
             continue  # not completely written: the dataset is incomplete, no checksum
-        raw = RawFile(target.file, stats=session.stats)
-        try:
-            value = hash_stored(raw, target.offset, target.extent, target.block, info.dtype)
-        finally:
-            raw.close()
         key = target.block.start
+        if stream.complete:
+            value = stream.hasher.hexdigest()
+        else:
+            value = _hash_from_file(session, target, info.dtype)
         writing.sums.setdefault(path, {})[key] = PieceSum(key, target.block.count, value)
-    writing.rehash.clear()
+    writing.streams.clear()
+
+
+def _hash_from_file(session: Session, target: WriteTarget, dtype: np.dtype) -> str:
+    stats = session.stats
+    started, read_before = time.perf_counter(), stats.bytes_read
+    raw = RawFile(target.file, stats=stats)
+    try:
+        return hash_stored(raw, target.offset, target.extent, target.block, dtype)
+    finally:
+        raw.close()
+        stats.rehashes += 1
+        stats.rehash_seconds += time.perf_counter() - started
+        stats.rehash_bytes += stats.bytes_read - read_before
 
 
 def _report(session: Session) -> Report:
     writing = session.writing
     assert writing is not None
-    _rehash(session, writing)
+    if writing.checksums:
+        _finish_streams(session, writing)
     pieces: list[tuple[str, tuple[int, ...], PieceSum]] = []
     for path, by_start in writing.sums.items():
         target = writing.targets.get(path)
@@ -216,7 +275,9 @@ def record(session: Session, gathered: list[Report]) -> None:
             e.changed(pieces=tuple(sorted(found.get(e.start, ()), key=lambda p: p.start)))
             for e in layout.extents
         )
-        info.layout = dataclasses.replace(layout, extents=extents, checksum=ALGORITHM)
+        info.layout = dataclasses.replace(
+            layout, extents=extents, checksum=ALGORITHM if writing.checksums else ""
+        )
         master.write_layout(path, info.layout)
     master.session.subfile_info = {
         relpath: sizes for _, subfile in gathered if subfile for relpath, sizes in [subfile]

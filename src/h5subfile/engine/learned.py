@@ -36,12 +36,11 @@ from ..io.boxes import hash_slab
 from ..io.posix import RawFile
 from ..layout.blocks import Block
 from ..layout.hyperslab import Run, Slab, first_shared
-from ..layout.integrity import ALGORITHM, PieceSum
+from ..layout.integrity import ALGORITHM, FedHash, PieceSum
 from ..layout.record import DatasetLayout, StoredExtent
 from ..layout.regions import subtract
 from ..layout.selection import ReadPiece
 from ..mpi.collective import Question
-from .integrity import FedHash
 from .messages import WriteTarget
 
 if TYPE_CHECKING:
@@ -553,10 +552,14 @@ def close_report(session: Session) -> Closing:
     writing = session.writing
     assert writing is not None
     rank = session.rank
-    return {
-        path: (reported(target, rank, final_checksums(target, session.stats)), target.failed)
-        for path, target in writing.learned.items()
-    }
+    found = {}
+    for path, target in writing.learned.items():
+        if writing.checksums:
+            hashed = final_checksums(target, session.stats)
+        else:
+            hashed = {i: [""] * len(w.slabs()) for i, w in enumerate(target.pieces)}
+        found[path] = (reported(target, rank, hashed), target.failed)
+    return found
 
 
 def publish_on_root(session: Session, gathered: list[Closing]) -> dict[str, tuple[str, str]]:
@@ -589,7 +592,9 @@ def publish_on_root(session: Session, gathered: list[Closing]) -> dict[str, tupl
         base = info.layout
         assert base is not None
         layout = dataclasses.replace(
-            book.layout(path, base), checksum=ALGORITHM, complete=path not in problems
+            book.layout(path, base),
+            checksum=ALGORITHM if writing.checksums else "",
+            complete=path not in problems,
         )
         info.layout = layout
         if layout.mapped_by_pieces or path in master.pending:

@@ -105,13 +105,12 @@ def _prepare_declared(session: Session, request: WriteRequest) -> PreparedWrite 
                     f"{np.shape(request.data)} data"
                 )
             return None
-        box, shape, what = target.block, target.block.count, f"its block {target.block}"
+        box, shape = target.block, target.block.count
     else:
         found = selection_box(info.shape, info.dtype.itemsize, request.selection)
         if found is None:
             raise SelectionError(f"{path}: writes take a box (integers and step-1 slices)")
         box, shape = found
-        what = f"the selection {box}"
         _check_inside(target, box, rank, path)
         if target is None:
             return None  # an empty selection on a rank without a block
@@ -123,6 +122,7 @@ def _prepare_declared(session: Session, request: WriteRequest) -> PreparedWrite 
     array = convert(request.data, info.dtype, f"rank {rank}")
     if array.shape != shape:
         if array.ndim != 0 or whole:
+            what = f"its block {box}" if whole else f"the selection {box}"
             raise DataShapeError(
                 f"rank {rank}: data of shape {array.shape} does not match {what} "
                 f"(shape {shape}) of dataset {path}"

@@ -53,6 +53,7 @@ def add_measured_phases(
         ("exchange", stats.exchange_seconds, 1),
         ("compress", stats.compress_seconds, 1),
         ("fsync", stats.sync_seconds, stats.syncs),
+        ("rehash", stats.rehash_seconds, stats.rehashes),
         ("wait", waited, waits),
     ):
         if seconds > 0:

@@ -41,12 +41,12 @@ from ..io.master import MasterWriter, open_for_reading, read_record, read_sessio
 from ..io.posix import FilePool, IOStats
 from ..io.profile import Profile
 from ..io.subfile import SubfileWriter
-from ..layout.blocks import Block
 from ..layout.catalog import Catalog, NodeInfo
 from ..layout.grouping import NODE_RULE, RankGrouping, plan_groups
-from ..layout.integrity import PieceSum, identity
+from ..layout.integrity import BlockStream, PieceSum, identity
 from ..layout.names import SourcePaths, subfile_relpath
 from ..layout.record import DatasetLayout, FileRecord
+from ..layout.regions import Remaining
 from ..layout.sharing import broadcast_limit
 from ..mpi.collective import Call, Question, agree, agree_asking, root_first, root_only, waited
 from ..mpi.nodes import Nodes, locate_nodes
@@ -112,9 +112,9 @@ class Writing:
     chunks_taken: dict[tuple[str, tuple[int, ...], int], set[tuple[int, ...]]] = field(
         default_factory=dict
     )
-    #: What this rank has still to write of each dataset's block: disjoint boxes (absent once
-    #: it is written; see layout/regions.py).
-    unwritten: dict[str, list[Block]] = field(default_factory=dict)
+    #: What this rank has still to write of each dataset's block (absent once it is written;
+    #: see layout/regions.py).
+    unwritten: dict[str, Remaining] = field(default_factory=dict)
     #: The first error agreed by every rank in a write or a dataset creation of this session
     #: ("DataShapeError: ..."): then close publishes no dataset left incomplete.
     failure: str | None = None
@@ -126,8 +126,11 @@ class Writing:
     group_comm: MPI.Comm | None = None
     #: checksums of this rank's whole blocks, by dataset and block start (engine.integrity)
     sums: dict[str, dict[tuple[int, ...], PieceSum]] = field(default_factory=dict)
-    #: datasets whose block this rank wrote piecewise: hashed from the file at close
-    rehash: set[str] = field(default_factory=set)
+    #: whether the session's datasets get checksums (the plan's ``checksums``)
+    checksums: bool = True
+    #: the blocks this rank wrote piecewise, by dataset: hashed as written while the pieces
+    #: come in order, else from the file at close (engine/integrity.py)
+    streams: dict[str, BlockStream] = field(default_factory=dict)
     #: checksums of the chunks this rank compressed: by dataset, by chunk start, with the
     #: start of the chunk's extent
     chunk_sums: dict[str, dict[tuple[int, ...], tuple[tuple[int, ...], PieceSum]]] = field(
@@ -526,6 +529,7 @@ def _attach_writing(
     session.stats.write_behind = behind is not None
     pool = FilePool(True, session.stats, plan.transfer_size, write_behind=behind)
     writing = Writing(grouping, opened.number, opened.session_id, pool)
+    writing.checksums = plan.checksums
     if opened.master is not None:
         writing.root = RootRole(opened.master, frozenset(opened.catalog.nodes))
     if grouping.is_leader:

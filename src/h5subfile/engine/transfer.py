@@ -20,7 +20,6 @@ from ..errors import H5SubfileError, SelectionError, as_error, mapped
 from ..io.boxes import box_pieces
 from ..io.posix import HASH_SLICE, Piece, as_bytes
 from ..layout.grouping import aggregators_of
-from ..layout.regions import subtract
 from ..mpi.collective import agree
 from . import integrity, learned
 from .chunks import plan_learned, write_chunks
@@ -148,7 +147,8 @@ def put_independent(session: Session, request: WriteRequest) -> None:
             "part collectively (Dataset.write, write_dataset, or d[...] = x inside "
             "'with d.collective:', as parallel HDF5 writes compressed datasets)"
         )
-    writing = session.require_writable("write")
+    writing = session.writing
+    assert writing is not None  # prepare checked it
     for write in writes:
         writing.pool.writer(write.target.file)  # opened before the hashing starts
     hashing = _start_hashing(session, writes)
@@ -172,7 +172,7 @@ def note_learned(
     writing = session.writing
     assert writing is not None
     for write in writes:
-        if not write.target.learned:
+        if not write.target.learned or not writing.checksums:
             continue
         target = writing.learned[write.path]
         k = target.index_of(write.target)
@@ -205,7 +205,9 @@ def learned_failed(session: Session, writes: Sequence[PreparedWrite], error: Bas
 def _start_hashing(session: Session, writes: Sequence[PreparedWrite]) -> integrity.Hashing:
     writing = session.writing
     assert writing is not None
-    return integrity.start_hashing(writes, as_written=writing.pool.writes_in_caller)
+    if not writing.checksums:
+        return integrity.no_hashing(writes)
+    return integrity.start_hashing(writes, writing.pool.writes_in_caller, writing.streams)
 
 
 def record_written(session: Session, write: PreparedWrite) -> None:
@@ -219,10 +221,8 @@ def record_written(session: Session, write: PreparedWrite) -> None:
     if write.box == write.target.block:
         del writing.unwritten[write.path]
         return
-    remaining = subtract(remaining, write.box)
-    if remaining:
-        writing.unwritten[write.path] = remaining
-    else:
+    remaining.take(write.box)
+    if remaining.done:
         del writing.unwritten[write.path]
 
 
@@ -254,6 +254,12 @@ def _write_direct_pieces(
     per file where they are neighbours."""
     writing = session.writing
     assert writing is not None
+    owned = session.plan.async_zero_copy
+    if len(writes) == 1 and not hashing.fed:  # one independent write: dset[box] = x
+        target = writes[0].target
+        pieces = box_pieces(target.offset, target.extent, writes[0].box, writes[0].data)
+        writing.pool.writer(target.file).write_pieces(pieces, owned=owned)
+        return
     by_file: dict[str, list[Piece]] = {}
     for write in writes:
         target = write.target
@@ -265,7 +271,7 @@ def _write_direct_pieces(
             writing.pool.get(target.file).write_hashed(pieces, fed)
     for file, together in by_file.items():
         # async_zero_copy: the caller keeps its arrays unchanged until flush/commit/close
-        writing.pool.writer(file).write_pieces(together, owned=session.plan.async_zero_copy)
+        writing.pool.writer(file).write_pieces(together, owned=owned)
 
 
 def write_aggregated(

@@ -84,6 +84,11 @@ class IOStats:
     #: their bytes, waiting for room in the buffer) and waiting for them to be done (flush,
     #: reads, close); the writes themselves, in the background, are ``write_seconds``
     async_wait_seconds: float = 0.0
+    #: blocks written piecewise out of order (or written again) hashed from the file at close,
+    #: the bytes read back for it (also in ``bytes_read``) and the time it took
+    rehashes: int = 0
+    rehash_bytes: int = 0
+    rehash_seconds: float = 0.0
     #: the session writes behind: its writes are in the background (``write_seconds``), the
     #: caller's share of them is ``async_wait_seconds``
     write_behind: bool = field(default=False, repr=False, compare=False)

@@ -78,7 +78,17 @@ MEM_ALIGNMENT = 8
 #: the streams' sequence counters are counted apart; docs/PROFILING.md).
 MAX_EVENTS = 100_000
 #: The phases of h5subfile's own work that a profile times (docs/PROFILING.md, *Phases*).
-PHASES = ("agree", "create", "transfer", "exchange", "compress", "commit", "fsync", "wait")
+PHASES = (
+    "agree",
+    "create",
+    "transfer",
+    "exchange",
+    "compress",
+    "rehash",
+    "commit",
+    "fsync",
+    "wait",
+)
 
 READ, WRITE = "read", "write"
 #: Counter and fcounter indices of one kind of access (read or write).

@@ -19,10 +19,12 @@ import posixpath
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
 import xxhash
 
 from .blocks import Block
 from .hyperslab import Slab
+from .runs import c_order_run
 
 #: The checksum algorithm, as recorded in the layout record (``"checksum"``).
 ALGORITHM = "xxh3_64"
@@ -43,6 +45,47 @@ def new_hasher() -> Any:
     """An incremental :data:`ALGORITHM` hasher (``update(buffer)``, ``hexdigest()``): the same
     value as :func:`checksum` of the bytes fed to it."""
     return xxhash.xxh3_64()
+
+
+class FedHash:
+    """A hasher the write of one block feeds as it writes (``update``), counting the bytes it
+    was given: a block is recorded with this checksum only if it was fed the whole block."""
+
+    __slots__ = ("hasher", "nbytes")
+
+    def __init__(self) -> None:
+        self.hasher = new_hasher()
+        self.nbytes = 0
+
+    def update(self, data: memoryview | np.ndarray) -> None:
+        """Hash the next bytes (a memoryview, or a C-contiguous array's buffer)."""
+        self.hasher.update(data)
+        self.nbytes += data.nbytes
+
+
+class BlockStream(FedHash):
+    """This rank's block of one dataset written piecewise: fed each piece that starts where
+    the last one ended in the block's C order (``nbytes``: the bytes fed so far, from the
+    block's start). ``broken`` once a piece came out of that order or rewrote bytes: then the
+    block is hashed from the file at close."""
+
+    __slots__ = ("total", "broken")
+
+    def __init__(self, total: int) -> None:
+        super().__init__()
+        self.total = total
+        self.broken = False
+
+    def continues(self, block: Block, box: Block, itemsize: int) -> bool:
+        """Whether writing ``box`` (inside ``block``) starts where the stream stands."""
+        if self.broken:
+            return False
+        run = c_order_run(block, box)
+        return run is not None and run[0] * itemsize == self.nbytes
+
+    @property
+    def complete(self) -> bool:
+        return not self.broken and self.nbytes == self.total
 
 
 def identity(session_uuid: str, relpath: str) -> bytes:

@@ -9,9 +9,11 @@ leaves one box.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 
 from .blocks import Block
+from .runs import c_order_run
 
 
 def box_minus(box: Block, inner: Block) -> list[Block]:
@@ -51,6 +53,74 @@ def subtract(remaining: Sequence[Block], written: Block) -> list[Block]:
         elif common != box:
             left.extend(box_minus(box, common))
     return left
+
+
+def c_order_tail(block: Block, first: int) -> list[Block]:
+    """The elements of ``block`` from the C-order index ``first`` to its end, as at most
+    ``ndim`` disjoint boxes: the rest of ``first``'s row, then of each outer axis in turn
+    (one box when ``first`` starts a row, as after whole rows written in order)."""
+    count = block.count
+    if first >= math.prod(count):
+        return []
+    if not count:
+        return [block]  # a 0-d block: its one element
+    index, rest = [], first
+    for extent in reversed(count):
+        index.append(rest % extent)
+        rest //= extent
+    index.reverse()
+    n = len(count)
+    m = n - 1  # the rows from ``index`` on start where axes m+1.. are all at 0: one box
+    while m > 0 and index[m] == 0:
+        m -= 1
+    boxes = []
+    for axis in range(m, -1, -1):
+        lo = index[axis] + (0 if axis == m else 1)
+        if lo >= count[axis]:
+            continue
+        start = tuple(index[:axis]) + (lo,) + (0,) * (n - axis - 1)
+        size = (1,) * axis + (count[axis] - lo,) + tuple(count[axis + 1 :])
+        boxes.append(Block(tuple(s + o for s, o in zip(start, block.start)), size))
+    return boxes
+
+
+class Remaining:
+    """What is left to write of one block. While the pieces come in C order, each starting
+    where the last ended (a block written row after row, IOR's transfers), it is the block's
+    tail from a cursor: one comparison per write. The first piece out of that order turns it
+    into disjoint boxes, each later write subtracted (:func:`subtract`)."""
+
+    __slots__ = ("block", "cursor", "_boxes")
+
+    def __init__(self, block: Block) -> None:
+        self.block = block
+        self.cursor = 0  # elements written in order from the block's start
+        self._boxes: list[Block] | None = None  # once a piece came out of order
+
+    def take(self, box: Block) -> None:
+        """``box`` (inside the block) was written."""
+        if box.is_empty:
+            return
+        if self._boxes is None:
+            run = c_order_run(self.block, box)
+            if run is not None and run[0] <= self.cursor:
+                self.cursor = max(self.cursor, run[0] + run[1])
+                return
+            self._boxes = c_order_tail(self.block, self.cursor)
+        self._boxes = subtract(self._boxes, box)
+
+    @property
+    def boxes(self) -> list[Block]:
+        """The disjoint boxes still to write."""
+        if self._boxes is None:
+            return c_order_tail(self.block, self.cursor)
+        return list(self._boxes)
+
+    @property
+    def done(self) -> bool:
+        if self._boxes is None:
+            return self.cursor >= self.block.size
+        return not self._boxes
 
 
 def describe(boxes: Sequence[Block], limit: int = 3) -> str:

@@ -94,3 +94,20 @@ def box_runs(extent: Block, common: Block, buffer: Block, itemsize: int) -> list
 def _linear(outer: Sequence[int], start: Sequence[int]) -> int:
     """The C-order element index of ``start`` in a box of shape ``outer``."""
     return sum(s * st for s, st in zip(start, _strides(outer)))
+
+
+def c_order_run(outer: Block, box: Block) -> tuple[int, int] | None:
+    """The box ``box`` (inside ``outer``) as one run of ``outer``'s elements in C order:
+    ``(first element, elements)``, or None when it is not one contiguous run. A rank writing
+    its block piece by piece in order (rows after rows, IOR's transfers) writes such runs,
+    each starting where the last ended."""
+    count = box.count
+    if len(count) == 1:
+        return box.start[0] - outer.start[0], count[0]
+    if not count:
+        return (0, 1)
+    j = contiguous_axis(outer.count, count)
+    if any(c != 1 for c in count[:j]):
+        return None
+    at = [s - o for s, o in zip(box.start, outer.start)]
+    return _linear(outer.count, at), math.prod(count)
