@@ -271,9 +271,9 @@ def test_files_are_open_before_the_hashing_starts(
         events.append(("open", os.path.basename(path)))
         opening(self, path, *args, **kwargs)
 
-    def start(writes, as_written, streams=None):  # type: ignore[no-untyped-def]
+    def start(writes, *args):  # type: ignore[no-untyped-def]
         events.extend(("hash", os.path.basename(w.target.file)) for w in writes)
-        return starting(writes, as_written, streams)
+        return starting(writes, *args)
 
     def opened_first() -> None:
         hashed = [name for kind, name in events if kind == "hash"]

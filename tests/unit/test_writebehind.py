@@ -160,3 +160,61 @@ def test_a_write_behind_pool_hands_out_queued_files(tmp_path: Path) -> None:
     assert stats.data_write_seconds == stats.async_wait_seconds  # the caller's share
     assert isinstance(FilePool(True, IOStats()).writer(path), RawFile)
     assert os.path.getsize(path) == 8
+
+
+def test_the_ring_is_reused_and_wraps_without_overwriting_what_is_queued(tmp_path: Path) -> None:
+    """Copies of many steps, of sizes that do not divide the ring, with the writes held back
+    so that the ring fills and wraps: every byte lands as it was passed, each array changed
+    right after its write; the ring is one allocation, and its bytes in use never pass it."""
+    path = _file(tmp_path / "a.bin", 0)
+    limit = 10_000
+    queue, pool = _queue(limit)
+    rng = np.random.default_rng(7)
+    expected = np.zeros(0, dtype=np.uint8)
+    rings = set()
+    gate = threading.Event()
+    queue.submit_call(gate.wait, 1, (Lost(path),), path)  # nothing is written until set
+    threading.Timer(0.2, gate.set).start()
+    offset = 0
+    for _ in range(40):
+        size = int(rng.integers(1, 3_700))
+        data = rng.integers(0, 256, size, dtype=np.uint8)
+        queue.submit(path, [(offset, _view(data))])
+        assert queue._ring_held <= limit
+        rings.add(id(queue._ring))
+        expected = np.concatenate([expected, data])
+        data[:] = 0  # the queue holds its own copy
+        offset += size
+    assert queue.wait() is None
+    pool.close_all()
+    assert len(rings) == 1 and queue._ring_held == 0
+    assert Path(path).read_bytes() == expected.tobytes()
+
+
+def test_a_hasher_is_fed_the_copy_in_order_as_it_is_written(tmp_path: Path) -> None:
+    import xxhash
+
+    from h5subfile.layout.integrity import FedHash
+
+    path = _file(tmp_path / "a.bin", 0)
+    queue, pool = _queue(3 << 20)
+    hasher = FedHash()
+    parts = [
+        np.random.default_rng(k).integers(0, 256, n, dtype=np.uint8)
+        for k, n in enumerate([100, 2 << 20, 5, 1 << 20])
+    ]
+    offset = 0
+    for part in parts:
+        queue.submit(path, [(offset, _view(part))], hasher=hasher)
+        offset += part.size
+        part[:] = 1  # changed at once: the checksum is of what was passed
+    assert queue.wait() is None
+    pool.close_all()
+    whole = Path(path).read_bytes()
+    assert hasher.nbytes == len(whole) == offset
+    assert hasher.hasher.hexdigest() == xxhash.xxh3_64_hexdigest(whole)
+    original = [
+        np.random.default_rng(k).integers(0, 256, p.size, dtype=np.uint8)
+        for k, p in enumerate(parts)
+    ]
+    assert whole == np.concatenate(original).tobytes()

@@ -30,7 +30,7 @@ import numpy as np
 
 from ..io.boxes import hash_stored
 from ..io.posix import HASH_SLICE, RawFile
-from ..layout.integrity import ALGORITHM, BlockStream, FedHash, PieceSum, checksum
+from ..layout.integrity import ALGORITHM, BlockStream, FedHash, FedSum, PieceSum, checksum
 from .messages import PreparedWrite, Transfer, WriteTarget
 from .session import Session, Writing
 
@@ -60,9 +60,8 @@ class Hashing:
     fed: dict[int, FedHash]
     #: the other writes' checksums, in order (None: not hashed here, or hashed as written)
     rest: Future[list[str | None]] | Ready
-    #: the pieces that continue their block's stream, by ``id`` of the write: the stream's
-    #: byte count once the piece is fed (a write that fails leaves it short)
-    streamed: dict[int, tuple[BlockStream, int]] = dataclasses.field(default_factory=dict)
+    #: the streams this call's pieces continued (broken if the call fails)
+    streams: list[BlockStream] = dataclasses.field(default_factory=list)
 
     def fed_by(self, write: PreparedWrite) -> FedHash | None:
         """The hasher ``write`` must feed as it writes its bytes, or None."""
@@ -78,31 +77,37 @@ def start_hashing(
     writes: Sequence[PreparedWrite],
     as_written: bool,
     streams: dict[str, BlockStream] | None = None,
+    queued: bool = False,
 ) -> Hashing:
     """Start hashing this call's writes. Writes that cover their rank's whole block get their
     buffer's checksum; writes of part of a block feed the block's stream in ``streams`` (by
     dataset; None: a dict of this call's own) when they continue it, else break it; chunked
     writes and writes of datasets whose layout is learned are hashed elsewhere.
 
-    ``as_written``: the rank makes its writes itself (no write-behind queue), so its direct
-    writes of at least :data:`~..io.posix.HASH_SLICE` bytes are hashed by the write
-    (:meth:`Hashing.fed_by`; smaller ones go out with their neighbours in one vectored call,
-    which slicing would split). The other whole blocks are hashed in a thread that runs while
+    ``as_written``: the writer of the direct writes hashes the bytes as it writes them
+    (:meth:`Hashing.fed_by`): the rank itself, or with ``queued`` the write-behind thread,
+    from its copy. Then whole blocks of at least :data:`~..io.posix.HASH_SLICE` bytes are fed
+    slice by slice (smaller ones go out with their neighbours in one vectored call, which
+    slicing would split), and so are the pieces of a stream: the large ones; with ``queued``
+    all of them, so that the thread feeds each stream in order (a piece the queue cannot
+    feed breaks its stream). The other whole blocks are hashed in a thread that runs while
     the bytes are moved, or at once when they are small (:data:`INLINE_HASH_BYTES`); the other
-    pieces of a stream now, in order."""
+    pieces of a stream now, in order (writing behind without a copy: every piece, at the
+    call, so that the checksum is of what the caller passed)."""
     if streams is None:
         streams = {}
     fed: dict[int, FedHash] = {}
-    streamed: dict[int, tuple[BlockStream, int]] = {}
+    continued: list[BlockStream] = []
     threaded: list[int] = []  # whole blocks hashed from their buffers, by index
     threaded_bytes = 0
     for i, w in enumerate(writes):
         target, data = w.target, w.data
         if target.learned or target.transfer is Transfer.CHUNKED or not data.size:
             continue
-        direct = as_written and target.transfer is Transfer.DIRECT and data.nbytes >= HASH_SLICE
+        direct = as_written and target.transfer is Transfer.DIRECT
+        large = data.nbytes >= HASH_SLICE
         if w.box == target.block:
-            if direct:
+            if direct and large:
                 fed[id(w)] = FedHash()
             else:
                 threaded.append(i)
@@ -111,16 +116,17 @@ def start_hashing(
         stream = streams.get(w.path)
         if stream is None:
             stream = streams[w.path] = BlockStream(target.block.size * data.itemsize)
-        if not stream.continues(target.block, w.box, data.itemsize):
+        if not stream.continues(target.block, w.box, data.itemsize) or (queued and not direct):
             stream.broken = True
             continue
-        streamed[id(w)] = (stream, stream.nbytes + data.nbytes)
-        if direct:
+        stream.claimed += data.nbytes
+        continued.append(stream)
+        if direct and (large or queued):
             fed[id(w)] = stream
         else:
             stream.update(data)
     if not threaded:
-        return Hashing(writes, fed, Ready([None] * len(writes)), streamed)
+        return Hashing(writes, fed, Ready([None] * len(writes)), continued)
 
     def work() -> list[str | None]:
         sums: list[str | None] = [None] * len(writes)
@@ -129,7 +135,7 @@ def start_hashing(
         return sums
 
     rest = Ready(work()) if threaded_bytes < INLINE_HASH_BYTES else _pool().submit(work)
-    return Hashing(writes, fed, rest, streamed)
+    return Hashing(writes, fed, rest, continued)
 
 
 def no_hashing(writes: Sequence[PreparedWrite]) -> Hashing:
@@ -155,33 +161,33 @@ class Ready:
 
 def finish_hashing(session: Session, hashing: Hashing, ok: bool) -> None:
     """Wait for :func:`start_hashing`; when the writes succeeded, remember each whole block's
-    checksum (a block written whole again starts its stream anew), or, for a piece of a block,
-    that the block's earlier checksum no longer holds. A stream a piece did not feed in full
-    (its write failed) is broken."""
+    checksum (a block written whole again starts its stream anew; one fed as it is written is
+    read at close), or, for a piece of a block, that the block's earlier checksum no longer
+    holds. A call that failed breaks the streams it continued."""
     sums = hashing.rest.result()
     writing = session.writing
-    for stream, end in hashing.streamed.values():
-        if stream.nbytes != end or not ok:
+    if not ok:
+        for stream in hashing.streams:
             stream.broken = True
     if not ok or writing is None or not writing.checksums:
         return
     for write, value in zip(hashing.writes, sums):
-        if write.target.transfer is Transfer.CHUNKED or write.target.learned:
+        target = write.target
+        if target.transfer is Transfer.CHUNKED or target.learned or not write.data.size:
             continue
-        key = write.target.block.start
-        if write.box != write.target.block:
+        key = target.block.start
+        if write.box != target.block:
             writing.sums.get(write.path, {}).pop(key, None)  # the block's stream decides
             continue
-        fed = hashing.fed_by(write)
-        if fed is not None:
-            value = fed.hasher.hexdigest() if fed.nbytes == write.data.nbytes else None
         writing.streams.pop(write.path, None)
-        if value is None:
-            writing.streams[write.path] = broken = BlockStream(0)
-            broken.broken = True  # hashed from the file at close
-            continue
-        piece = PieceSum(key, write.target.block.count, value)
-        writing.sums.setdefault(write.path, {})[key] = piece
+        fed = hashing.fed_by(write)
+        found: PieceSum | FedSum
+        if fed is not None:
+            found = FedSum(target.block.count, fed, write.data.nbytes)
+        else:
+            assert value is not None
+            found = PieceSum(key, target.block.count, value)
+        writing.sums.setdefault(write.path, {})[key] = found
 
 
 def note_chunk(writing: Writing, path: str, start: tuple[int, ...], piece: PieceSum) -> None:
@@ -209,6 +215,23 @@ def _finish_streams(session: Session, writing: Writing) -> None:
             value = _hash_from_file(session, target, info.dtype)
         writing.sums.setdefault(path, {})[key] = PieceSum(key, target.block.count, value)
     writing.streams.clear()
+    for path, by_start in writing.sums.items():
+        for key, found in by_start.items():
+            if isinstance(found, FedSum):
+                by_start[key] = _fed_sum(session, path, key, found)
+
+
+def _fed_sum(session: Session, path: str, key: tuple[int, ...], found: FedSum) -> PieceSum:
+    """The checksum of a whole block fed as it was written: its hasher's, when it was fed
+    the whole block, else the block's bytes hashed from the file."""
+    if found.hasher.nbytes == found.nbytes:
+        return PieceSum(key, found.count, found.hasher.hasher.hexdigest())
+    writing = session.writing
+    assert writing is not None
+    target = writing.targets[path]
+    dtype = session.catalog.nodes[path].dtype
+    assert target is not None and dtype is not None
+    return PieceSum(key, found.count, _hash_from_file(session, target, dtype))
 
 
 def _hash_from_file(session: Session, target: WriteTarget, dtype: np.dtype) -> str:
@@ -233,7 +256,11 @@ def _report(session: Session) -> Report:
     for path, by_start in writing.sums.items():
         target = writing.targets.get(path)
         if target is not None:
-            pieces.extend((path, target.extent.start, p) for p in by_start.values())
+            pieces.extend(
+                (path, target.extent.start, p)
+                for p in by_start.values()
+                if isinstance(p, PieceSum)  # all are, once the streams are finished
+            )
     for path, chunks in writing.chunk_sums.items():
         pieces.extend((path, start, p) for start, p in chunks.values())
     subfile = None

@@ -43,7 +43,7 @@ from ..io.profile import Profile
 from ..io.subfile import SubfileWriter
 from ..layout.catalog import Catalog, NodeInfo
 from ..layout.grouping import NODE_RULE, RankGrouping, plan_groups
-from ..layout.integrity import BlockStream, PieceSum, identity
+from ..layout.integrity import BlockStream, FedSum, PieceSum, identity
 from ..layout.names import SourcePaths, subfile_relpath
 from ..layout.record import DatasetLayout, FileRecord
 from ..layout.regions import Remaining
@@ -125,7 +125,7 @@ class Writing:
     compressors: Compressors = field(default_factory=Compressors)
     group_comm: MPI.Comm | None = None
     #: checksums of this rank's whole blocks, by dataset and block start (engine.integrity)
-    sums: dict[str, dict[tuple[int, ...], PieceSum]] = field(default_factory=dict)
+    sums: dict[str, dict[tuple[int, ...], PieceSum | FedSum]] = field(default_factory=dict)
     #: whether the session's datasets get checksums (the plan's ``checksums``)
     checksums: bool = True
     #: the blocks this rank wrote piecewise, by dataset: hashed as written while the pieces

@@ -207,7 +207,12 @@ def _start_hashing(session: Session, writes: Sequence[PreparedWrite]) -> integri
     assert writing is not None
     if not writing.checksums:
         return integrity.no_hashing(writes)
-    return integrity.start_hashing(writes, writing.pool.writes_in_caller, writing.streams)
+    # Writing behind with a copy, the queue's thread hashes its copy as it writes it (the
+    # caller only copies); without a copy, the caller's arrays are hashed at the call, so
+    # that one changed before it is written is caught.
+    queued = not writing.pool.writes_in_caller
+    as_written = not queued or not session.plan.async_zero_copy
+    return integrity.start_hashing(writes, as_written, writing.streams, queued)
 
 
 def record_written(session: Session, write: PreparedWrite) -> None:
@@ -268,7 +273,7 @@ def _write_direct_pieces(
         if fed is None:
             by_file.setdefault(target.file, []).extend(pieces)
         else:
-            writing.pool.get(target.file).write_hashed(pieces, fed)
+            writing.pool.writer(target.file).write_hashed(pieces, fed)
     for file, together in by_file.items():
         # async_zero_copy: the caller keeps its arrays unchanged until flush/commit/close
         writing.pool.writer(file).write_pieces(together, owned=owned)

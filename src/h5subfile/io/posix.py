@@ -30,6 +30,12 @@ MAX_BUFFERS = 1024
 #: file's write lock is held when ranks share the file; above 1 MiB, so that the writes fall
 #: in the profile's (and Darshan's) 1M-4M size bucket, not among the small requests.
 HASH_SLICE = 1280 << 10
+#: The largest write system call to h5subfile's data files when the plan sets no
+#: ``transfer_size`` (reads are not cut): on the measuring machine a buffered write of 2 MiB or
+#: more into the page cache took 2 to 10 times as long per byte as the same bytes in calls of
+#: at most 1.5 MiB (docs/BENCHMARKS.md, *Write system call sizes*). Above a hash slice plus a
+#: file-system block, so that :meth:`RawFile.write_hashed` makes one call per slice.
+WRITE_SLICE = 1536 << 10
 
 #: A piece of positioned I/O: (byte offset in the file, the bytes or the buffer to fill).
 Piece = tuple[int, memoryview]
@@ -39,6 +45,8 @@ class PieceWriter(Protocol):
     """What writers are handed: a :class:`RawFile`, or a file of a write-behind pool."""
 
     def write_pieces(self, pieces: list[Piece], owned: bool = False) -> None: ...
+
+    def write_hashed(self, pieces: list[Piece], hasher: Any) -> None: ...
 
 
 def coalesce(pieces: list[Piece], limit: int) -> list[tuple[int, list[memoryview]]]:
@@ -267,10 +275,13 @@ class RawFile:
         stats: IOStats | None = None,
         create: bool = False,
         transfer_size: int | None = None,
+        write_size: int | None = None,
     ):
         self.path = path
         self.stats = stats if stats is not None else IOStats()
         self.transfer_size = min(transfer_size or MAX_TRANSFER, MAX_TRANSFER)
+        #: the largest write system call (``transfer_size`` unless smaller)
+        self.write_size = min(write_size or self.transfer_size, self.transfer_size)
         flags = os.O_RDWR if writable else os.O_RDONLY
         if create:
             flags |= os.O_CREAT
@@ -295,7 +306,7 @@ class RawFile:
         (``owned``: whether the caller gives the buffers up, which matters only to a
         write-behind file, :class:`~.writebehind.QueuedFile`)."""
         started = time.perf_counter()
-        calls, nbytes = self._vectored(pieces, os.pwritev, self._wrote_nothing)
+        calls, nbytes = self._vectored(pieces, os.pwritev, self._wrote_nothing, self.write_size)
         self.stats.writes += calls
         self.stats.bytes_written += nbytes
         self.stats.write_seconds += time.perf_counter() - started
@@ -314,7 +325,9 @@ class RawFile:
             for end in slice_ends(offset, len(data), block):
                 part = data[at:end]
                 hasher.update(part)
-                made, moved = self._vectored([(offset + at, part)], os.pwritev, self._wrote_nothing)
+                made, moved = self._vectored(
+                    [(offset + at, part)], os.pwritev, self._wrote_nothing, self.write_size
+                )
                 calls, nbytes, at = calls + made, nbytes + moved, end
         self.stats.writes += calls
         self.stats.bytes_written += nbytes
@@ -327,18 +340,19 @@ class RawFile:
     def read_pieces(self, pieces: list[Piece]) -> None:
         """Fill every (offset, buffer) piece; neighbours on disk come in one vectored call."""
         started = time.perf_counter()
-        calls, nbytes = self._vectored(pieces, os.preadv, self._truncated)
+        calls, nbytes = self._vectored(pieces, os.preadv, self._truncated, self.transfer_size)
         self.stats.reads += calls
         self.stats.bytes_read += nbytes
         self.stats.read_seconds += time.perf_counter() - started
 
-    def _vectored(self, pieces: list[Piece], call: Any, failed: Any) -> tuple[int, int]:
-        """Run ``call`` (os.pwritev or os.preadv) over the coalesced pieces until every byte
-        moved; ``failed(at, end)`` raises when a call moves nothing. Returns (calls, bytes)."""
+    def _vectored(self, pieces: list[Piece], call: Any, failed: Any, limit: int) -> tuple[int, int]:
+        """Run ``call`` (os.pwritev or os.preadv) over the pieces coalesced into calls of at
+        most ``limit`` bytes until every byte moved; ``failed(at, end)`` raises when a call
+        moves nothing. Returns (calls, bytes)."""
         assert self.fd is not None
         calls = moved = 0
         record = self.record
-        for offset, buffers in coalesce(pieces, self.transfer_size):
+        for offset, buffers in coalesce(pieces, limit):
             total = sum(len(b) for b in buffers)
             done = 0
             while done < total:
@@ -451,6 +465,8 @@ class FilePool:
     ``write_behind`` (bytes; writable pools): the pool's writers hand their writes to a
     :class:`~.writebehind.WriteBehind` queue holding at most that many bytes; its thread opens
     and writes the files, and :meth:`sync_all`, :meth:`close_all` wait for it first.
+    ``transfer_size``: the largest system call (None: writes of at most :data:`WRITE_SLICE`,
+    reads up to :data:`MAX_TRANSFER`).
     """
 
     def __init__(
@@ -474,7 +490,11 @@ class FilePool:
         handle = self._files.get(path)
         if handle is None:
             handle = self._files[path] = RawFile(
-                path, self.writable, self.stats, transfer_size=self.transfer_size
+                path,
+                self.writable,
+                self.stats,
+                transfer_size=self.transfer_size,
+                write_size=self.transfer_size or WRITE_SLICE,
             )
         return handle
 

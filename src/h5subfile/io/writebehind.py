@@ -4,7 +4,14 @@ performs the session's writes in the order they were submitted, while the caller
 - **Ownership.** :meth:`WriteBehind.submit` copies the pieces' bytes into memory the queue
   owns before it returns, so the caller may reuse or change its buffers at once; buffers the
   library made for the write and never touches again are handed over without a copy
-  (``owned=True``: two-phase windows, compressed chunks).
+  (``owned=True``: two-phase windows, compressed chunks). The copies go into one ring buffer
+  of ``limit`` bytes, allocated on the first copy and reused for the session's life: its
+  pages are faulted in once, not on every step (a fresh buffer per write cost more in page
+  faults than the copy itself).
+- **Hashing.** A write may come with a hasher (:meth:`WriteBehind.submit`): the background
+  thread feeds it each slice of the copy just before writing that slice (as
+  :meth:`~.posix.RawFile.write_hashed` does in the caller), so the caller's share is the copy
+  alone; the copy is the caller's bytes at the call, so the checksum is of them.
 - **Bound.** The queue holds at most ``limit`` bytes (copied or handed over, not yet written):
   a submit waits while its bytes would go beyond it. A write larger than the whole buffer is
   cut into parts that each fit, queued one after the other.
@@ -33,7 +40,7 @@ import time
 from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -63,6 +70,7 @@ class _Job:
     nbytes: int  # counted against the bound until the job is done
     lost: tuple[Lost, ...]
     file: str  # named in the error if it fails
+    ring: int = 0  # bytes of the ring buffer the job holds (its copy, and a gap skipped)
 
 
 def split(pieces: Sequence[Piece], limit: int) -> list[list[Piece]]:
@@ -98,15 +106,13 @@ def byte_ranges(pieces: Sequence[Piece]) -> tuple[tuple[int, int], ...]:
     return tuple(ranges)
 
 
-def _copied(part: Sequence[Piece], nbytes: int) -> list[Piece]:
-    """The part's pieces, their bytes copied into one buffer of the queue's."""
-    buffer = np.empty(nbytes, dtype=np.uint8)
-    view = buffer.data
+def _copied(part: Sequence[Piece], ring: np.ndarray, at: int) -> list[Piece]:
+    """The part's pieces, their bytes copied into ``ring`` from byte ``at`` on."""
+    view = ring.data
     copied: list[Piece] = []
-    at = 0
     for offset, data in part:
         length = len(data)
-        buffer[at : at + length] = np.frombuffer(data, dtype=np.uint8)
+        ring[at : at + length] = np.frombuffer(data, dtype=np.uint8)
         copied.append((offset, view[at : at + length]))
         at += length
     return copied
@@ -151,26 +157,38 @@ class WriteBehind:
         self._closing = False  # no more jobs: the thread ends once the queue is empty
         self._dropping = False  # queued jobs are dropped, not run (abandon)
         self._thread: threading.Thread | None = None
+        #: where copies go (allocated on the first copy), the next copy's place, and the ring's
+        #: bytes held by jobs not done (FIFO: jobs end in the order they were queued)
+        self._ring: np.ndarray | None = None
+        self._ring_at = 0
+        self._ring_held = 0
 
     # the caller's side ------------------------------------------------------------------------
-    def submit(self, target: RawFile | str, pieces: Sequence[Piece], owned: bool = False) -> None:
+    def submit(
+        self,
+        target: RawFile | str,
+        pieces: Sequence[Piece],
+        owned: bool = False,
+        hasher: Any = None,
+    ) -> None:
         """Queue a positioned write of ``pieces`` to ``target`` (a file, or a path opened in the
         background); returns once the queue holds their bytes (copied unless ``owned``: then
-        the caller never touches those buffers again). Waits while the queue is full; raises
-        the error kept from an earlier job."""
+        the caller never touches those buffers again). ``hasher`` (``update(bytes)``): fed the
+        pieces' bytes in order, in the background, each slice just before it is written.
+        Waits while the queue is full; raises the error kept from an earlier job."""
         started = time.perf_counter()
         try:
             path = target if isinstance(target, str) else target.path
             for part in split(pieces, self.limit):
                 nbytes = sum(len(data) for _, data in part)
-                self._reserve(nbytes)
+                at, ring = self._reserve(nbytes, copy=not owned)
                 try:
-                    held = part if owned else _copied(part, nbytes)
+                    held = part if owned else _copied(part, self._ring_buffer(), at)
                 except BaseException:
-                    self._release(nbytes)
+                    self._release(nbytes, ring)
                     raise
-                write = _writer(self.opener, target, held)
-                self._push(_Job(write, nbytes, (Lost(path, byte_ranges(held)),), path))
+                write = _writer(self.opener, target, held, hasher)
+                self._push(_Job(write, nbytes, (Lost(path, byte_ranges(held)),), path, ring))
         finally:
             self.stats.async_wait_seconds += time.perf_counter() - started
 
@@ -223,9 +241,12 @@ class WriteBehind:
         return self._end(drop=True, timeout=timeout)
 
     # inside -----------------------------------------------------------------------------------
-    def _reserve(self, nbytes: int) -> None:
+    def _reserve(self, nbytes: int, copy: bool = False) -> tuple[int, int]:
+        """Wait for room for ``nbytes`` more bytes (and, for a ``copy``, for a place in the
+        ring); returns the place's offset in the ring and the ring bytes it takes (the copy,
+        and the end of the ring skipped when the copy does not fit there)."""
         with self._cond:
-            while self._error is None and self._held and self._held + nbytes > self.limit:
+            while self._error is None and not self._fits(nbytes, copy):
                 if not self._alive():
                     self._drop_if_dead()
                     break
@@ -236,10 +257,40 @@ class WriteBehind:
                 raise RuntimeError("the write-behind queue is closed")
             self._held += nbytes
             self.high_water = max(self.high_water, self._held)
+            if not copy:
+                return 0, 0
+            at, taken = self._ring_place(nbytes)
+            self._ring_at, self._ring_held = at + nbytes, self._ring_held + taken
+            return at, taken
 
-    def _release(self, nbytes: int) -> None:
+    def _fits(self, nbytes: int, copy: bool) -> bool:
+        """Under the lock: whether ``nbytes`` more fit the bound (a job always fits an empty
+        queue) and, for a copy, the ring's free part."""
+        if self._held and self._held + nbytes > self.limit:
+            return False
+        return not copy or self._ring_place(nbytes)[1] <= self.limit - self._ring_held
+
+    def _ring_place(self, nbytes: int) -> tuple[int, int]:
+        """Under the lock: where the next copy of ``nbytes`` goes in the ring, and the ring
+        bytes it takes. The ring's held bytes run from its oldest job's copy to ``_ring_at``;
+        a copy that would pass the ring's end goes to its start, the end skipped."""
+        if self._ring_held == 0:
+            self._ring_at = 0
+        at = self._ring_at
+        if at + nbytes > self.limit:
+            return 0, self.limit - at + nbytes
+        return at, nbytes
+
+    def _ring_buffer(self) -> np.ndarray:
+        """The ring (one caller thread submits: allocated by it, on its first copy)."""
+        if self._ring is None:
+            self._ring = np.empty(self.limit, dtype=np.uint8)
+        return self._ring
+
+    def _release(self, nbytes: int, ring: int = 0) -> None:
         with self._cond:
             self._held -= nbytes
+            self._ring_held -= ring
             self._cond.notify_all()
 
     def _push(self, job: _Job) -> None:
@@ -263,6 +314,7 @@ class WriteBehind:
             while self._jobs:
                 job = self._jobs.popleft()
                 self._held -= job.nbytes
+                self._ring_held -= job.ring
                 self._lost.extend(job.lost)
 
     def _end(self, drop: bool, timeout: float | None) -> bool:
@@ -295,6 +347,7 @@ class WriteBehind:
             with self._cond:
                 self._jobs.popleft()
                 self._held -= job.nbytes
+                self._ring_held -= job.ring
                 if failure is not None and self._error is None:
                     self._error = in_background(failure, job.file)
                 if skip or failure is not None:
@@ -303,11 +356,17 @@ class WriteBehind:
 
 
 def _writer(
-    opener: Callable[[str], RawFile], target: RawFile | str, pieces: list[Piece]
+    opener: Callable[[str], RawFile],
+    target: RawFile | str,
+    pieces: list[Piece],
+    hasher: Any = None,
 ) -> Callable[[], None]:
     def write() -> None:
         raw = opener(target) if isinstance(target, str) else target
-        raw.write_pieces(pieces)
+        if hasher is None:
+            raw.write_pieces(pieces)
+        else:
+            raw.write_hashed(pieces, hasher)
 
     return write
 
@@ -323,3 +382,8 @@ class QueuedFile:
     def write_pieces(self, pieces: list[Piece], owned: bool = False) -> None:
         """Queue the pieces (copied unless ``owned``: see :meth:`WriteBehind.submit`)."""
         self.queue.submit(self.path, pieces, owned)
+
+    def write_hashed(self, pieces: list[Piece], hasher: Any) -> None:
+        """Queue a copy of the pieces, ``hasher`` fed them in the background as they are
+        written (:meth:`WriteBehind.submit`)."""
+        self.queue.submit(self.path, pieces, hasher=hasher)

@@ -65,15 +65,17 @@ class FedHash:
 
 class BlockStream(FedHash):
     """This rank's block of one dataset written piecewise: fed each piece that starts where
-    the last one ended in the block's C order (``nbytes``: the bytes fed so far, from the
-    block's start). ``broken`` once a piece came out of that order or rewrote bytes: then the
-    block is hashed from the file at close."""
+    the last one ended in the block's C order. ``claimed``: the bytes of the pieces taken so
+    far, from the block's start; ``nbytes``: those fed (by the write, possibly later, in a
+    write-behind thread). ``broken`` once a piece came out of that order or rewrote bytes:
+    then the block is hashed from the file at close."""
 
-    __slots__ = ("total", "broken")
+    __slots__ = ("total", "claimed", "broken")
 
     def __init__(self, total: int) -> None:
         super().__init__()
         self.total = total
+        self.claimed = 0
         self.broken = False
 
     def continues(self, block: Block, box: Block, itemsize: int) -> bool:
@@ -81,11 +83,23 @@ class BlockStream(FedHash):
         if self.broken:
             return False
         run = c_order_run(block, box)
-        return run is not None and run[0] * itemsize == self.nbytes
+        return run is not None and run[0] * itemsize == self.claimed
 
     @property
     def complete(self) -> bool:
-        return not self.broken and self.nbytes == self.total
+        """Whether every byte of the block was fed, in order (once the writes are done)."""
+        return not self.broken and self.nbytes == self.claimed == self.total
+
+
+@dataclass(frozen=True)
+class FedSum:
+    """A whole block's checksum, fed as its bytes are written (by the caller, or by the
+    write-behind thread from its copy): known once the writes are done, read at close. A
+    hasher not fed the whole block (its write failed) makes the block hashed from the file."""
+
+    count: tuple[int, ...]
+    hasher: FedHash
+    nbytes: int
 
 
 def identity(session_uuid: str, relpath: str) -> bytes:
