@@ -47,6 +47,7 @@ JOB = """
 import json, os, shutil, subprocess, sys, time
 from mpi4py import MPI
 import h5subfile.engine.integrity as integrity
+import h5subfile.layout.integrity as hashing
 from h5subfile.kernels.vpic import run_vpic, run_vpic_phdf5
 
 comm = MPI.COMM_WORLD
@@ -64,7 +65,7 @@ class ConstantHasher:
         return "0" * 16
 
 
-real_hasher = integrity.new_hasher
+real_hasher = hashing.new_hasher
 
 
 def one(name, variant):
@@ -78,7 +79,7 @@ def one(name, variant):
     env = variant.get("env", {})
     os.environ.update(env)
     integrity.checksum = constant if variant.get("constant_hash") else real
-    integrity.new_hasher = ConstantHasher if variant.get("constant_hash") else real_hasher
+    hashing.new_hasher = ConstantHasher if variant.get("constant_hash") else real_hasher
     comm.Barrier()
     cpu = time.process_time()
     try:

@@ -48,11 +48,15 @@ def main() -> None:
     parser.add_argument("--particles", type=int, default=8 * 2**20)
     parser.add_argument("--steps", type=int, default=2)
     parser.add_argument("--rounds", type=int, default=15)
+    parser.add_argument("--subfiles", default=None, help="the plan's subfiles (default: node)")
     parser.add_argument("--json", type=Path, default=None)
     args = parser.parse_args()
     begun = begin()
+    base = {} if args.subfiles is None else {"subfiles": args.subfiles}
     with scratch("profile-cost") as folder:
-        samples = run_job(args.ranks, folder, args.particles, args.steps, args.rounds, {}, CHANGES)
+        samples = run_job(
+            args.ranks, folder, args.particles, args.steps, args.rounds, base, CHANGES
+        )
     summary = summarise(samples, list(VARIANTS), args.rounds, RATIOS)
     for label, ratio in summary["ratios"].items():
         print(f"{label:18s} observed {cell(ratio['observed'])}  cpu {cell(ratio['cpu'])}")

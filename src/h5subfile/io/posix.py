@@ -320,13 +320,19 @@ class RawFile:
         started = time.perf_counter()
         calls = nbytes = 0
         block = block_size(self.path)
+        profile = self.stats.profile
         for offset, data in pieces:
             at = 0
+            base = profile.address(data) if profile is not None else 0
             for end in slice_ends(offset, len(data), block):
                 part = data[at:end]
                 hasher.update(part)
                 made, moved = self._vectored(
-                    [(offset + at, part)], os.pwritev, self._wrote_nothing, self.write_size
+                    [(offset + at, part)],
+                    os.pwritev,
+                    self._wrote_nothing,
+                    self.write_size,
+                    base + at if base else 0,
                 )
                 calls, nbytes, at = calls + made, nbytes + moved, end
         self.stats.writes += calls
@@ -345,10 +351,13 @@ class RawFile:
         self.stats.bytes_read += nbytes
         self.stats.read_seconds += time.perf_counter() - started
 
-    def _vectored(self, pieces: list[Piece], call: Any, failed: Any, limit: int) -> tuple[int, int]:
+    def _vectored(
+        self, pieces: list[Piece], call: Any, failed: Any, limit: int, address: int = 0
+    ) -> tuple[int, int]:
         """Run ``call`` (os.pwritev or os.preadv) over the pieces coalesced into calls of at
         most ``limit`` bytes until every byte moved; ``failed(at, end)`` raises when a call
-        moves nothing. Returns (calls, bytes)."""
+        moves nothing. Returns (calls, bytes). ``address`` (profiled, one piece): its buffer's
+        address, known to the caller (0: looked up)."""
         assert self.fd is not None
         calls = moved = 0
         record = self.record
@@ -359,7 +368,9 @@ class RawFile:
                 if record is None:
                     count = call(self.fd, _remaining(buffers, done), offset + done)
                 else:
-                    count = self._profiled(record, call, _remaining(buffers, done), offset + done)
+                    count = self._profiled(
+                        record, call, _remaining(buffers, done), offset + done, address + done
+                    )
                 if count <= 0:
                     failed(offset + done, offset + total)
                 done += count
@@ -367,12 +378,18 @@ class RawFile:
             moved += total
         return calls, moved
 
-    def _profiled(self, record: PosixRecord, call: Any, buffers: list[memoryview], at: int) -> int:
+    def _profiled(
+        self, record: PosixRecord, call: Any, buffers: list[memoryview], at: int, address: int
+    ) -> int:
         """One vectored system call, recorded as one operation (Darshan counts a preadv or
-        pwritev as one read or write of the bytes it returned)."""
+        pwritev as one read or write of the bytes it returned). ``address``: the first
+        buffer's, when the caller knows it and there is one buffer (else 0)."""
         profile = self.stats.profile
         assert profile is not None
-        aligned = profile.aligned(*buffers)
+        if address and len(buffers) == 1:
+            aligned = profile.aligned_at(address)
+        else:
+            aligned = profile.aligned(*buffers)
         started = time.monotonic()
         count = int(call(self.fd, buffers, at))
         ended = time.monotonic()

@@ -110,6 +110,33 @@ _KIND: dict[str, dict[str, int]] = {
 }
 
 
+#: The same indexes in one tuple per kind, in the order :meth:`PosixRecord._access` unpacks them
+#: (one unpacking per recorded call instead of a dict lookup per counter).
+_ACCESS: dict[str, tuple[int, ...]] = {
+    kind: tuple(
+        k[name]
+        for name in (
+            "ops",
+            "bytes",
+            "max_byte",
+            "consec",
+            "seq",
+            "bucket",
+            "max_size",
+            "start",
+            "end",
+            "time",
+            "max_time",
+        )
+    )
+    for kind, k in _KIND.items()
+}
+_MEM_NOT_ALIGNED = C["POSIX_MEM_NOT_ALIGNED"]
+_FILE_ALIGNMENT = C["POSIX_FILE_ALIGNMENT"]
+_FILE_NOT_ALIGNED = C["POSIX_FILE_NOT_ALIGNED"]
+_RW_SWITCHES = C["POSIX_RW_SWITCHES"]
+
+
 def size_bucket(length: int) -> int:
     """Index in :data:`SIZE_BUCKETS` of an operation of ``length`` bytes (bounds inclusive)."""
     return bisect_left(BUCKET_LIMITS, length)
@@ -275,34 +302,36 @@ class PosixRecord:
         start, end = start - self.origin, end - self.origin
         if self.events is not None:
             self._event(start, kind, offset, length)
-        k = _KIND[kind]
+        ops, nbytes, max_byte, consec, seq, bucket, max_size, first, final, time_, max_time = (
+            _ACCESS[kind]
+        )
         c, f = self.counters, self.fcounters
         last = self.last_byte[kind]
         if offset > last:
-            c[k["seq"]] += 1
+            c[seq] += 1
         if offset == last + 1:
-            c[k["consec"]] += 1
+            c[consec] += 1
         self.last_byte[kind] = offset + length - 1
-        if c[k["max_byte"]] < offset + length - 1:
-            c[k["max_byte"]] = offset + length - 1
-        c[k["bytes"]] += length
-        c[k["ops"]] += 1
-        c[k["bucket"] + bisect_left(BUCKET_LIMITS, length)] += 1
+        if c[max_byte] < offset + length - 1:
+            c[max_byte] = offset + length - 1
+        c[nbytes] += length
+        c[ops] += 1
+        c[bucket + bisect_left(BUCKET_LIMITS, length)] += 1
         if not aligned:
-            c[C["POSIX_MEM_NOT_ALIGNED"]] += 1
-        alignment = c[C["POSIX_FILE_ALIGNMENT"]]
+            c[_MEM_NOT_ALIGNED] += 1
+        alignment = c[_FILE_ALIGNMENT]
         if alignment > 0 and offset % alignment:
-            c[C["POSIX_FILE_NOT_ALIGNED"]] += 1
+            c[_FILE_NOT_ALIGNED] += 1
         if self.last_kind and self.last_kind != kind:
-            c[C["POSIX_RW_SWITCHES"]] += 1
+            c[_RW_SWITCHES] += 1
         self.last_kind = kind
-        if f[k["start"]] == 0 or f[k["start"]] > start:
-            f[k["start"]] = start
-        f[k["end"]] = end
-        if f[k["max_time"]] < end - start:
-            f[k["max_time"]] = end - start
-            c[k["max_size"]] = length
-        self._timer(k["time"], kind, start, end)
+        if f[first] == 0 or f[first] > start:
+            f[first] = start
+        f[final] = end
+        if f[max_time] < end - start:
+            f[max_time] = end - start
+            c[max_size] = length
+        self._timer(time_, kind, start, end)
         if self.trace is not None:
             self.trace.add((self.path, kind, offset, length, start, end))
 
@@ -455,6 +484,16 @@ class Profile:
     def aligned(self, *buffers: memoryview) -> bool:
         """Whether every buffer's address is a multiple of the memory alignment."""
         return all(_address(b) % self.mem_alignment == 0 for b in buffers)
+
+    @staticmethod
+    def address(buffer: memoryview) -> int:
+        """The address of a buffer's first byte (for :meth:`aligned_at`)."""
+        return _address(buffer)
+
+    def aligned_at(self, address: int) -> bool:
+        """Whether ``address`` is a multiple of the memory alignment (a slice of a buffer is
+        at the buffer's :meth:`address` plus its offset: no lookup per slice)."""
+        return address % self.mem_alignment == 0
 
     def as_dict(self) -> dict[str, Any]:
         """Plain data (picklable, JSON-ready) for the gather at close."""
