@@ -141,10 +141,14 @@ def read(
         refuse_local_view(info, path, (piece.box for piece in plan.pieces))
         arrays = [reader.read_h5py(path, info.dtype, piece.box) for piece in plan.pieces]
         return assemble(plan, arrays)
-    plan = plan_read(info.shape, info.dtype.itemsize, selection)
-    refuse_local_view(info, path, (piece.box for piece in plan.pieces))
     layout = info.layout if layout is None else layout
     assert layout is not None
+    if len(info.shape) == 1 and isinstance(selection, slice) and selection.step in (None, 1):
+        box = selection_box(info.shape, info.dtype.itemsize, selection)[0]  # type: ignore[index]
+        refuse_local_view(info, path, [box])  # a plain slice of a 1-D dataset: one box
+        return reader.read_direct(layout, info.dtype, box, None, verify, path, info.fill)
+    plan = plan_read(info.shape, info.dtype.itemsize, selection)
+    refuse_local_view(info, path, (piece.box for piece in plan.pieces))
     arrays = [
         reader.read_direct(layout, info.dtype, piece.box, verify=verify, name=path, fill=info.fill)
         for piece in plan.pieces

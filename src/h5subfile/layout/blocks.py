@@ -50,6 +50,12 @@ class Block:
 
     def intersect(self, other: Block) -> Block | None:
         """The common box of two blocks, or None when they do not meet."""
+        if len(self.start) == 1:  # 1-D (particles, IOR): without the generic tuples
+            lo, hi = (
+                max(self.start[0], other.start[0]),
+                min(self.start[0] + self.count[0], other.start[0] + other.count[0]),
+            )
+            return Block((lo,), (hi - lo,)) if lo < hi else None
         start = tuple(max(a, b) for a, b in zip(self.start, other.start))
         stop = tuple(min(a, b) for a, b in zip(self.stop, other.stop))
         if any(lo >= hi for lo, hi in zip(start, stop)):
