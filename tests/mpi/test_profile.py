@@ -21,6 +21,7 @@ def _write(path: Path, rank: int, profile: Path | None) -> dict[str, float]:
     with hs.File(path, "w", subfiles=1, profile=profile) as f:
         f.write_dataset("x", data)
         f.write_dataset("y", np.full((rank + 1) * 100, rank, dtype="i4"))
+        f.flush()  # small writes are combined: written by the next collective call at the latest
         return f.stats.as_dict()
 
 

@@ -218,3 +218,49 @@ def test_a_hasher_is_fed_the_copy_in_order_as_it_is_written(tmp_path: Path) -> N
         for k, p in enumerate(parts)
     ]
     assert whole == np.concatenate(original).tobytes()
+
+
+def test_small_writes_that_continue_each_other_are_combined(tmp_path: Path) -> None:
+    """Consecutive small writes reach the file in calls of the combining buffer; a write that
+    does not continue them (here one rewriting bytes already combined) goes after them, so
+    the last bytes written win; wait() writes what is left."""
+    path = _file(tmp_path / "a.bin", 0)
+    pool = FilePool(True, IOStats(), combine=4096)
+    writer = pool.writer(path)
+    rng = np.random.default_rng(3)
+    expected = rng.integers(0, 256, 10_000, dtype=np.uint8)
+    for at in range(0, 10_000, 500):
+        writer.write_pieces([(at, _view(expected[at : at + 500].copy()))])
+    assert pool.stats.writes == 2  # two buffers of 8 pieces (4000 bytes; a 9th does not fit)
+    again = np.full(700, 9, dtype=np.uint8)
+    writer.write_pieces([(100, _view(again))])  # out of order: the buffer goes first
+    expected[100:800] = 9
+    assert pool.wait() is None
+    pool.close_all()
+    assert Path(path).read_bytes() == expected.tobytes()
+
+
+def test_a_failed_combined_write_is_kept_raised_and_its_bytes_listed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import errno
+
+    path = _file(tmp_path / "a.bin", 0)
+    pool = FilePool(True, IOStats(), combine=4096)
+    writer = pool.writer(path)
+    writer.write_pieces([(0, _view(np.ones(1000, dtype=np.uint8)))])
+
+    def full(self, pieces, owned=False):  # type: ignore[no-untyped-def]
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(RawFile, "write_pieces", full)
+    with pytest.raises(RankIOError) as raised:
+        writer.write_pieces([(5000, _view(np.ones(10, dtype=np.uint8)))])  # flushes first
+    assert raised.value.errno == errno.ENOSPC
+    assert "bytes 0-1000" in str(raised.value) and path in str(raised.value)
+    assert pool.error() is raised.value and pool.wait() is raised.value
+    assert pool.lost() == [Lost(path, ((0, 1000),))]
+    with pytest.raises(RankIOError):  # nothing more is written once one failed
+        writer.write_pieces([(1000, _view(np.ones(10, dtype=np.uint8)))])
+    monkeypatch.undo()
+    pool.close_all()

@@ -183,10 +183,9 @@ def _behind(session: Session, error: BaseException | None) -> Behind:
     """This rank's report of its background writes (None when it writes in the foreground)."""
     writing = session.writing
     assert writing is not None
-    queue = writing.pool.queue
-    if queue is None and error is None:
+    lost = writing.pool.lost()
+    if writing.pool.queue is None and error is None and not lost:
         return None
-    lost = [] if queue is None else queue.lost()
     return (None if error is None else describe_error(error)), lost
 
 

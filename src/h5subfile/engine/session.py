@@ -276,6 +276,8 @@ class Session:
         self.calls += 1
         profile = self.stats.profile
         behind = None
+        if self.writing is not None:
+            self.writing.pool.flush_combined()  # small writes combined: written before any round
         if background and error is None and self.writing is not None:
             error = behind = self.writing.pool.error() or self.writing.kept
         try:
@@ -527,7 +529,9 @@ def _attach_writing(
     plan = session.plan
     behind = plan.async_buffer_bytes if plan.async_writes else None
     session.stats.write_behind = behind is not None
-    pool = FilePool(True, session.stats, plan.transfer_size, write_behind=behind)
+    pool = FilePool(
+        True, session.stats, plan.transfer_size, write_behind=behind, combine=plan.buffer_bytes
+    )
     writing = Writing(grouping, opened.number, opened.session_id, pool)
     writing.checksums = plan.checksums
     if opened.master is not None:

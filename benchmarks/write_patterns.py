@@ -1,0 +1,423 @@
+"""Every write pattern against its baseline, for two checkouts in one series
+(docs/BENCHMARKS.md, "Write patterns against their baselines, before and after").
+
+Each repetition runs every command of :data:`COMMANDS` once per checkout, the checkouts in an
+order that rotates from one repetition to the next; the last checkout runs twice (NEW and
+NEW'), so that NEW' / NEW shows the noise (the null comparison). Every run is a fresh
+``mpiexec`` of ``python -m h5subfile`` with the checkout's ``src`` first on ``PYTHONPATH``,
+into a fresh folder deleted after it (then ``sync``, untimed); its metric is the command's
+own (its JSON), not the process's time. The ratios of :data:`RATIOS` pair two commands of the
+same checkout in the same repetition (IOR's bandwidth against raw POSIX's, the time per step
+writing behind against the default's), as the bench's own comparison table does.
+
+Run (2 ranks: the machine's cores; BASE a worktree of the commit before, NEW this one):
+
+    git worktree add /tmp/base <commit>
+    .venv/bin/python benchmarks/write_patterns.py --checkout BASE=/tmp/base/src \\
+        --checkout NEW=src --reps 5 --json docs/write-patterns.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from docplot import run_facts  # noqa: E402
+
+TITLE = "Write patterns against their baselines, before and after"
+ROOT = Path(__file__).resolve().parents[1]
+PYTHON = ROOT / ".venv" / "bin" / "python"
+MPIEXEC = ROOT / ".venv" / "bin" / "mpiexec"
+
+_BENCH = ["bench", "-b", "256m", "-i", "3", "-w", "--json", "-", "--quiet", "-o", "{dir}/t"]
+_STEPS = ["--particles", "4Mi", "--steps", "4", "--subfiles", "2", "--compute-time", "0.5s"]
+_BIG = ["--particles", "16Mi", "--steps", "1", "--subfiles", "2"]
+#: name -> (ranks, h5subfile arguments ({dir}: the run's folder), metric, what it is)
+COMMANDS: dict[str, tuple[int, list[str], str, str]] = {
+    "t16m_subfiles2": (
+        2,
+        [*_BENCH, "-a", "subfile", "-t", "16m", "-e", "--subfiles", "2"],
+        "write_mib",
+        "`bench -t 16m -e`, 2 subfiles (write MiB/s)",
+    ),
+    "t16m_posix_fpp": (
+        2,
+        [*_BENCH, "-a", "posix", "-t", "16m", "-e", "-F"],
+        "write_mib",
+        "`bench -t 16m -e`, POSIX file per process (write MiB/s)",
+    ),
+    "t16m_one_file": (
+        2,
+        [*_BENCH, "-a", "subfile", "-t", "16m", "-e", "--subfiles", "1"],
+        "write_mib",
+        "`bench -t 16m -e`, one file (write MiB/s)",
+    ),
+    "t16m_posix_shared": (
+        2,
+        [*_BENCH, "-a", "posix", "-t", "16m", "-e"],
+        "write_mib",
+        "`bench -t 16m -e`, POSIX shared file (write MiB/s)",
+    ),
+    "t64k_one_file": (
+        2,
+        [*_BENCH, "-a", "subfile", "-t", "64k", "--subfiles", "1"],
+        "write_mib",
+        "`bench -t 64k`, one file (write MiB/s)",
+    ),
+    "t64k_posix_shared": (
+        2,
+        [*_BENCH, "-a", "posix", "-t", "64k"],
+        "write_mib",
+        "`bench -t 64k`, POSIX shared file (write MiB/s)",
+    ),
+    "steps_default": (
+        2,
+        ["vpic", "{dir}/run.h5", *_STEPS, "--json"],
+        "observed_step_seconds",
+        "VPIC 4 steps, compute 0.5 s, default (s per step)",
+    ),
+    "steps_async": (
+        2,
+        ["vpic", "{dir}/run.h5", *_STEPS, "--async-writes", "--json"],
+        "observed_step_seconds",
+        "the same, `--async-writes` (s per step)",
+    ),
+    "steps_zero_copy": (
+        2,
+        ["vpic", "{dir}/run.h5", *_STEPS, "--async-writes", "--async-zero-copy", "--json"],
+        "observed_step_seconds",
+        "the same, `--async-zero-copy` (s per step)",
+    ),
+    "big_profiled": (
+        2,
+        ["vpic", "{dir}/run.h5", *_BIG, "--profile", "{dir}/prof", "--json"],
+        "observed_seconds",
+        "VPIC 512 MiB per rank, profiled (observed s)",
+    ),
+    "big_plain": (
+        2,
+        ["vpic", "{dir}/run.h5", *_BIG, "--json"],
+        "observed_seconds",
+        "VPIC 512 MiB per rank, not profiled (observed s)",
+    ),
+    "vpic_2": (
+        2,
+        ["vpic", "{dir}/run.h5", "--particles", "4Mi", "--steps", "2", "--json"],
+        "observed_seconds",
+        "VPIC write, 2 ranks, default plan (observed s)",
+    ),
+    "vpic_4": (
+        4,
+        ["vpic", "{dir}/run.h5", "--particles", "4Mi", "--steps", "2", "--json"],
+        "observed_seconds",
+        "VPIC write, 4 ranks (oversubscribed), default plan (observed s)",
+    ),
+}
+#: (label, numerator, denominator, target, "bandwidth" or "time")
+RATIOS: list[tuple[str, str, str, str, str]] = [
+    (
+        "2 subfiles / POSIX file per process, `-t 16m -e`",
+        "t16m_subfiles2",
+        "t16m_posix_fpp",
+        ">= 0.95",
+        "bandwidth",
+    ),
+    (
+        "one file / POSIX shared file, `-t 16m -e`",
+        "t16m_one_file",
+        "t16m_posix_shared",
+        ">= 0.95",
+        "bandwidth",
+    ),
+    (
+        "64 KiB transfers, one file / POSIX shared file",
+        "t64k_one_file",
+        "t64k_posix_shared",
+        ">= 0.8",
+        "bandwidth",
+    ),
+    ("writing behind / default, time per step", "steps_async", "steps_default", "<= 0.90", "time"),
+    ("zero copy / default, time per step", "steps_zero_copy", "steps_default", "<= 0.80", "time"),
+    ("profiled / not profiled, 512 MiB per rank", "big_profiled", "big_plain", "<= 1.02", "time"),
+]
+#: Compared between checkouts directly (NEW / BASE): the VPIC write must not get slower.
+DIRECT = ["vpic_2", "vpic_4"]
+
+
+VERSIONS = (
+    "import h5py, mpi4py, numpy; from mpi4py import MPI; "
+    "print(f'h5py {h5py.version.version} (HDF5 {h5py.version.hdf5_version}), mpi4py "
+    '{mpi4py.__version__}, {" ".join(MPI.Get_library_version().replace("Version:", "").split()[:2])}, numpy '
+    "{numpy.__version__}')"
+)
+
+
+def metric(output: str, name: str) -> float:
+    """The metric of a command's JSON output: the bench's median write bandwidth, or a
+    field of the VPIC metrics."""
+    data = json.loads(output)
+    if name == "write_mib":
+        return float(data["summary"]["write"]["median_mib"])
+    return float(data[name])
+
+
+def run(src: str, name: str, folder: Path) -> float:
+    ranks, arguments, what, _ = COMMANDS[name]
+    run_dir = Path(tempfile.mkdtemp(dir=folder))
+    try:
+        command = [
+            str(MPIEXEC),
+            "-n",
+            str(ranks),
+            "env",
+            f"PYTHONPATH={src}",
+            str(PYTHON),
+            "-m",
+            "h5subfile",
+            *(a.replace("{dir}", str(run_dir)) for a in arguments),
+        ]
+        done = subprocess.run(command, capture_output=True, text=True, timeout=600)
+        if done.returncode != 0:
+            raise RuntimeError(f"{name} ({src}) failed: {done.stderr[-2000:]}")
+        return metric(done.stdout, what)
+    finally:
+        shutil.rmtree(run_dir, ignore_errors=True)
+        os.sync()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument(
+        "--checkout",
+        action="append",
+        required=True,
+        metavar="NAME=SRC",
+        help="a checkout's name and its src folder (the last also runs twice)",
+    )
+    parser.add_argument("--reps", type=int, default=5)
+    parser.add_argument("--only", nargs="*", default=None, help="these commands only")
+    parser.add_argument("--json", type=Path, default=None)
+    args = parser.parse_args()
+    checkouts = dict(c.split("=", 1) for c in args.checkout)
+    names = list(checkouts)
+    last = names[-1]
+    order = [*names, last + "'"]
+    sources = {**checkouts, last + "'": checkouts[last]}
+    commits = {
+        name: subprocess.run(
+            ["git", "-C", src, "rev-parse", "--short", "HEAD"], capture_output=True, text=True
+        ).stdout.strip()
+        for name, src in checkouts.items()
+    }
+    commands = args.only or list(COMMANDS)
+    facts = run_facts(os.getloadavg(), time.time())
+    facts["versions"] = subprocess.run(
+        [str(PYTHON), "-c", VERSIONS], capture_output=True, text=True, check=True
+    ).stdout.strip()
+    samples: list[dict[str, Any]] = []
+    loads: list[float] = []
+    folder = Path(tempfile.mkdtemp(prefix="write-patterns-"))
+    started = time.time()
+    try:
+        for rep in range(args.reps):
+            loads.append(os.getloadavg()[0])
+            rotated = order[rep % len(order) :] + order[: rep % len(order)]
+            for name in commands:
+                for checkout in rotated:
+                    value = run(sources[checkout], name, folder)
+                    samples.append(
+                        {"rep": rep, "command": name, "checkout": checkout, "value": value}
+                    )
+            done = time.time() - started
+            print(
+                f"repetition {rep + 1}/{args.reps} done ({done:.0f} s); load before it "
+                f"{loads[-1]:.2f}",
+                file=sys.stderr,
+            )
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+    data = {
+        "facts": facts,
+        "reps": args.reps,
+        "checkouts": checkouts,
+        "commits": commits,
+        "order": order,
+        "commands": commands,
+        "loads": loads,
+        "samples": samples,
+    }
+    print(render(data))
+    if args.json:
+        args.json.write_text(json.dumps(data, indent=1) + "\n")
+
+
+# The section -----------------------------------------------------------------------------------
+def values(data: dict, command: str, checkout: str) -> dict[int, float]:
+    return {
+        s["rep"]: s["value"]
+        for s in data["samples"]
+        if s["command"] == command and s["checkout"] == checkout
+    }
+
+
+def cell(xs: list[float], digits: int = 2) -> str:
+    if not xs:
+        return "-"
+    return f"{statistics.median(xs):.{digits}f} ({min(xs):.{digits}f}-{max(xs):.{digits}f})"
+
+
+def _size(value: float) -> int:
+    return 3 if value < 10 else 0
+
+
+def ratios(data: dict, top: str, bottom: str, checkout: str) -> list[float]:
+    """``top`` / ``bottom`` of one checkout, repetition by repetition."""
+    a, b = values(data, top, checkout), values(data, bottom, checkout)
+    return [a[r] / b[r] for r in sorted(a) if r in b and b[r]]
+
+
+def between(data: dict, command: str, top: str, bottom: str) -> list[float]:
+    """Checkout ``top`` / checkout ``bottom`` for one command, repetition by repetition."""
+    a, b = values(data, command, top), values(data, command, bottom)
+    return [a[r] / b[r] for r in sorted(a) if r in b and b[r]]
+
+
+def ratio_rows(data: dict) -> list[list[str]]:
+    order = data["order"]
+    base, new, null = order[0], order[-2], order[-1]
+    rows = []
+    for label, top, bottom, target, _ in RATIOS:
+        if top not in data["commands"] or bottom not in data["commands"]:
+            continue
+        by = {c: ratios(data, top, bottom, c) for c in order}
+        change = [n / b for n, b in zip(by[new], by[base])]
+        noise = [n2 / n for n2, n in zip(by[null], by[new])]
+        rows.append([label, target, cell(by[base]), cell(by[new]), cell(change), cell(noise)])
+    return rows
+
+
+def command_rows(data: dict) -> list[list[str]]:
+    order = data["order"]
+    base, new, null = order[0], order[-2], order[-1]
+    rows = []
+    for name in data["commands"]:
+        what = COMMANDS[name][3]
+        digits = _size(statistics.median(values(data, name, base).values()))
+        change = between(data, name, new, base)
+        rows.append(
+            [
+                what,
+                cell(list(values(data, name, base).values()), digits),
+                cell(list(values(data, name, new).values()), digits),
+                cell(change),
+                f"{sum(c < 1 for c in change)} of {len(change)}",
+                cell(between(data, name, null, new)),
+            ]
+        )
+    return rows
+
+
+def _table(header: list[str], rows: list[list[str]]) -> list[str]:
+    return [
+        "| " + " | ".join(header) + " |",
+        "|---" * len(header) + "|",
+        *("| " + " | ".join(r) + " |" for r in rows),
+    ]
+
+
+def render(data: dict) -> str:
+    order = data["order"]
+    base, new = order[0], order[-2]
+    commits = data["commits"]
+    facts = data["facts"]
+    lines = [
+        f"## {TITLE}",
+        "",
+        f"Each write pattern of the issue that asked for it, measured for two checkouts in one "
+        f"series: {base} ({commits.get(base, '?')}) and {new} ({commits.get(new, '?')}), "
+        f"{new} twice ({new}' / {new} is the null comparison), the checkouts' order rotating "
+        f"each repetition, every run a fresh `mpiexec` into a fresh folder (deleted, then "
+        f"`sync`, untimed), {data['reps']} repetitions. The metric is each command's own "
+        "(its JSON). Load average before each repetition: "
+        + ", ".join(f"{x:.2f}" for x in data["loads"])
+        + ". Measured with:",
+        "",
+        "```sh",
+        "git worktree add /tmp/base <commit before>",
+        ".venv/bin/python benchmarks/write_patterns.py --checkout BASE=/tmp/base/src \\",
+        "    --checkout NEW=src --reps 5 --json docs/write-patterns.json",
+        "```",
+        "",
+        f"- machine: {facts['machine']}, {facts['cpus']} cores; started "
+        f"{time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime(facts['started']))}",
+        f"- versions: {facts['versions']}",
+        "- 2 ranks on 2 cores, except the 4-rank VPIC write (oversubscribed); writes land in "
+        "the page cache",
+        "",
+        "Ratios, per repetition, of two commands of the same checkout (bandwidths: above 1 "
+        "faster than the baseline; times: below 1 faster). Cells: median (min-max).",
+        "",
+        *_table(
+            ["measure", "target", base, new, f"{new} / {base}", f"null {new}' / {new}"],
+            ratio_rows(data),
+        ),
+        "",
+        "Each command (times: below 1 faster; bandwidths: above 1 faster).",
+        "",
+        *_table(
+            [
+                "command",
+                base,
+                new,
+                f"{new} / {base}",
+                f"{new} / {base} below 1 in",
+                f"null {new}' / {new}",
+            ],
+            command_rows(data),
+        ),
+    ]
+    return "\n".join(lines)
+
+
+def summary_rows(data: dict) -> list[tuple[str, str, str]]:
+    order = data["order"]
+    base, new, null = order[0], order[-2], order[-1]
+    answer = "; ".join(
+        f"{row[0]}: {base} **{row[2].split()[0]}**, {new} **{row[3].split()[0]}** "
+        f"(target {row[1]}; null {row[5].split()[0]})"
+        for row in ratio_rows(data)
+    )
+    direct = "; ".join(
+        f"{COMMANDS[name][3]}: **{cell(between(data, name, new, base))}** "
+        f"(null {cell(between(data, name, null, new))})"
+        for name in DIRECT
+        if name in data["commands"]
+    )
+    return [
+        (
+            "Write patterns at 2 ranks against their baselines (bandwidth ratios: above 1 faster; "
+            "time ratios: below 1 faster), before and after",
+            answer,
+            TITLE,
+        ),
+        (
+            f"VPIC write after the write-pattern work: {new} / {base} (observed s; above 1 slower)",
+            direct,
+            TITLE,
+        ),
+    ]
+
+
+if __name__ == "__main__":
+    main()
