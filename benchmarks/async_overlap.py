@@ -174,10 +174,11 @@ def render(record: dict) -> str:
         )
     lines += [
         "",
-        "What is left is spent in the foreground: copying each step into the library's buffer "
-        "(with a copy: a memory copy of the step, about half of what writing it to the page "
-        "cache costs), hashing it for its checksums during the call, and the last step's "
-        "write, which close waits for. On storage slower than the page cache (a parallel "
+        "What is left is spent in the foreground: with a copy, copying each step into the "
+        "library's ring buffer (reused for the session; the background thread hashes the copy "
+        "as it writes it); without one, hashing the caller's arrays during the call (so that "
+        "an array changed before it is written is caught); and the last step's write, which "
+        "close waits for. On storage slower than the page cache (a parallel "
         "file system, `fsync=True`) the I/O time grows and these stay the same. h5bench's "
         "own async mode needs HDF5's asynchronous VOL connector, a separate build of HDF5 "
         "with thread safety and the Argobots library, which was not built on this machine: "

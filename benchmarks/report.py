@@ -37,6 +37,8 @@ import repack_experiment  # noqa: E402
 import storage_experiment  # noqa: E402
 import undeclared  # noqa: E402
 import whole_write  # noqa: E402
+import write_patterns  # noqa: E402
+import write_slices  # noqa: E402
 from docplot import MAKE_HDF5, MAKE_MPI, bars, caption, environment_warning  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -58,6 +60,8 @@ DATA = {
     "async": "async-overlap.json",
     "whole": "whole-write.json",
     "undeclared": "undeclared.json",
+    "patterns": "write-patterns.json",
+    "slices": "write-slices.json",
 }
 PAPER_TITLE = paper_experiment.TITLE
 SHORT = {PAPER_TITLE: "VPIC-IO / IOR"}
@@ -796,6 +800,8 @@ def summary(data: dict[str, dict]) -> str:
         + async_summary(data["async"])
         + undeclared.summary_rows(data["undeclared"])
         + regression_summary(data["recorded"]["learned_regression"])
+        + write_patterns.summary_rows(data["patterns"])
+        + write_slices.summary_rows(data["slices"])
     )
     other = sorted(
         {
@@ -863,6 +869,8 @@ others run `report.py`):
 | [Repack]({repack}) | `docs/repack-results-512mib.json`, `-1gib.json`, `-2gib.json` | `.venv/bin/python benchmarks/repack_experiment.py --reps 7 --particles 4Mi`, and with `--particles 8Mi`, `16Mi` |
 | [Datasets without declared blocks]({undeclared}) | `docs/undeclared.json` | `.venv/bin/python benchmarks/undeclared.py --ranks 2 --rounds 15 --json docs/undeclared.json` |
 | [Declared paths after datasets without blocks]({regression}) | `docs/recorded-results.json` | by hand: two checkouts alternated run by run (commands in the section) |
+| [Write patterns against their baselines, before and after]({patterns}) | `docs/write-patterns.json` | `.venv/bin/python benchmarks/write_patterns.py --checkout BASE=/tmp/base/src --checkout NEW=src --reps 5 --json docs/write-patterns.json` (BASE: a worktree of the commit before) |
+| [Write system call sizes]({slices}) | `docs/write-slices.json` | `.venv/bin/python benchmarks/write_slices.py --reps 12 --json docs/write-slices.json` |
 
 Every figure shows the median over repetitions with the minimum and maximum as whiskers or
 error bars."""
@@ -887,6 +895,8 @@ def build(data: dict[str, dict]) -> str:
         "repack": anchor(REPACK_TITLE),
         "undeclared": anchor(undeclared.TITLE),
         "regression": anchor(rec["learned_regression"]["title"]),
+        "patterns": anchor(write_patterns.TITLE),
+        "slices": anchor(write_slices.TITLE),
     }
     parts = [
         HEADER.format(**anchors),
@@ -906,6 +916,8 @@ def build(data: dict[str, dict]) -> str:
         repack(repack_runs(data)),
         undeclared.render(data["undeclared"]),
         recorded(rec["learned_regression"]),
+        write_patterns.render(data["patterns"]),
+        write_slices.render(data["slices"]),
     ]
     return "\n\n".join(parts) + "\n"
 

@@ -387,6 +387,8 @@ def render(data: dict) -> str:
             command_rows(data),
         ),
     ]
+    if data.get("notes"):  # what the tables say, and why (written once the run was read)
+        lines += ["", *(f"- {note}" for note in data["notes"])]
     return "\n".join(lines)
 
 

@@ -257,10 +257,10 @@ PLAN_FIELDS: tuple[PlanField, ...] = (
     PlanField(
         "transfer_size",
         "H5SUBFILE_TRANSFER_SIZE",
-        "the largest single write or read a rank issues (default: no limit below 1 GiB)",
+        "the largest single write or read a rank issues (default: writes 1.5 MiB, reads 1 GiB)",
         parse_bytes("transfer_size"),
         candidates=fixed_candidates(None, 1 << 20, 4 << 20, 16 << 20),
-        default_label="no limit",
+        default_label="1.5m/1g",
     ),
     # Not searched by the tuner: it times single writes without computation between them,
     # where writing in the background only adds a copy.
@@ -338,7 +338,8 @@ class Plan:
     alignment
         Start every dataset's data in a subfile at a multiple of this many bytes (power of two).
     transfer_size
-        The largest single write or read a rank issues (None: up to 1 GiB per system call).
+        The largest single write or read a rank issues (None: writes of at most 1.5 MiB
+        per system call to the data files, reads up to 1 GiB).
     async_writes, async_buffer_size
         Write-behind: writes return once the library holds a copy of their bytes, which one
         background thread per rank writes in order, holding at most ``async_buffer_size``

@@ -107,7 +107,7 @@ READ_HELP = {
     "reads its own share (env H5SUBFILE_AGGREGATORS)",
     "buffer_size": "bytes an aggregator reads at a time (bounds its memory; default 16m; env "
     "H5SUBFILE_BUFFER_SIZE)",
-    "transfer_size": "the largest single read a rank issues (default: no limit below 1 GiB; env "
+    "transfer_size": "the largest single read a rank issues (default: 1 GiB; env "
     "H5SUBFILE_TRANSFER_SIZE)",
 }
 

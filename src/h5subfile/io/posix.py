@@ -31,16 +31,16 @@ MAX_BUFFERS = 1024
 #: in the profile's (and Darshan's) 1M-4M size bucket, not among the small requests.
 HASH_SLICE = 1280 << 10
 #: The largest write system call to h5subfile's data files when the plan sets no
-#: ``transfer_size`` (reads are not cut): on the measuring machine a buffered write of 2 MiB or
-#: more into the page cache took 2 to 10 times as long per byte as the same bytes in calls of
-#: at most 1.5 MiB (docs/BENCHMARKS.md, *Write system call sizes*). Above a hash slice plus a
-#: file-system block, so that :meth:`RawFile.write_hashed` makes one call per slice.
+#: ``transfer_size`` (reads are not cut): steps written into the page cache in calls of 2 MiB or
+#: more took longer, and were more often slow, than in calls of at most 1.5 MiB
+#: (docs/BENCHMARKS.md, *Write system call sizes*). Above a hash slice plus a file-system block,
+#: so that :meth:`RawFile.write_hashed` makes one call per slice.
 WRITE_SLICE = 1536 << 10
 
 #: Writes smaller than this that continue the one before them in the same file are combined in
 #: a buffer of :data:`WRITE_SLICE` bytes (at most the plan's ``buffer_size``) and written in one
-#: call (:class:`FilePool`): 64 KiB pieces of two ranks sharing a file took 0.113-0.146 s in
-#: 1 MiB calls against 0.131-0.150 s one call each (docs/BENCHMARKS.md, *Write patterns*).
+#: call (:class:`FilePool`): fewer calls, each holding a shared file's write lock once
+#: (docs/BENCHMARKS.md, *Write patterns against their baselines*, the 64 KiB row).
 COMBINE_BELOW = 256 << 10
 
 #: A piece of positioned I/O: (byte offset in the file, the bytes or the buffer to fill).
