@@ -61,6 +61,7 @@ DATA = {
     "whole": "whole-write.json",
     "undeclared": "undeclared.json",
     "patterns": "write-patterns.json",
+    "patterns_overlap": "write-patterns-overlap.json",
     "slices": "write-slices.json",
 }
 PAPER_TITLE = paper_experiment.TITLE
@@ -801,6 +802,7 @@ def summary(data: dict[str, dict]) -> str:
         + undeclared.summary_rows(data["undeclared"])
         + regression_summary(data["recorded"]["learned_regression"])
         + write_patterns.summary_rows(data["patterns"])
+        + write_patterns.summary_rows(data["patterns_overlap"])
         + write_slices.summary_rows(data["slices"])
     )
     other = sorted(
@@ -870,6 +872,7 @@ others run `report.py`):
 | [Datasets without declared blocks]({undeclared}) | `docs/undeclared.json` | `.venv/bin/python benchmarks/undeclared.py --ranks 2 --rounds 15 --json docs/undeclared.json` |
 | [Declared paths after datasets without blocks]({regression}) | `docs/recorded-results.json` | by hand: two checkouts alternated run by run (commands in the section) |
 | [Write patterns against their baselines, before and after]({patterns}) | `docs/write-patterns.json` | `.venv/bin/python benchmarks/write_patterns.py --checkout BASE=/tmp/base/src --checkout NEW=src --reps 5 --json docs/write-patterns.json` (BASE: a worktree of the commit before) |
+| [Writing behind at its benchmark's configuration, before and after]({patterns_overlap}) | `docs/write-patterns-overlap.json` | the same script with `--only own0.5_default own0.5_async own0.5_zero_copy own0.2_default own0.2_async own0.2_zero_copy --title "Writing behind at its benchmark's configuration, before and after"` |
 | [Write system call sizes]({slices}) | `docs/write-slices.json` | `.venv/bin/python benchmarks/write_slices.py --reps 12 --json docs/write-slices.json` |
 
 Every figure shows the median over repetitions with the minimum and maximum as whiskers or
@@ -896,6 +899,7 @@ def build(data: dict[str, dict]) -> str:
         "undeclared": anchor(undeclared.TITLE),
         "regression": anchor(rec["learned_regression"]["title"]),
         "patterns": anchor(write_patterns.TITLE),
+        "patterns_overlap": anchor(data["patterns_overlap"]["title"]),
         "slices": anchor(write_slices.TITLE),
     }
     parts = [
@@ -917,6 +921,7 @@ def build(data: dict[str, dict]) -> str:
         undeclared.render(data["undeclared"]),
         recorded(rec["learned_regression"]),
         write_patterns.render(data["patterns"]),
+        write_patterns.render(data["patterns_overlap"]),
         write_slices.render(data["slices"]),
     ]
     return "\n\n".join(parts) + "\n"

@@ -43,6 +43,9 @@ MPIEXEC = ROOT / ".venv" / "bin" / "mpiexec"
 _BENCH = ["bench", "-b", "256m", "-i", "3", "-w", "--json", "-", "--quiet", "-o", "{dir}/t"]
 _STEPS = ["--particles", "4Mi", "--steps", "4", "--subfiles", "2", "--compute-time", "0.5s"]
 _BIG = ["--particles", "16Mi", "--steps", "1", "--subfiles", "2"]
+#: async_overlap.py's own configuration: 256 MiB per rank per step, 4 steps, default plan
+_OWN = ["--particles", "8Mi", "--steps", "4"]
+_ZERO = ["--async-writes", "--async-zero-copy"]
 #: name -> (ranks, h5subfile arguments ({dir}: the run's folder), metric, what it is)
 COMMANDS: dict[str, tuple[int, list[str], str, str]] = {
     "t16m_subfiles2": (
@@ -111,6 +114,20 @@ COMMANDS: dict[str, tuple[int, list[str], str, str]] = {
         "observed_seconds",
         "VPIC 512 MiB per rank, not profiled (observed s)",
     ),
+    **{
+        f"own{c}_{name}": (
+            2,
+            ["vpic", "{dir}/run.h5", *_OWN, "--compute-time", f"{c}s", *flags, "--json"],
+            "observed_step_seconds",
+            f"VPIC 256 MiB/rank/step, compute {c} s, {label} (s per step)",
+        )
+        for c in ("0.5", "0.2")
+        for name, flags, label in (
+            ("default", [], "default"),
+            ("async", ["--async-writes"], "`--async-writes`"),
+            ("zero_copy", _ZERO, "`--async-zero-copy`"),
+        )
+    },
     "vpic_2": (
         2,
         ["vpic", "{dir}/run.h5", "--particles", "4Mi", "--steps", "2", "--json"],
@@ -150,6 +167,20 @@ RATIOS: list[tuple[str, str, str, str, str]] = [
     ("writing behind / default, time per step", "steps_async", "steps_default", "<= 0.90", "time"),
     ("zero copy / default, time per step", "steps_zero_copy", "steps_default", "<= 0.80", "time"),
     ("profiled / not profiled, 512 MiB per rank", "big_profiled", "big_plain", "<= 1.02", "time"),
+    *(
+        (
+            f"{label} / default, 256 MiB/rank/step, compute {c} s",
+            f"own{c}_{name}",
+            f"own{c}_default",
+            target,
+            "time",
+        )
+        for c in ("0.5", "0.2")
+        for name, label, target in (
+            ("async", "writing behind", "<= 0.90"),
+            ("zero_copy", "zero copy", "<= 0.80"),
+        )
+    ),
 ]
 #: Compared between checkouts directly (NEW / BASE): the VPIC write must not get slower.
 DIRECT = ["vpic_2", "vpic_4"]
@@ -208,6 +239,7 @@ def main() -> None:
     parser.add_argument("--reps", type=int, default=5)
     parser.add_argument("--only", nargs="*", default=None, help="these commands only")
     parser.add_argument("--json", type=Path, default=None)
+    parser.add_argument("--title", default=TITLE, help="the section's title")
     args = parser.parse_args()
     checkouts = dict(c.split("=", 1) for c in args.checkout)
     names = list(checkouts)
@@ -248,6 +280,8 @@ def main() -> None:
     finally:
         shutil.rmtree(folder, ignore_errors=True)
     data = {
+        "argv": sys.argv[1:],
+        "title": args.title,
         "facts": facts,
         "reps": args.reps,
         "checkouts": checkouts,
@@ -342,7 +376,7 @@ def render(data: dict) -> str:
     commits = data["commits"]
     facts = data["facts"]
     lines = [
-        f"## {TITLE}",
+        f"## {data.get('title', TITLE)}",
         "",
         f"Each write pattern of the issue that asked for it, measured for two checkouts in one "
         f"series: {base} ({commits.get(base, '?')}) and {new} ({commits.get(new, '?')}), "
@@ -355,8 +389,7 @@ def render(data: dict) -> str:
         "",
         "```sh",
         "git worktree add /tmp/base <commit before>",
-        ".venv/bin/python benchmarks/write_patterns.py --checkout BASE=/tmp/base/src \\",
-        "    --checkout NEW=src --reps 5 --json docs/write-patterns.json",
+        *_command(data),
         "```",
         "",
         f"- machine: {facts['machine']}, {facts['cpus']} cores; started "
@@ -392,33 +425,57 @@ def render(data: dict) -> str:
     return "\n".join(lines)
 
 
+def _command(data: dict) -> list[str]:
+    """The command that made ``data`` (its arguments as run, when the JSON keeps them)."""
+    argv = data.get(
+        "argv",
+        [
+            "--checkout",
+            "BASE=/tmp/base/src",
+            "--checkout",
+            "NEW=src",
+            "--reps",
+            "5",
+            "--json",
+            "docs/write-patterns.json",
+        ],
+    )
+    quoted = [f'"{a}"' if " " in a else a for a in argv]
+    return [".venv/bin/python benchmarks/write_patterns.py " + " ".join(quoted)]
+
+
 def summary_rows(data: dict) -> list[tuple[str, str, str]]:
     order = data["order"]
     base, new, null = order[0], order[-2], order[-1]
+    title = data.get("title", TITLE)
     answer = "; ".join(
         f"{row[0]}: {base} **{row[2].split()[0]}**, {new} **{row[3].split()[0]}** "
         f"(target {row[1]}; null {row[5].split()[0]})"
         for row in ratio_rows(data)
     )
+    question = (
+        "Write patterns at 2 ranks against their baselines (bandwidth ratios: above 1 faster; "
+        "time ratios: below 1 faster), before and after"
+        if title == TITLE
+        else f"{title} (time ratios: below 1 faster)"
+    )
+    rows = [(question, answer, title)]
     direct = "; ".join(
         f"{COMMANDS[name][3]}: **{cell(between(data, name, new, base))}** "
         f"(null {cell(between(data, name, null, new))})"
         for name in DIRECT
         if name in data["commands"]
     )
-    return [
-        (
-            "Write patterns at 2 ranks against their baselines (bandwidth ratios: above 1 faster; "
-            "time ratios: below 1 faster), before and after",
-            answer,
-            TITLE,
-        ),
-        (
-            f"VPIC write after the write-pattern work: {new} / {base} (observed s; above 1 slower)",
-            direct,
-            TITLE,
-        ),
-    ]
+    if direct:
+        rows.append(
+            (
+                f"VPIC write after the write-pattern work: {new} / {base} (observed s; above 1 "
+                "slower)",
+                direct,
+                title,
+            )
+        )
+    return rows
 
 
 if __name__ == "__main__":
