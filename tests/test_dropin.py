@@ -16,7 +16,7 @@ import h5py
 import numpy as np
 import pytest
 
-from conftest import MPIEXEC
+from conftest import MPIEXEC, run_python
 
 ROOT = Path(__file__).resolve().parent
 PROGRAM = ROOT / "programs" / "h5py_mpio.py"
@@ -178,9 +178,7 @@ def test_a_file_held_open_by_h5py_in_the_same_process_is_named_busy(tmp_path: Pa
         "with hs.File(sys.argv[1], 'r', comm=MPI.COMM_SELF) as f:\n"
         "    print(f['x'][...].tolist())\n"
     )
-    done = subprocess.run(
-        [sys.executable, "-c", code, str(tmp_path / "held.h5")], capture_output=True, text=True
-    )
+    done = run_python(code, str(tmp_path / "held.h5"))
     assert done.returncode == 0, done.stderr
     assert "open in this process already" in done.stdout and "close it first" in done.stdout
     assert done.stdout.splitlines()[-1] == "[0, 1, 2]"

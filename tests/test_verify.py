@@ -156,12 +156,17 @@ def test_usage_error_exits_2() -> None:
     assert result.returncode == 2
 
 
+def _unpacked(folder: Path, name: str) -> Path:
+    """The kept file ``tests/data/<name>.tar.gz`` unpacked into ``folder``: ``<name>.h5``."""
+    with tarfile.open(ROOT / "data" / f"{name}.tar.gz") as archive:
+        archive.extractall(folder, filter="data")
+    return folder / f"{name}.h5"
+
+
 @pytest.fixture
 def format2(tmp_path: Path) -> Path:
     """A file written by h5subfile at commit f522254 (format 2; tests/data/format2_write.py)."""
-    with tarfile.open(ROOT / "data" / "format2.tar.gz") as archive:
-        archive.extractall(tmp_path, filter="data")
-    return tmp_path / "format2.h5"
+    return _unpacked(tmp_path, "format2")
 
 
 def test_format2_file_opens_and_has_no_checksums(format2: Path) -> None:
@@ -183,9 +188,7 @@ def test_format2_file_opens_and_has_no_checksums(format2: Path) -> None:
 @pytest.fixture
 def format3(tmp_path: Path) -> Path:
     """A file written by h5subfile at commit bec83d0 (format 3; tests/data/format3_write.py)."""
-    with tarfile.open(ROOT / "data" / "format3.tar.gz") as archive:
-        archive.extractall(tmp_path, filter="data")
-    return tmp_path / "format3.h5"
+    return _unpacked(tmp_path, "format3")
 
 
 def test_format3_file_reads_verifies_and_takes_a_dataset_without_blocks(format3: Path) -> None:
