@@ -116,7 +116,11 @@ def start_hashing(
         stream = streams.get(w.path)
         if stream is None:
             stream = streams[w.path] = BlockStream(target.block.size * data.itemsize)
-        if not stream.continues(target.block, w.box, data.itemsize) or (queued and not direct):
+        # the queue's thread feeds a stream only through direct writes, in its order
+        fed_by_queue = queued and as_written
+        if not stream.continues(target.block, w.box, data.itemsize) or (
+            fed_by_queue and not direct
+        ):
             stream.broken = True
             continue
         stream.claimed += data.nbytes
