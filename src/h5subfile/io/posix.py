@@ -16,9 +16,9 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from ..errors import MissingFileError, TruncatedFileError, as_error, keep_errno
+from ..errors import MissingFileError, TruncatedFileError
 from .profile import PosixRecord, Profile
-from .writebehind import Lost, QueuedFile, WriteBehind
+from .writebehind import Lost, QueuedFile, WriteBehind, kept_error
 
 #: The largest number of bytes passed to one pread/pwrite system call.
 MAX_TRANSFER = 1 << 30
@@ -659,14 +659,8 @@ class CombinedFile:
         try:
             pool.get(self.path).write_pieces([(start, self.buffer.data[:used])])
         except Exception as exc:
-            error = as_error(exc)
-            where = "" if self.path in str(error) else f", writing {self.path}"
-            kept = type(error)(
-                f"{error}{where} (bytes {start}-{start + used} of small writes combined "
-                "into one call)"
-            )
-            keep_errno(kept, getattr(error, "errno", None))
-            kept.__cause__ = exc
+            how = f"bytes {start}-{start + used} of small writes combined into one call"
+            kept = kept_error(exc, self.path, how)
             pool._combine_error = kept
             pool._combine_lost.append(Lost(self.path, ((start, start + used),)))
             raise kept from exc

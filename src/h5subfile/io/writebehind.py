@@ -118,12 +118,14 @@ def _copied(part: Sequence[Piece], ring: np.ndarray, at: int) -> list[Piece]:
     return copied
 
 
-def in_background(exc: BaseException, file: str) -> BaseException:
-    """``exc``, met by a background job on ``file``, as the error of the hierarchy it maps to,
-    saying where and that it was written in the background (errno kept)."""
+def kept_error(
+    exc: BaseException, file: str, how: str = "in the background: async_writes"
+) -> BaseException:
+    """``exc``, met by a write to ``file`` made after the call that asked for it (``how``), as
+    the error of the hierarchy it maps to, saying where and how (errno kept)."""
     mapped = as_error(exc)
     where = "" if file in str(mapped) else f", writing {file}"
-    error = type(mapped)(f"{mapped}{where} (in the background: async_writes)")
+    error = type(mapped)(f"{mapped}{where} ({how})")
     keep_errno(error, getattr(mapped, "errno", None))
     error.__cause__ = exc
     return error
@@ -349,7 +351,7 @@ class WriteBehind:
                 self._held -= job.nbytes
                 self._ring_held -= job.ring
                 if failure is not None and self._error is None:
-                    self._error = in_background(failure, job.file)
+                    self._error = kept_error(failure, job.file)
                 if skip or failure is not None:
                     self._lost.extend(job.lost)
                 self._cond.notify_all()
