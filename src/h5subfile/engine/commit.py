@@ -127,13 +127,15 @@ def _close(
         return None
     error = None
     behind = _behind(session, writing.pool.wait() or writing.kept)  # before anything closes
+    subfile = writing.leader.subfile if writing.leader is not None else None
     try:
         if session.plan.fsync:
-            writing.pool.sync_all()
+            # The leader's subfile is fsynced once, after HDF5 closes it (data and metadata).
+            writing.pool.sync_all(later=() if subfile is None else (subfile.path,))
         writing.pool.close_all()
         session.release()
-        if writing.leader is not None and writing.leader.subfile is not None:
-            writing.leader.subfile.close(fsync=session.plan.fsync)
+        if subfile is not None:
+            subfile.close(fsync=session.plan.fsync)
     except Exception as exc:  # noqa: BLE001 - agreed below
         error = exc
     failed = writing.failure

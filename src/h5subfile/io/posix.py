@@ -12,6 +12,7 @@ import os
 import stat
 import time
 from dataclasses import dataclass, field, fields
+from collections.abc import Collection
 from typing import Any, Protocol
 
 import numpy as np
@@ -582,10 +583,13 @@ class FilePool:
             except Exception:  # noqa: BLE001 - kept by the file, returned by error()
                 pass
 
-    def sync_all(self) -> None:
+    def sync_all(self, later: Collection[str] = ()) -> None:
+        """Wait for the writes, then fsync every file but those in ``later`` (paths the
+        caller fsyncs itself once more is written to them: one fsync per file)."""
         self.wait()
-        for handle in self._files.values():
-            handle.sync()
+        for path, handle in self._files.items():
+            if path not in later:
+                handle.sync()
 
     def close_all(self) -> None:
         self.flush_combined()
