@@ -42,6 +42,9 @@ class CollectiveMismatchError(H5SubfileError, ValueError):
     collective calls (one skipped or reordered a call, or left the file after an error)."""
 
     out_of_step: bool = False  # different calls (not arguments): the ranks abandon the file
+    #: the files the ranks' calls belong to (more than one: calls on several files open on one
+    #: communicator, made in a different order; every rank abandons each of them)
+    files: tuple[str, ...] = ()
 
 
 class CollectiveTimeoutError(H5SubfileError, TimeoutError):

@@ -318,3 +318,169 @@ def test_out_of_step_message_is_pure() -> None:
         "(call #2); [rank 2] write /x (call #2), failing with DataShapeError: bad."
     )
     assert error.collective and error.out_of_step
+
+
+# Files open together on one communicator share its rounds: each file's calls must be made on
+# every rank at the same time. name: what a rank does to one file of those open together.
+FILE_CALLS: dict[str, Callable[[hs.File], object]] = {
+    "close": lambda f: f.close(),
+    "commit": lambda f: f.commit(),
+    "write": lambda f: f["x"].write(np.full(2, f.comm.rank, "i4")),
+    "create_group": lambda f: f.create_group("g"),
+    "create_dataset": lambda f: _block(f, "y"),
+    "flush": lambda f: f.flush(),
+    "attrs": lambda f: f.attrs.__setitem__("a", 1),
+}
+
+
+def _open_together(comm: MPI.Comm, folder: Path, count: int) -> list[hs.File]:
+    """``count`` files opened on ``comm`` in the same order on every rank, each with a block
+    dataset ``x`` declared (not written)."""
+    files = [hs.File(folder / f"{'abc'[i]}.h5", "w", comm=comm, subfiles=2) for i in range(count)]
+    for f in files:
+        _block(f)
+    return files
+
+
+def _rotated(files: list[hs.File], rank: int) -> list[hs.File]:
+    """The files in this rank's order: rank r starts with file r (wrapping round)."""
+    first = rank % len(files)
+    return files[first:] + files[:first]
+
+
+@pytest.mark.parametrize("call", list(FILE_CALLS))
+def test_calls_on_two_files_in_a_different_order_are_refused(
+    comm: MPI.Comm, shared_tmp: Path, call: str
+) -> None:
+    files = _open_together(comm, shared_tmp, 2)
+    mine = _rotated(files, comm.rank)
+    named = [str(shared_tmp / "a.h5"), str(shared_tmp / "b.h5")]
+    with raises_on_every_rank(
+        comm, hs.CollectiveMismatchError, "out of step on " + ", ".join(named), *named
+    ) as raised:
+        for f in mine:
+            FILE_CALLS[call](f)
+    assert f"] {call if call != 'attrs' else 'attrs set'}" in str(raised.value)
+    assert raised.value.files == tuple(named)
+    for f in files:  # each was abandoned on every rank: closing again is local
+        f.close()
+    comm.Barrier()
+    for name in named:  # nothing published: neither master exists
+        assert not Path(name).exists(), name
+
+
+def test_three_files_in_rotated_orders_end_every_file_named(
+    comm: MPI.Comm, shared_tmp: Path
+) -> None:
+    """Rank r closes file r first: the files the ranks met on are abandoned on every rank; a
+    file no rank was in at the time (c, on 2 ranks) closes normally, in step."""
+    files = _open_together(comm, shared_tmp, 3)
+    for f in files:
+        f["x"].write(np.full(2, comm.rank, "i4"))
+    met = [str(shared_tmp / f"{'abc'[r % 3]}.h5") for r in range(comm.size)]
+    with raises_on_every_rank(comm, hs.CollectiveMismatchError, *sorted(set(met))):
+        for f in _rotated(files, comm.rank):
+            f.close()
+    for f in files:
+        f.close()  # abandoned: local; the file none met: collective, in step
+    comm.Barrier()
+    for i in range(len(files)):
+        path = shared_tmp / f"{'abc'[i]}.h5"
+        if str(path) in met:
+            assert not path.exists()
+        else:
+            with hs.File(path, "r", comm=comm) as back:
+                want = np.repeat(np.arange(comm.size, dtype="i4"), 2)
+                assert np.array_equal(back["x"][...], want)
+
+
+def _steps_of_file(rng: np.random.Generator, index: int) -> list[tuple[str, int]]:
+    """One file's collective steps in its own order (the same on every rank), close last:
+    (what, k) where k numbers the datasets."""
+    steps = [("group", 0), ("attrs", 0), ("flush", 0), ("dataset", 0), ("dataset", 1)]
+    if rng.random() < 0.5:
+        steps.append(("commit", 0))
+    order = rng.permutation(len(steps))
+    return [steps[i] for i in order] + [("close", 0)]
+
+
+def _merged(rng: np.random.Generator, per_file: list[list[tuple[str, int]]]) -> list[tuple]:
+    """A random interleaving of the files' steps, each file's own order kept."""
+    left = [list(steps) for steps in per_file]
+    merged = []
+    while any(left):
+        i = int(rng.choice([i for i, steps in enumerate(left) if steps]))
+        merged.append((i, *left[i].pop(0)))
+    return merged
+
+
+def _values(comm: MPI.Comm, file: int, k: int) -> np.ndarray:
+    return np.full(2, 1000 * file + 10 * k + comm.rank, "i4")
+
+
+def _run_step(comm: MPI.Comm, f: hs.File, file: int, what: str, k: int) -> None:
+    if what == "group":
+        f.create_group("g")
+    elif what == "attrs":
+        f.attrs["step"] = file
+    elif what == "flush":
+        f.flush()
+    elif what == "commit":
+        f.commit()
+    elif what == "dataset":  # two calls on the same file, one step of the interleaving
+        _block(f, f"y{k}").write(_values(comm, file, k))
+    else:
+        f.close()
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_random_interleavings_on_several_files_end_in_correct_files_or_one_error(
+    comm: MPI.Comm, shared_tmp: Path, seed: int
+) -> None:
+    """Fuzz: two or three files open together; every rank interleaves the files' calls at
+    random (in half the seeds the same way on every rank). Ranks in step write correct files;
+    ranks out of step all raise the same CollectiveMismatchError at the first call where
+    they differ, and no file they were in is published beyond what it committed."""
+    shared = np.random.default_rng(seed)
+    count = 2 + seed % 2
+    per_file = [_steps_of_file(shared, i) for i in range(count)]
+    same = seed % 4 < 2
+    rng = shared if same else np.random.default_rng([seed, comm.rank])
+    merged = _merged(rng, per_file)
+    orders = comm.allgather(merged)
+    diverges = next((n for n in range(len(merged)) if len({str(o[n]) for o in orders}) > 1), None)
+    folder = shared_tmp / f"fuzz{seed}"
+    if comm.rank == 0:
+        folder.mkdir()
+    comm.Barrier()
+    files = [hs.File(folder / f"{i}.h5", "w", comm=comm, subfiles=2) for i in range(count)]
+    raised = None
+    done = [0] * count  # steps each file has made on this rank
+    for file, what, k in merged:
+        try:
+            _run_step(comm, files[file], file, what, k)
+        except hs.CollectiveMismatchError as exc:
+            raised = f"{type(exc).__name__}: {exc}"
+            break
+        done[file] += 1
+    outcomes = comm.allgather(raised)
+    assert all(o == outcomes[0] for o in outcomes), outcomes
+    assert (raised is not None) == (diverges is not None), (raised, diverges)
+    for f in files:  # abandoned ones locally, the others together
+        f.close()
+    comm.Barrier()
+    for i in range(count):
+        path = folder / f"{i}.h5"
+        if diverges is None:
+            assert path.exists()
+        if not path.exists():
+            continue
+        with hs.File(path, "r", comm=comm) as back:
+            for k in (0, 1):
+                if f"y{k}" in back:
+                    want = np.concatenate(
+                        [np.full(2, 1000 * i + 10 * k + r, "i4") for r in range(comm.size)]
+                    )
+                    assert np.array_equal(back[f"y{k}"][...], want), (i, k)
+                elif diverges is None:
+                    raise AssertionError(f"file {i} lacks y{k}")

@@ -17,6 +17,7 @@ import functools
 import os
 import uuid
 import warnings
+import weakref
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -143,6 +144,11 @@ class Writing:
             self.failure = f"{type(error).__name__}: {error}"
 
 
+#: Every session of this process (the files open together: calls on several files out of step
+#: abandon each of them, see :meth:`Session.enter`).
+_SESSIONS: weakref.WeakSet[Session] = weakref.WeakSet()
+
+
 class Session:
     """Everything one open file holds on one rank (shared by its Group/Dataset facades)."""
 
@@ -177,6 +183,7 @@ class Session:
         self.profile_started = 0.0
         #: this rank's waiting in collective rounds when the profile started (seconds, rounds)
         self.profile_waited: tuple[float, int] = (0.0, 0)
+        _SESSIONS.add(self)
 
     def open_reader(self, data_path: str) -> BoxReader:
         """This rank's reader of the file (the master's bytes in ``data_path``), expecting the
@@ -289,6 +296,8 @@ class Session:
         except (CollectiveMismatchError, CollectiveTimeoutError) as exc:
             if isinstance(exc, CollectiveTimeoutError) or exc.out_of_step:
                 self.abandon()
+            if isinstance(exc, CollectiveMismatchError):
+                self.abandon_others(exc.files)
             raise
         except H5SubfileError as exc:
             if behind is not None and self.writing is not None:
@@ -300,6 +309,15 @@ class Session:
         """Local: wait until this rank's background writes (``async_writes``) are done, before
         anything reads what they write; the first error they met, or None."""
         return None if self.writing is None else self.writing.pool.wait()
+
+    def abandon_others(self, files: tuple[str, ...]) -> None:
+        """Abandon this rank's other sessions on ``files`` (sharing this communicator): their
+        calls were out of step with this one's on other ranks, so none of them can be
+        published as every rank wrote it."""
+        for other in list(_SESSIONS):
+            if other is not self and not other.closed and other.path in files:
+                if other.comm == self.comm:  # the same handle: the same rounds
+                    other.abandon()
 
     def abandon(self) -> None:
         """Close this rank's handles without publishing anything (no communication): after

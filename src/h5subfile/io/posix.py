@@ -11,8 +11,8 @@ import errno
 import os
 import stat
 import time
-from dataclasses import dataclass, field, fields
 from collections.abc import Collection
+from dataclasses import dataclass, field, fields
 from typing import Any, Protocol
 
 import numpy as np

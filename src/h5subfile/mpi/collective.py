@@ -79,18 +79,28 @@ class _Arrival:
 
 def out_of_step(arrivals: Sequence[_Arrival]) -> errors.CollectiveMismatchError:
     """The error of ranks that made different collective calls; identical on every rank."""
+    files = tuple(sorted({a.file for a in arrivals if a.file}))
+    several = len(files) > 1
     parts = []
-    for (call, failure), ranks in by_value([(a.call, a.failure) for a in arrivals]):
+    for (call, file, failure), ranks in by_value([(a.call, a.file, a.failure) for a in arrivals]):
         text = f"[{ranks_text(ranks)}] {call or 'a step inside an earlier call'}"
+        if several and file:
+            text += f" on {file}"
         if failure is not None and failure[1] not in call:
             text += f", failing with {failure[0]}: {failure[1]}"
         parts.append(text)
+    cause = "a rank skipped or reordered a call, or left the file after an error of its own"
+    if several:
+        cause = (
+            "files open together on one communicator share its collective calls: every rank "
+            "must call them on the same file at the same time; each of these files is abandoned"
+        )
     exc = errors.CollectiveMismatchError(
-        f"collective calls out of step{files_text([a.file for a in arrivals])}: {'; '.join(parts)}. "
-        "Every rank must make the same collective calls in the same order (a rank skipped or "
-        "reordered a call, or left the file after an error of its own)"
+        f"collective calls out of step{files_text(list(files))}: {'; '.join(parts)}. "
+        f"Every rank must make the same collective calls in the same order ({cause})"
     )
     exc.collective = exc.out_of_step = True
+    exc.files = files
     return exc
 
 
@@ -164,7 +174,7 @@ def agree_asking(
     one shape, with or without a question, so ranks in different calls still meet in it."""
     agreed = isinstance(error, errors.H5SubfileError) and error.collective
     flag = 0 if error is None else 2 if agreed else 1
-    key = 0 if call is None else call_hash(f"{call.name}\0{call.seq}")
+    key = 0 if call is None else call_hash(f"{call.name}\0{call.seq}\0{call.file}")
     args = 0 if call is None or call.args is None else call_hash(call.args)
     sent = np.array([flag, key, -key, args, -args, value], dtype=np.int64)
     answered: Callable[[], Any] | None = None

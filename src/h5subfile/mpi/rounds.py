@@ -147,10 +147,10 @@ def collective_timeout() -> float | None:
 class Call:
     """A collective call, as the ranks agree on it at its start.
 
-    ``name`` and ``seq`` (its number among the calls on its file) must be the same on every
-    rank, otherwise the ranks are out of step. ``args``, when given, must be the same too (the
-    datasets of a write...), otherwise it is an argument mismatch. ``detail`` and ``file`` are
-    only shown in messages.
+    ``name``, ``seq`` (its number on its file) and ``file`` (absolute: files open together on
+    one communicator share its rounds) must be the same on every rank, else they are out of step.
+    ``args``, when given, must be the same too (the datasets of a write...), else it is an
+    argument mismatch. ``detail`` is only shown in messages.
     """
 
     name: str
