@@ -110,6 +110,12 @@ class MissingFileError(H5SubfileError, FileNotFoundError):
     """A master file or subfile that does not exist."""
 
 
+class NotRegularFileError(H5SubfileError, OSError):
+    """A FIFO, socket, device or folder where h5subfile expects a regular file (a master,
+    subfile, claim, profile, tuning profile or Darshan log): refused before anything opens it
+    in a way that could block."""
+
+
 class IncompleteFileError(H5SubfileError, OSError):
     """A file, session or dataset whose writer did not finish."""
 
