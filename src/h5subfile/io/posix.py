@@ -238,11 +238,9 @@ def require_regular(path: str, what: str) -> None:
 
 def not_regular(path: str, what: str, mode: int) -> NotRegularFileError:
     """The error for ``path`` (the ``what`` of the message) found to be of ``st_mode`` ``mode``."""
-    exc = NotRegularFileError(
+    return NotRegularFileError(
         errno.EINVAL, f"{what} {path} is {file_kind(mode)}, not a regular file"
     )
-    exc.filename = path
-    return exc
 
 
 def open_regular(path: str, flags: int, what: str, mode: int = 0o666) -> int:
