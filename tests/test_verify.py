@@ -122,9 +122,39 @@ def _move_offset(copy: Path) -> str:
     return "/Timestep_0/x"
 
 
+def _damage_header(copy: Path) -> str:
+    """A flipped byte in the object header of the subfile's first dataset (not in its data,
+    which the checksums cover): plain h5py fails to read that dataset."""
+    subfile = sorted((copy.parent / "run.subfiles").iterdir())[0]
+    with h5py.File(subfile, "r") as f:
+        name = next(n for n in f if n.startswith("Timestep"))
+        dataset = f[name][next(iter(f[name]))] if isinstance(f[name], h5py.Group) else f[name]
+        address = h5py.h5o.get_info(dataset.id).addr
+    with open(subfile, "r+b") as handle:
+        handle.seek(address + 20)
+        byte = handle.read(1)[0]
+        handle.seek(address + 20)
+        handle.write(bytes([byte ^ 0xFF]))
+    plain = run_python(
+        "import sys, h5py\n"
+        "with h5py.File(sys.argv[1], 'r') as f:\n"
+        "    for name in [n for n, o in f.items() if isinstance(o, h5py.Group)]:\n"
+        "        for key in f[name]:\n"
+        "            f[name][key][...]\n",
+        str(subfile),
+    )
+    assert plain.returncode != 0 and "checksum" in plain.stderr, plain.stderr
+    return "its HDF5 structure is damaged"
+
+
 @pytest.mark.parametrize(
     "damage, said",
-    [(_swap, "is not the one its master"), (_remove, "does not exist"), (_move_offset, "")],
+    [
+        (_swap, "is not the one its master"),
+        (_remove, "does not exist"),
+        (_move_offset, ""),
+        (_damage_header, "checksum"),
+    ],
 )
 def test_damaged_subfiles_and_records_exit_1_naming_them(
     tmp_path: Path, written: Path, damage, said: str

@@ -112,11 +112,12 @@ def _summarise(profiled: Profiling, command: list[str]) -> None:
             flush=True,
         )
         return
+    from ..io.regular import read_regular
+
     print(f"h5subfile profile: {len(written)} profile(s) in {profiled.folder}:", file=out)
     for path in written:
         try:
-            with open(path) as source:
-                doc = from_json(source.read())
+            doc = from_json(read_regular(path, "profile").decode())
         except (OSError, ValueError) as exc:
             print(f"  {os.path.basename(path)}: not readable ({exc})", file=out)
             continue

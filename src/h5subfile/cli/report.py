@@ -65,12 +65,12 @@ def load(path: str) -> dict[str, Any]:
     PyDarshan, else h5subfile's JSON; CorruptFileError naming it if it is neither."""
     from ..io.profile_darshan import is_darshan_path, read_log
     from ..io.profile_report import from_json
+    from ..io.regular import read_regular
 
     if is_darshan_path(path):
         return read_log(path)
     try:
-        with open(path) as source:
-            return from_json(source.read())
+        return from_json(read_regular(path, "profile").decode())
     except (ValueError, KeyError, TypeError) as exc:
         raise CorruptFileError(f"{path} is not a readable h5subfile profile: {exc}") from None
 

@@ -19,6 +19,7 @@ from ..errors import PlanError
 from ..io.h5 import collect_hdf5_logs
 from ..io.profile import PROFILE_ENV, TRACE_ENV, Profile
 from ..io.profile_report import format_text, parse_mounts, reduce_profiles, to_json
+from ..io.regular import write_regular
 from ..mpi.collective import bcast, gather, root_only, waited
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -124,10 +125,8 @@ def finish_profile(
             module=module,
         )
         os.makedirs(folder, exist_ok=True)
-        with open(stem + ".json", "w") as out:
-            out.write(to_json(doc))
-        with open(stem + ".txt", "w") as out:
-            out.write(format_text(doc))
+        write_regular(stem + ".json", to_json(doc), "profile")
+        write_regular(stem + ".txt", format_text(doc), "profile")
         return stem + ".json"
 
     return root_only(comm, write)

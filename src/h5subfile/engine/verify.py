@@ -15,8 +15,15 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from ..errors import ChecksumError, FileModeError, H5SubfileError, MissingFileError
+from ..errors import (
+    ChecksumError,
+    FileModeError,
+    H5SubfileError,
+    MissingFileError,
+    NotRegularFileError,
+)
 from ..io.boxes import identity_problem
+from ..io.h5 import structure_problem
 from ..io.posix import RawFile
 from ..layout.catalog import NodeInfo
 from ..layout.integrity import PieceSum, SubfileInfo
@@ -116,17 +123,21 @@ def _check_subfile(session: Session, item: _Item) -> dict[str, Any] | None:
     assert item.info is not None
     try:
         raw = RawFile(session.reader.paths.resolve(item.subfile))
-    except MissingFileError as exc:
-        return {"subfile": item.subfile, "error": "MissingFileError", "message": str(exc)}
+    except (MissingFileError, NotRegularFileError) as exc:
+        return {"subfile": item.subfile, "error": type(exc).__name__, "message": str(exc)}
     try:
         problem = identity_problem(raw, item.subfile, item.session_uuid, item.info)
     except OSError as exc:
         problem = f"subfile {item.subfile}: its identity cannot be read: {exc}"
     finally:
         raw.close()
-    if problem is None:
+    if problem is not None:
+        return {"subfile": item.subfile, "error": "SubfileMismatchError", "message": problem}
+    damaged = structure_problem(raw.path)  # what plain h5py reads besides our pieces
+    if damaged is None:
         return None
-    return {"subfile": item.subfile, "error": "SubfileMismatchError", "message": problem}
+    message = f"subfile {item.subfile}: its HDF5 structure is damaged: {damaged}"
+    return {"subfile": item.subfile, "error": "CorruptFileError", "message": message}
 
 
 def _check_piece(session: Session, item: _Item) -> dict[str, Any] | None:

@@ -510,7 +510,7 @@ class BoxReader:
         h5 = self.writer_files.get(path) or self._sources.get(path)
         if h5 is None:
             self.open_file(path)  # its identity and size first
-            h5 = self._sources[path] = open_shared_read(path, self.pool.stats.profile)
+            h5 = self._sources[path] = open_shared_read(path, self.pool.stats.profile, "subfile")
         return h5[extent.dataset]
 
     def forget_sources(self) -> None:

@@ -50,6 +50,8 @@ BREAK_ENV = "H5SUBFILE_BREAK_CLAIM"
 ATTEMPTS = 5  # claim attempts when other writers keep replacing the claim file
 _OFD_SETLK: int | None = getattr(fcntl, "F_OFD_SETLK", None)  # Linux
 BUSY_RETRIES = 3  # lock attempts on a claim file, 20 ms apart (a reader may test it at that moment)
+#: How messages name the claim file (the file next to the master that says who writes it).
+CLAIM_FILE = "claim file"
 
 
 @dataclass(frozen=True)
@@ -305,11 +307,11 @@ def _inspect(
     calls = calls or FileCalls()
     shared = not breaking  # readers test with a shared lock, on a descriptor opened to read
     try:
-        fd = calls.open(path, os.O_RDONLY if shared else os.O_RDWR)
+        fd = calls.open(path, os.O_RDONLY if shared else os.O_RDWR, what=CLAIM_FILE)
     except PermissionError:
         if shared:
             return None
-        fd, shared = calls.open(path, os.O_RDONLY), True  # another user's: a shared lock tests it
+        fd, shared = calls.open(path, os.O_RDONLY, what=CLAIM_FILE), True  # another user's
     except FileNotFoundError:
         return None
     try:

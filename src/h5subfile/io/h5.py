@@ -19,6 +19,7 @@ from ..layout.hyperslab import Slab
 from ..layout.validate import Hdf5Facts, Mapping
 from .posix import block_size
 from .profile import PosixRecord, Profile, replay_hdf5_log
+from .regular import require_regular
 
 #: Library version bounds (set in :func:`_file_access`): 1.8-style object headers (large
 #: attributes) and nothing newer than 1.10, so that HDF5 1.10 tools (Debian's h5dump 1.10.8)
@@ -100,12 +101,16 @@ def _took(text: str, what: str) -> float:
     return float(match.group(1)) if match else 0.0
 
 
-def open_shared_read(path: str, profile: Profile | None = None) -> h5py.File:
+def open_shared_read(
+    path: str, profile: Profile | None = None, what: str = "HDF5 file"
+) -> h5py.File:
     """Open a file read-only while another process may hold it open (for writing, or for
-    reading with HDF5's lock).
+    reading with HDF5's lock); NotRegularFileError naming it as ``what`` if it is a FIFO, a
+    device or a folder (HDF5 would block on some).
 
     HDF5 >= 1.12.1 locks files; the lock is turned off here (the writer is one of our ranks).
     """
+    require_regular(path, what)
     if h5py.version.hdf5_version_tuple >= (1, 12, 1):
         return h5py.File(path, "r", locking=False, **logged(profile, path))
     return h5py.File(path, "r", **logged(profile, path))
@@ -114,6 +119,37 @@ def open_shared_read(path: str, profile: Profile | None = None) -> h5py.File:
 #: Metadata block size of our files: room for many object headers, so that the raw data of
 #: consecutive datasets ends up adjacent (a rank's pieces then coalesce into one write).
 META_BLOCK_SIZE = 64 * 1024
+
+
+def structure_problem(path: str) -> str | None:
+    """Why HDF5 cannot read the file ``path``'s structure, or None: it is opened, and every
+    object's header (with its checksum), every dataset's type, shape and layout and every
+    attribute are read, as a reader of any object would (plain h5py fails on a damaged one)."""
+    try:
+        with open_shared_read(path, what="subfile") as h5:
+            _touch(h5)
+            return _first_damaged(h5)
+    except (OSError, KeyError, RuntimeError, ValueError, TypeError) as exc:
+        return f"HDF5 cannot read it: {exc}"
+
+
+def _touch(obj: h5py.HLObject) -> None:
+    """Read ``obj``'s attributes and, for a dataset, its type, shape and creation properties."""
+    read = [obj.attrs[name] for name in obj.attrs]
+    if isinstance(obj, h5py.Dataset):
+        read += [obj.id.get_create_plist().get_layout(), obj.dtype, obj.shape]
+
+
+def _first_damaged(h5: h5py.File) -> str | None:
+    """The first object of ``h5`` whose header or attributes HDF5 cannot read, said, or None."""
+    names: list[str] = []
+    h5.visit(names.append)  # the links, from the groups' own structures
+    for name in names:
+        try:
+            _touch(h5[name])
+        except (OSError, KeyError, RuntimeError, ValueError, TypeError) as exc:
+            return f"HDF5 cannot read its object /{name}: {exc}"
+    return None
 
 
 def _file_access(
@@ -159,6 +195,7 @@ def open_file_rw(
     path: str, alignment: int | None = None, profile: Profile | None = None
 ) -> h5py.File:
     """Open an existing HDF5 file for writing (appending) with our properties."""
+    require_regular(path, "master file")
     fapl = _file_access(alignment, None, log_for(profile, path))
     return h5py.File(h5py.h5f.open(path.encode(), h5py.h5f.ACC_RDWR, fapl=fapl))
 

@@ -61,6 +61,7 @@ from .h5 import (
 from .posix import block_size, fsync_path, probe_file
 from .profile import Profile
 from .profile_report import record_id
+from .regular import require_regular
 
 COPY_LIMIT_ENV = "H5SUBFILE_MASTER_COPY_LIMIT"
 #: A master up to this size is copied and replaced atomically when appended to; a larger one
@@ -365,6 +366,7 @@ def open_for_reading(path: str, profile: Profile | None = None) -> Catalog:
                 "unfinished master); rerun the writer"
             )
         raise MissingFileError(f"{path} does not exist")
+    require_regular(path, "master file")
     try:
         h5 = open_shared_read(path, profile)
     except (OSError, KeyError, RuntimeError, ValueError) as exc:

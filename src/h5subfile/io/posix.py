@@ -17,8 +17,9 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from ..errors import MissingFileError, NotRegularFileError, TruncatedFileError
+from ..errors import MissingFileError, TruncatedFileError
 from .profile import PosixRecord, Profile
+from .regular import open_regular
 from .writebehind import Lost, QueuedFile, WriteBehind, kept_error
 
 #: The largest number of bytes passed to one pread/pwrite system call.
@@ -145,11 +146,13 @@ class FileCalls:
         self.profile = profile
         self._files: dict[int, tuple[PosixRecord, int]] = {}  # fd -> (record, file offset)
 
-    def open(self, path: str, flags: int, mode: int = 0o777) -> int:
+    def open(self, path: str, flags: int, mode: int = 0o777, what: str = "") -> int:
+        """``what`` (the file's role, e.g. "claim file"): the file must be a regular one
+        (:func:`open_regular`: a FIFO or device is refused without blocking)."""
         if self.profile is None:
-            return os.open(path, flags, mode)
+            return open_regular(path, flags, what, mode) if what else os.open(path, flags, mode)
         started = self.profile.clock()
-        fd = os.open(path, flags, mode)
+        fd = open_regular(path, flags, what, mode) if what else os.open(path, flags, mode)
         record = self.profile.record(os.path.abspath(path))
         record.record_open(started, self.profile.clock(), block_size(path))
         if flags & os.O_CREAT:
@@ -204,64 +207,6 @@ class FileCalls:
         started = self.profile.clock()
         os.close(fd)
         found[0].record_close(started, self.profile.clock())
-
-
-#: What :func:`file_kind` calls each kind of file that is not a regular one.
-_KINDS = (
-    (stat.S_ISDIR, "a folder"),
-    (stat.S_ISFIFO, "a FIFO (named pipe)"),
-    (stat.S_ISSOCK, "a socket"),
-    (stat.S_ISCHR, "a character device"),
-    (stat.S_ISBLK, "a block device"),
-)
-
-
-def file_kind(mode: int) -> str:
-    """What a file of ``st_mode`` ``mode`` is, in words ("a regular file", "a FIFO"...)."""
-    for test, kind in _KINDS:
-        if test(mode):
-            return kind
-    return "a regular file" if stat.S_ISREG(mode) else "not a regular file"
-
-
-def require_regular(path: str, what: str) -> None:
-    """Raise NotRegularFileError unless ``path`` is missing or a regular file (after symlinks):
-    for files another library opens (HDF5), checked with ``stat``, which never blocks, before
-    that library's open could block on a FIFO or a device. ``what``: the file's role."""
-    try:
-        mode = os.stat(path).st_mode
-    except OSError:
-        return  # missing or unreachable: the open that follows says so
-    if not stat.S_ISREG(mode):
-        raise not_regular(path, what, mode)
-
-
-def not_regular(path: str, what: str, mode: int) -> NotRegularFileError:
-    """The error for ``path`` (the ``what`` of the message) found to be of ``st_mode`` ``mode``."""
-    return NotRegularFileError(
-        errno.EINVAL, f"{what} {path} is {file_kind(mode)}, not a regular file"
-    )
-
-
-def open_regular(path: str, flags: int, what: str, mode: int = 0o666) -> int:
-    """``os.open`` that never blocks on a FIFO or device: opened non-blocking, then refused
-    with NotRegularFileError unless ``fstat`` says it is a regular file (then made blocking
-    again). ``what``: the file's role, for the message."""
-    try:
-        fd = os.open(path, flags | os.O_NONBLOCK | os.O_NOCTTY, mode)
-    except OSError as exc:
-        if exc.errno in (errno.ENXIO, errno.EISDIR):  # a FIFO without reader, a folder
-            require_regular(path, what)
-        raise
-    try:
-        status = os.fstat(fd)
-        if not stat.S_ISREG(status.st_mode):
-            raise not_regular(path, what, status.st_mode)
-        os.set_blocking(fd, True)
-    except BaseException:
-        os.close(fd)
-        raise
-    return fd
 
 
 def probe_file(path: str, profile: Profile | None = None) -> tuple[int | None, OSError | None]:
@@ -352,8 +297,8 @@ class RawFile:
             flags |= os.O_CREAT
         profile = self.stats.profile
         started = time.monotonic() if profile is not None else 0.0
-        try:
-            self.fd: int | None = os.open(path, flags, 0o644)
+        try:  # a FIFO or device is refused, not waited on
+            self.fd: int | None = open_regular(path, flags, "data file", 0o644)
         except FileNotFoundError:
             raise MissingFileError(f"{path} does not exist") from None
         #: this file's profile record (None when not profiling)

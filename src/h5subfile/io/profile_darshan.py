@@ -31,6 +31,7 @@ from .profile_report import (
     record_id,
     shared_record,
 )
+from .regular import read_regular, require_regular
 
 #: ``DARSHAN_MAGIC_NR``: the 64-bit number after the 8-byte version string that opens every
 #: Darshan log (in the byte order of the machine that wrote it).
@@ -39,6 +40,7 @@ SUFFIX = ".darshan"
 INSTALL = "pip install 'h5subfile[darshan]'"
 #: Darshan's modules this mapping reads; a log's other modules are listed in ``source``.
 MAPPED = ("POSIX", "DXT_POSIX")
+DARSHAN_LOG = "Darshan log"
 NO_PHASES = "a Darshan log has no h5subfile phases (agree, create, transfer, ...)"
 
 
@@ -46,8 +48,7 @@ def has_darshan_header(path: str) -> bool:
     """Whether ``path`` starts as a Darshan log does: a version string, then the magic number
     in either byte order."""
     try:
-        with open(path, "rb") as source:
-            head = source.read(16)
+        head = read_regular(path, DARSHAN_LOG, 16)
     except OSError:
         return False
     if len(head) < 16:
@@ -72,6 +73,7 @@ def read_log(path: str) -> dict[str, Any]:
     (PyDarshan not installed), each with a one-line message naming the file."""
     if not os.path.exists(path):
         raise MissingFileError(f"{path} does not exist")
+    require_regular(path, DARSHAN_LOG)
     if not has_darshan_header(path):
         raise CorruptFileError(f"{path} is not a Darshan log (it does not start with one's header)")
     try:
@@ -104,8 +106,7 @@ def _cut_short(path: str, modules: dict[str, dict[str, Any]]) -> str | None:
     region, then the modules' regions one after the other, whose lengths PyDarshan reports:
     the file must be at least that long. Not checked when the names' offset is implausible
     (another header layout)."""
-    with open(path, "rb") as source:
-        head = source.read(40)
+    head = read_regular(path, DARSHAN_LOG, 40)
     if len(head) < 40:
         return f"cut short: {len(head)} bytes, shorter than a header"
     order = "<" if int.from_bytes(head[8:16], "little") == DARSHAN_MAGIC else ">"

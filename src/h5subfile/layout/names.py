@@ -61,7 +61,14 @@ def resolve_inside(master_path: str, relpath: str, base: str | None = None) -> s
             f"source path {relpath!r} in {master_path} is absolute; h5subfile only follows paths "
             "relative to the master's folder"
         )
-    target = _walk_inside(base, relpath)
+    try:
+        target = _walk_inside(base, relpath)
+    except _LinkLoop:
+        raise UnsafePathError(
+            f"source path {relpath!r} in {master_path} cannot be followed: more than "
+            f"{MAX_LINKS} symbolic links (a link that points to itself, or a loop of links; "
+            "ELOOP)"
+        ) from None
     if target is None:
         raise UnsafePathError(
             f"source path {relpath!r} in {master_path} escapes the master's folder {base}"
@@ -73,10 +80,14 @@ def resolve_inside(master_path: str, relpath: str, base: str | None = None) -> s
 MAX_LINKS = 40
 
 
+class _LinkLoop(Exception):
+    """More than :data:`MAX_LINKS` links in one path."""
+
+
 def _walk_inside(base: str, relpath: str) -> str | None:
     """``relpath`` under the real folder ``base`` with its symbolic links resolved, or None as
-    soon as it leaves ``base`` (by ``..`` or by a link's target, compared as written): only
-    paths inside ``base`` are looked at. A missing component ends the lookups (the rest is
+    soon as it leaves ``base`` (by ``..`` or by a link's target, compared as written; _LinkLoop
+    after :data:`MAX_LINKS` links): only paths inside ``base`` are looked at. A missing component ends the lookups (the rest is
     taken as written), as :func:`os.path.realpath` does."""
     pending = relpath.split("/")[::-1]
     current, links, looking = base, 0, True
@@ -97,7 +108,7 @@ def _walk_inside(base: str, relpath: str) -> str | None:
         if stat.S_ISLNK(mode):
             links += 1
             if links > MAX_LINKS:
-                return None
+                raise _LinkLoop
             target = os.readlink(current)
             if os.path.isabs(target):  # followed only when it names a place inside base
                 current, target = base, os.path.relpath(os.path.normpath(target), base)
