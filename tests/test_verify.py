@@ -243,3 +243,71 @@ def test_format3_file_reads_verifies_and_takes_a_dataset_without_blocks(format3:
     result = run_cli(2, "verify", format3)
     assert result.returncode == 0, result.stdout + result.stderr
     assert "clean" in result.stdout and "no checksums" not in result.stdout
+
+
+DAMAGED_KINDS = """
+import sys, numpy as np, h5py, h5subfile as hs
+path = sys.argv[1]
+chunked = np.zeros(1000)
+chunked[250], chunked[350] = 1.0, 3.0  # chunks 2 and 3 compress to streams of one length
+with hs.File(path, "w") as f:
+    f.create_dataset("s", data=np.float64(3.25))
+    f.create_dataset("c", data=chunked, chunks=(100,), compression="gzip")
+with h5py.File(path, "r") as f:
+    scalar = f["s"].id.get_offset()
+    a, b = (f["c"].id.get_chunk_info(i) for i in (2, 3))
+assert a.size == b.size, (a.size, b.size)
+with open(path, "r+b") as raw:
+    raw.seek(scalar + 2)
+    byte = raw.read(1)[0]
+    raw.seek(scalar + 2)
+    raw.write(bytes([byte ^ 1]))
+    raw.seek(a.byte_offset)
+    first = raw.read(a.size)
+    raw.seek(b.byte_offset)
+    second = raw.read(b.size)
+    raw.seek(a.byte_offset)
+    raw.write(second)
+    raw.seek(b.byte_offset)
+    raw.write(first)
+"""
+
+READ_KINDS = """
+import sys, h5subfile as hs
+def said(read):
+    try:
+        return repr(read())
+    except hs.ChecksumError as exc:
+        return "ChecksumError " + str(exc).split(":")[0]
+with hs.File(sys.argv[1], "r", verify=True) as f:
+    print(said(lambda: f["s"][()]), said(lambda: f["s"][...]), said(lambda: f["c"][250]))
+with hs.File(sys.argv[1], "r") as f:
+    print(said(lambda: f["s"].read(verify=True)), said(lambda: f["c"].read(slice(200, 300), verify=True)))
+    print(said(lambda: float(f["s"][()])), said(lambda: float(f["c"][250])))
+"""
+
+
+def test_reads_with_verify_check_scalar_and_chunked_datasets(tmp_path: Path) -> None:
+    """A flipped byte of a scalar (read through h5py otherwise) and two swapped chunks are
+    refused by every read with ``verify``; without it they are returned as stored."""
+    path = tmp_path / "kinds.h5"
+    damaged = run_python(DAMAGED_KINDS, str(path))
+    assert damaged.returncode == 0, damaged.stderr
+    read = run_python(READ_KINDS, str(path))
+    assert read.returncode == 0, read.stderr
+    checked, read_checked, unchecked = read.stdout.splitlines()
+    assert checked.split() == ["ChecksumError", "dataset", "/s"] * 2 + [
+        "ChecksumError",
+        "dataset",
+        "/c",
+    ]
+    assert read_checked.split() == [
+        "ChecksumError",
+        "dataset",
+        "/s",
+        "ChecksumError",
+        "dataset",
+        "/c",
+    ]
+    scalar, chunk = map(float, unchecked.split())
+    assert scalar != 3.25 and chunk == 3.0  # what the damage stored, read without verify

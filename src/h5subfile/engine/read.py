@@ -134,6 +134,8 @@ def read(
     if learned.learned_info(session, path) is not None:
         return _read_learned(session, path, info, selection, verify, known)
     if route(info) is Route.H5PY:
+        if not info.shape and verify and info.has_layout and info.dtype.kind != "O":
+            return _read_scalar_checked(session, path, info, selection)
         if info.dtype.kind == "O" or not info.shape:
             # Variable-length or scalar data: h5py reads it (and checks the selection).
             return np.asarray(reader.h5py_dataset(path)[selection])
@@ -154,6 +156,17 @@ def read(
         for piece in plan.pieces
     ]
     return assemble(plan, arrays)
+
+
+def _read_scalar_checked(session: Session, path: str, info: NodeInfo, selection: Any) -> Any:
+    """A scalar dataset read with ``verify``: its one element read from the stored piece and
+    checked against its checksum (h5py, which reads scalars otherwise, checks nothing); the
+    selection (``()`` or ``...``) is applied by numpy, as h5py applies it."""
+    assert info.dtype is not None and info.layout is not None
+    out = session.reader.read_direct(
+        info.layout, info.dtype, Block((), ()), verify=True, name=path, fill=info.fill
+    )
+    return np.asarray(out[selection])
 
 
 def _read_learned(
