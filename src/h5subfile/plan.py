@@ -43,7 +43,7 @@ def parse_positive_int(name: str) -> Callable[[Any], int | None]:
             return None
         try:
             number = int(value)
-        except (TypeError, ValueError):
+        except (TypeError, ValueError, OverflowError):  # OverflowError: JSON's 1e999, infinite
             raise PlanError(f"{name}={value!r}: expected a positive integer") from None
         if isinstance(value, bool) or number < 1 or str(number) != str(value).strip():
             raise PlanError(f"{name}={value!r}: expected a positive integer")
@@ -68,8 +68,19 @@ def parse_bool(name: str) -> Callable[[Any], bool | None]:
     return parse
 
 
-def parse_bytes(name: str, power_of_two: bool = False) -> Callable[[Any], int | None]:
-    """A byte size (``1048576``, ``"1m"``, ``"4MiB"``; IOR's binary suffixes); 0 or "off" is None."""
+#: The largest byte size any plan field takes: a file offset (``off_t``, 64-bit signed).
+MAX_BYTES = (1 << 63) - 1
+#: The largest ``alignment``: far above any stripe or block worth aligning to, while every
+#: dataset aligned to more would start that far into its subfile (2**50 made HDF5 fail with
+#: EFBIG, "File too large", on ext4).
+MAX_ALIGNMENT = 1 << 30
+
+
+def parse_bytes(
+    name: str, power_of_two: bool = False, maximum: int = MAX_BYTES
+) -> Callable[[Any], int | None]:
+    """A byte size (``1048576``, ``"1m"``, ``"4MiB"``; IOR's binary suffixes) of at most
+    ``maximum`` bytes; 0 or "off" is None."""
 
     def parse(value: Any) -> int | None:
         if value is None or value == "" or str(value).strip().lower() in ("off", "none"):
@@ -84,6 +95,8 @@ def parse_bytes(name: str, power_of_two: bool = False) -> Callable[[Any], int | 
             return None
         if power_of_two and number & (number - 1):
             raise PlanError(f"{name}={value!r}: must be a power of two (e.g. 4096, 1m, 4m)")
+        if number > maximum:
+            raise PlanError(f"{name}={value!r}: at most {maximum} bytes")
         return number
 
     return parse
@@ -249,8 +262,9 @@ PLAN_FIELDS: tuple[PlanField, ...] = (
         "alignment",
         "H5SUBFILE_ALIGNMENT",
         "every dataset's data (and chunk) in a subfile starts at a multiple of this many bytes, "
-        "a power of two (H5Pset_alignment; default off; use the stripe size on Lustre/GPFS)",
-        parse_bytes("alignment", power_of_two=True),
+        "a power of two up to 1g (H5Pset_alignment; default off; use the stripe size on "
+        "Lustre/GPFS)",
+        parse_bytes("alignment", power_of_two=True, maximum=MAX_ALIGNMENT),
         candidates=fixed_candidates(None, 64 << 10, 1 << 20, 4 << 20),
         default_label="off",
     ),

@@ -69,9 +69,14 @@ def test_plan_parse_and_environment() -> None:
         dict(bogus=1),
         dict(async_writes="later"),
         dict(async_buffer_size="1k"),
+        dict(alignment=2**50),  # a power of two, but datasets would start a PiB apart
+        dict(ranks_per_subfile=float("inf")),  # JSON's 1e999
+        dict(aggregators=float("inf")),
+        dict(buffer_size=2**63),
     ):
         with pytest.raises(PlanError):
             Plan.parse(env={}, **bad)
+    assert Plan.parse(alignment="1g", env={}).alignment == 1 << 30
     plan = Plan(subfiles=2, fsync=True)
     assert Plan.from_dict(json.loads(json.dumps(plan.to_dict()))) == plan
     assert {f.name for f in PLAN_FIELDS} == set(Plan.__dataclass_fields__)
