@@ -1,9 +1,11 @@
 """``File(..., plan="auto")`` under MPI: every rank gets the plan of the profile rank 0 found and
-says where it came from; a rank asking for it alone makes every rank raise (2 ranks in the
-suite)."""
+says where it came from; profiles that cannot be used (damaged, a FIFO) are skipped with one
+warning per job; a rank asking for it alone makes every rank raise (2 ranks in the suite)."""
 
 from __future__ import annotations
 
+import os
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -38,6 +40,40 @@ def test_every_rank_writes_with_the_profiles_plan(
             f"{fs.mount}, {comm.size} ranks"
         )
         assert np.array_equal(f["x"][...], np.repeat(np.arange(comm.size, dtype="i4"), 10))
+
+
+def test_damaged_and_fifo_profiles_are_skipped_with_one_warning_per_job(
+    comm, shared_tmp: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A FIFO named ``*.json`` would block the open for ever (the suite's test timeout ends
+    the job); a damaged profile must not fail it. Both are named in a warning, on rank 0 (the
+    one that reads the profiles), once for the two files opened."""
+    folder = shared_tmp / "profiles"
+    monkeypatch.setenv("H5SUBFILE_TUNING_DIR", str(folder))
+    fs = probe(shared_tmp)
+    fifo, damaged = folder / "a-fifo.json", folder / "b-damaged.json"
+
+    def make() -> str:
+        saved = save_profile(Profile(fs.name, fs.mount, comm.size, 1, {"subfiles": "rank"}))
+        os.mkfifo(fifo)
+        damaged.write_text(f'{{"version": 1, "filesystem": "{fs.name}", "ranks": 1e999}}')
+        return str(saved)
+
+    saved = on_root(comm, make)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        for name in ("one.h5", "two.h5"):
+            with hs.File(shared_tmp / name, "w", plan="auto") as f:
+                assert f.plan_source.startswith(f"tuning profile {saved}")
+                assert f.grouping.ngroups == comm.size
+    messages = sorted(str(w.message) for w in caught if w.category is RuntimeWarning)
+    if comm.rank == 0:
+        assert len(messages) == 2, messages
+        assert f"tuning profile {fifo} is a FIFO (named pipe), not a regular file" in messages[0]
+        assert messages[1].startswith(f"tuning profile {damaged} is damaged (")
+        assert "ranks=inf: expected a positive integer" in messages[1]
+    else:
+        assert messages == []
 
 
 def test_plan_auto_on_one_rank_only_is_refused_on_every_rank(comm, shared_tmp: Path) -> None:

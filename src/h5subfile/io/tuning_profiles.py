@@ -6,9 +6,10 @@ Profiles live in ``$H5SUBFILE_TUNING_DIR`` if set, else ``$XDG_CONFIG_HOME/h5sub
 ``ext4-work-2r-1n.json``. (``H5SUBFILE_PROFILE`` is another thing: the profiler's output
 folder, docs/PROFILING.md.)
 
-A damaged profile file is an error naming the file (:class:`CorruptFileError`): a plan chosen
-silently from whatever files happen to parse would be hard to explain. Only reads and writes of
-these files; no MPI.
+Every value is checked when a profile is read (the plan's fields by the plan's own parsers). A
+profile that cannot be used (not a regular file, unreadable, damaged) is skipped with a warning
+naming it, once per process, and the job goes on with the others: a job should not fail, nor
+hang on a FIFO, for a file it only consults. Only reads and writes of these files; no MPI.
 """
 
 from __future__ import annotations
@@ -16,17 +17,27 @@ from __future__ import annotations
 import json
 import os
 import re
+import warnings
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..errors import CorruptFileError, H5SubfileError, as_error
-from ..plan import Plan
+from ..errors import CorruptFileError, H5SubfileError, as_error, error_class, keep_errno
+from ..plan import Plan, parse_positive_int
+from .posix import open_regular
 
 #: The profile files' format version; files of another version are refused.
 FORMAT_VERSION = 1
 ENV_DIR = "H5SUBFILE_TUNING_DIR"
+#: The most ranks (and nodes) a profile can be for: an MPI communicator's size is a C ``int``.
+MAX_RANKS = (1 << 31) - 1
+#: The largest profile file read: one is a few hundred bytes; anything much larger is not one.
+MAX_PROFILE_BYTES = 1 << 20
+#: What a warning about a skipped profile adds: what to do about it.
+SKIPPED = "skipped (delete it, or tune again to replace it)"
+
+_warned: set[str] = set()  # the skipped profiles this process has warned about
 
 
 @dataclass(frozen=True)
@@ -49,20 +60,52 @@ class Profile:
         return asdict(self)
 
     @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> Profile:
-        """A profile from its JSON form; raises KeyError, TypeError or ValueError if damaged."""
-        if data.get("version") != FORMAT_VERSION:
-            raise ValueError(f"format version {data.get('version')!r}, expected {FORMAT_VERSION}")
+    def from_dict(cls, data: Any) -> Profile:
+        """A profile from its JSON form, every value checked; raises ValueError (or the plan's
+        PlanError) naming the first that is wrong."""
+        if not isinstance(data, dict):
+            raise ValueError(f"expected a JSON object, found {type(data).__name__}")
+        version = data.get("version")
+        if type(version) is not int or version != FORMAT_VERSION:
+            raise ValueError(f"format version {version!r}, expected {FORMAT_VERSION}")
+        ranks = _count(data, "ranks")
+        nodes = _count(data, "nodes")
+        if nodes > ranks:
+            raise ValueError(f"nodes={nodes} but ranks={ranks}: a node runs one rank at least")
         profile = cls(
-            filesystem=str(data["filesystem"]),
-            mount=str(data["mount"]),
-            ranks=int(data["ranks"]),
-            nodes=int(data["nodes"]),
-            plan=dict(data["plan"]),
-            summary=dict(data.get("summary", {})),
+            filesystem=_entry(data, "filesystem", str),
+            mount=_entry(data, "mount", str),
+            ranks=ranks,
+            nodes=nodes,
+            plan=dict(_entry(data, "plan", dict)),
+            summary=dict(_entry(data, "summary", dict, {})),
         )
         profile_plan(profile)  # a plan this version can build
         return profile
+
+
+def _entry(data: Mapping[str, Any], key: str, kind: type, default: Any = None) -> Any:
+    """``data[key]``, which must be a ``kind`` (``default`` when missing, unless None)."""
+    if key not in data and default is not None:
+        return default
+    if key not in data:
+        raise ValueError(f"{key} is missing")
+    value = data[key]
+    if not isinstance(value, kind) or (kind is str and not value):
+        raise ValueError(
+            f"{key}={value!r}: expected a {'non-empty string' if kind is str else 'JSON object'}"
+        )
+    return value
+
+
+def _count(data: Mapping[str, Any], key: str) -> int:
+    """``data[key]``: a positive whole number (as the plan's counts parse) up to MAX_RANKS."""
+    if key not in data:
+        raise ValueError(f"{key} is missing")
+    count = parse_positive_int(key)(data[key])
+    if count is None or count > MAX_RANKS:
+        raise ValueError(f"{key}={data[key]!r}: expected a positive integer up to {MAX_RANKS}")
+    return count
 
 
 def profile_plan(profile: Profile) -> Plan:
@@ -104,69 +147,97 @@ def save_profile(profile: Profile, directory: Path | None = None) -> Path:
 
 
 def read_profile(path: Path) -> Profile:
-    """One profile file; a damaged one raises :class:`CorruptFileError` naming it."""
+    """One profile file. Raises, naming it: NotRegularFileError (a FIFO, a device, a folder:
+    refused without blocking), the OSError's error when it cannot be read, CorruptFileError
+    when it is damaged (not JSON, larger than :data:`MAX_PROFILE_BYTES`, a value wrong)."""
+    what = f"tuning profile {path}"
     try:
-        return Profile.from_dict(json.loads(path.read_text()))
+        with os.fdopen(open_regular(str(path), os.O_RDONLY, "tuning profile"), "rb") as file:
+            data = file.read(MAX_PROFILE_BYTES + 1)
+    except H5SubfileError:
+        raise
     except OSError as exc:
-        raise as_error(exc) from exc
-    except (ValueError, KeyError, TypeError, AttributeError, H5SubfileError) as exc:
-        raise CorruptFileError(
-            f"tuning profile {path} is damaged ({type(exc).__name__}: {exc}); delete it or "
-            "tune again to replace it"
+        code = exc.errno
+        raise keep_errno(
+            error_class(type(exc).__name__, code)(f"{what} cannot be read: {exc}"), code
         ) from exc
+    try:
+        if len(data) > MAX_PROFILE_BYTES:
+            raise ValueError(f"larger than {MAX_PROFILE_BYTES} bytes")
+        return Profile.from_dict(json.loads(data))
+    except (ValueError, RecursionError, H5SubfileError) as exc:  # JSON nested too deep
+        raise CorruptFileError(f"{what} is damaged ({type(exc).__name__}: {exc})") from exc
 
 
-def load_profiles(directory: Path | None = None) -> list[tuple[Path, Profile]]:
+@dataclass(frozen=True)
+class Found:
+    """A folder's profiles: those read (``profiles``, by file name) and those that cannot be
+    used (``skipped``: each file and the error naming it)."""
+
+    profiles: list[tuple[Path, Profile]]
+    skipped: list[tuple[Path, H5SubfileError]]
+
+
+def load_profiles(directory: Path | None = None) -> Found:
     """Every profile in ``directory`` (default :func:`profile_dir`), by file name; none if the
     folder does not exist."""
     folder = profile_dir() if directory is None else directory
+    found = Found([], [])
     if not folder.is_dir():
-        return []
-    return [(path, read_profile(path)) for path in sorted(folder.glob("*.json"))]
+        return found
+    for path in sorted(folder.glob("*.json")):
+        try:
+            found.profiles.append((path, read_profile(path)))
+        except H5SubfileError as exc:
+            found.skipped.append((path, exc))
+    return found
 
 
-def match_profile(
-    filesystem: str, mount: str, ranks: int, nodes: int, directory: Path | None = None
-) -> tuple[Path, Profile] | None:
-    """The profile for a job: the same file system, mount and rank count (the same node count
-    preferred), else the same file system with the nearest rank count (then the nearest node
-    count), else None."""
-    profiles = load_profiles(directory)
-    exact = [
-        (p, f)
-        for p, f in profiles
-        if f.filesystem == filesystem and f.mount == mount and f.ranks == ranks
-    ]
-    if exact:
-        return min(exact, key=lambda item: (abs(item[1].nodes - nodes), str(item[0])))
-    same = [(p, f) for p, f in profiles if f.filesystem == filesystem]
-    if not same:
-        return None
-    return min(
-        same,
-        key=lambda item: (abs(item[1].ranks - ranks), abs(item[1].nodes - nodes), str(item[0])),
-    )
+def warn_skipped(skipped: list[tuple[Path, H5SubfileError]]) -> None:
+    """Warn (RuntimeWarning) of each profile that cannot be used, once per process for the
+    same file and reason (not at every file opened with ``plan="auto"``)."""
+    for _, error in skipped:
+        message = f"{error}: {SKIPPED}"
+        if message not in _warned:
+            warnings.warn(message, RuntimeWarning, stacklevel=3)
+            _warned.add(message)
+
+
+def ranked(
+    profiles: list[tuple[Path, Profile]], filesystem: str, mount: str, ranks: int, nodes: int
+) -> list[tuple[Path, Profile]]:
+    """The profiles of ``filesystem``, best first: those of the same mount and rank count
+    (the nearest node count first), then the others by the nearest rank count, then the
+    nearest node count; ties by file name."""
+
+    def key(item: tuple[Path, Profile]) -> tuple[bool, int, int, str]:
+        path, profile = item
+        exact = profile.mount == mount and profile.ranks == ranks
+        return (not exact, abs(profile.ranks - ranks), abs(profile.nodes - nodes), str(path))
+
+    return sorted((item for item in profiles if item[1].filesystem == filesystem), key=key)
 
 
 def auto_plan(
     filesystem: str, mount: str, ranks: int, nodes: int, directory: Path | None = None
 ) -> tuple[Plan | None, str]:
-    """The plan a job should use and a one-line reason.
+    """The plan a job should use and a one-line reason: the first profile of :func:`ranked`.
+    Profiles that cannot be used are warned about (:func:`warn_skipped`).
 
     Returns
     -------
     tuple[Plan | None, str]
-        The matching profile's plan and ``"tuning profile FILE for ext4 on /work, 2 ranks"``
-        (with the nearest profile's own rank count when it differs); or None and
+        The profile's plan and ``"tuning profile FILE for ext4 on /work, 2 ranks"`` (with
+        ``(nearest to ...)`` when made for another mount or rank count); or None and
         ``"no tuning profile for ext4 on /work, 2 ranks: defaults"``.
     """
-    found = match_profile(filesystem, mount, ranks, nodes, directory)
-    if found is None:
-        return None, f"no tuning profile for {filesystem} on {mount}, {ranks} ranks: defaults"
-    path, profile = found
-    reason = (
-        f"tuning profile {path} for {profile.filesystem} on {profile.mount}, {profile.ranks} ranks"
-    )
-    if profile.ranks != ranks or profile.mount != mount:
-        reason += f" (nearest to {filesystem} on {mount}, {ranks} ranks)"
-    return profile_plan(profile), reason
+    found = load_profiles(directory)
+    warn_skipped(found.skipped)
+    for path, profile in ranked(found.profiles, filesystem, mount, ranks, nodes):
+        reason = f"tuning profile {path} for {profile.filesystem} on {profile.mount}, " + (
+            f"{profile.ranks} ranks"
+        )
+        if profile.ranks != ranks or profile.mount != mount:
+            reason += f" (nearest to {filesystem} on {mount}, {ranks} ranks)"
+        return profile_plan(profile), reason
+    return None, f"no tuning profile for {filesystem} on {mount}, {ranks} ranks: defaults"
