@@ -71,6 +71,24 @@ def test_plan_auto_without_a_profile_says_so(tmp_path: Path, tuning_dir: Path) -
     assert "plan=auto: no tuning profile for" in shown and ": defaults" in shown
 
 
+def test_plan_auto_passes_over_a_profile_for_more_ranks(tmp_path: Path, tuning_dir: Path) -> None:
+    """The nearest profile, tuned for 64 ranks with 32 subfiles, cannot be used by 2 ranks:
+    the job writes with the defaults, as it would without --plan auto, and says why."""
+    from h5subfile.io.filesystem import probe
+    from h5subfile.io.tuning_profiles import Profile, save_profile
+
+    fs = probe(tmp_path)
+    saved = save_profile(Profile(fs.name, fs.mount, 64, 2, {"subfiles": 32}), tuning_dir)
+    path = tmp_path / "run.h5"
+    written = run_cli(
+        2, "vpic", path, "--particles", 100, "--steps", 1, "--plan", "auto", "--quiet"
+    )
+    assert written.returncode == 0, written.stderr
+    shown = run_cli(1, "info", path).stdout
+    assert f"plan=auto: no tuning profile fits {fs.name} on {fs.mount}, 2 ranks" in shown
+    assert f"not fitting this job: {saved} (subfiles=32 but the communicator has only 2" in shown
+
+
 def test_tune_refuses_a_folder_it_cannot_make(tmp_path: Path, tuning_dir: Path) -> None:
     blocker = tmp_path / "file"
     blocker.write_text("")

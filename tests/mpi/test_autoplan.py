@@ -42,6 +42,37 @@ def test_every_rank_writes_with_the_profiles_plan(
         assert np.array_equal(f["x"][...], np.repeat(np.arange(comm.size, dtype="i4"), 10))
 
 
+def test_a_profile_for_more_ranks_that_does_not_fit_is_passed_over(
+    comm, shared_tmp: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The nearest profiles were tuned for 64 ranks, with more subfiles than this job has
+    ranks: the job writes with the next that fits, as it would without ``plan="auto"`` it
+    writes, and the record names the profiles passed over and why."""
+    monkeypatch.setenv("H5SUBFILE_TUNING_DIR", str(shared_tmp / "profiles"))
+    fs = probe(shared_tmp)
+
+    def make() -> list[str]:
+        made = [
+            Profile(fs.name, fs.mount, 64, 2, {"subfiles": 32}),
+            Profile(fs.name, fs.mount, 65, 2, {"subfiles": 10**18}),
+            Profile(fs.name, fs.mount, 128, 4, {"ranks_per_subfile": 1}),
+        ]
+        return [str(save_profile(p)) for p in made]
+
+    wide, huge, fits = on_root(comm, make)
+    path = shared_tmp / "fits.h5"
+    with hs.File(path, "w", plan="auto") as f:
+        assert f.grouping.ngroups == comm.size  # one rank per subfile: the third profile's
+        f.write_dataset("x", np.full(10, comm.rank, dtype="i4"))
+        source = f.plan_source
+    assert source.startswith(f"tuning profile {fits} for {fs.name} on {fs.mount}, 128 ranks")
+    assert f"not fitting this job: {wide} (subfiles=32 but the communicator has only " in source
+    assert f"{huge} (subfiles={10**18} but the communicator has only {comm.size} rank" in source
+    with hs.File(path, "r") as f:
+        assert f.sessions[0]["extra"]["plan_source"] == source
+        assert np.array_equal(f["x"][...], np.repeat(np.arange(comm.size, dtype="i4"), 10))
+
+
 def test_damaged_and_fifo_profiles_are_skipped_with_one_warning_per_job(
     comm, shared_tmp: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

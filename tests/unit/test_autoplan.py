@@ -1,6 +1,7 @@
 """``plan="auto"`` (engine/autoplan.py): explicit arguments win over the profile, the profile
 over nothing; a grouping given replaces the profile's; reads take only the read fields; the
-profile matching a (faked) Lustre mount is the one used, with its reason."""
+profile matching a (faked) Lustre mount is the one used, with its reason; a profile whose plan
+does not fit the job (its ranks, its nodes, the fields given) is passed over for the next."""
 
 from __future__ import annotations
 
@@ -103,3 +104,65 @@ def test_other_file_systems_are_not_striped(tmp_path: Path) -> None:
     assert autoplan.subfile_count({"subfiles": "rank"}, 8, 1) == 8
     assert autoplan.subfile_count({"ranks_per_subfile": 3}, 8, 1) == 3
     assert autoplan.subfile_count({}, 8, 2) == 2
+
+
+EXT4 = FileSystem(name="ext4", magic=0xEF53, mount="/work", source="/dev/sda")
+TOO_MANY = (
+    "subfiles=32 but the communicator has only 2 rank(s): each subfile needs at least one rank"
+)
+
+
+def test_a_profile_that_does_not_fit_the_job_is_passed_over(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The nearest profile was tuned for 64 ranks with 32 subfiles: a 2-rank job cannot have
+    them. The next nearest that fits is used, and the reason names the one passed over."""
+    monkeypatch.setattr(autoplan, "probe", lambda folder: EXT4)
+    monkeypatch.setenv("H5SUBFILE_TUNING_DIR", str(tmp_path))
+    path = str(tmp_path / "run.h5")
+    big = save_profile(Profile("ext4", "/work", 64, 2, {"subfiles": 32}))
+    fields, reason = autoplan.decide(path, "w", {}, 2, 1)
+    assert fields == {}
+    assert reason == (
+        f"no tuning profile fits ext4 on /work, 2 ranks, 1 node(s): defaults; not fitting "
+        f"this job: {big} ({TOO_MANY})"
+    )
+    bigger = save_profile(Profile("ext4", "/work", 128, 4, {"subfiles": "rank"}))
+    fields, reason = autoplan.decide(path, "w", {}, 2, 1)
+    assert fields == {"subfiles": "rank"}
+    assert reason == (
+        f"tuning profile {bigger} for ext4 on /work, 128 ranks (nearest to ext4 on /work, "
+        f"2 ranks); not fitting this job: {big} ({TOO_MANY})"
+    )
+    assert autoplan.decide(path, "w", {}, 64, 2)[0] == {"subfiles": 32}  # its own job
+    fields, reason = autoplan.decide(path, "r", {}, 2, 1)  # a read takes no grouping: it fits
+    assert fields == {} and reason.startswith(f"tuning profile {big} for ext4 on /work, 64 ")
+
+
+def test_the_node_count_and_the_fields_given_decide_the_fit(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Two aggregators per node (the default grouping) fit 2 ranks on one node, not 2 ranks on
+    two nodes; nor does the profile fit when a grouping given leaves one rank per subfile."""
+    monkeypatch.setattr(autoplan, "probe", lambda folder: EXT4)
+    monkeypatch.setenv("H5SUBFILE_TUNING_DIR", str(tmp_path))
+    path = str(tmp_path / "run.h5")
+    saved = save_profile(Profile("ext4", "/work", 2, 1, {"aggregators": 2}))
+    assert autoplan.decide(path, "w", {}, 2, 1)[0] == {"aggregators": 2}
+    fields, reason = autoplan.decide(path, "w", {}, 2, 2, of_rank=(0, 1))
+    assert fields == {} and f"not fitting this job: {saved} (aggregators=2 but a " in reason
+    fields, reason = autoplan.decide(path, "w", {"subfiles": "rank"}, 2, 1)
+    assert fields == {"subfiles": "rank"} and reason.startswith("no tuning profile fits")
+
+
+def test_environment_and_profile_are_checked_together(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The plan is parsed with the environment, as the open parses it: a profile's
+    aggregators beyond the ranks the environment's grouping gives a subfile do not fit."""
+    monkeypatch.setattr(autoplan, "probe", lambda folder: EXT4)
+    monkeypatch.setenv("H5SUBFILE_TUNING_DIR", str(tmp_path))
+    monkeypatch.setenv("H5SUBFILE_RANKS_PER_SUBFILE", "1")
+    save_profile(Profile("ext4", "/work", 4, 1, {"aggregators": 2}))
+    fields, reason = autoplan.decide(str(tmp_path / "run.h5"), "w", {}, 4, 1)
+    assert fields == {} and "aggregators=2 but a subfile of this grouping" in reason

@@ -3,9 +3,12 @@ rank 0 from the file system of the file's folder, its mount and the job's rank a
 
 Arguments given explicitly win over the profile's fields (a grouping given replaces the
 profile's grouping); the profile's fields win over the ``H5SUBFILE_*`` environment variables.
-Without a matching profile the plan is what it would be without ``plan="auto"``. The reason
-(which profile, or that none matched) is recorded in the write session's record. A write on
-Lustre also stripes the subfile folder and aligns the datasets to the stripe size.
+A profile is used only if the plan it makes fits this job (:func:`check_fit`: a profile tuned
+for 64 ranks may ask for more subfiles than a 2-rank job has ranks); else the next that fits.
+Without one the plan is what it would be without ``plan="auto"``. The reason (which profile,
+or that none fitted, and the better ones that did not fit) is recorded in the write session's
+record. A write on Lustre also stripes the subfile folder and aligns the datasets to the
+stripe size.
 """
 
 from __future__ import annotations
@@ -13,7 +16,7 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from mpi4py import MPI
@@ -21,10 +24,11 @@ from mpi4py import MPI
 from ..errors import PlanError
 from ..io.filesystem import FileSystem, lustre_setup, probe
 from ..io.tuning_profiles import auto_plan
+from ..layout.grouping import plan_groups
 from ..layout.names import subfile_folder
 from ..mpi.collective import root_only
 from ..mpi.nodes import Nodes, locate_nodes
-from ..plan import READ_FIELDS
+from ..plan import READ_FIELDS, Plan
 
 AUTO = "auto"
 GROUPING = ("subfiles", "ranks_per_subfile")
@@ -40,14 +44,41 @@ def check_choice(choice: Any) -> None:
 
 
 def profile_fields(path: str, ranks: int, nodes: int) -> tuple[dict[str, Any], str]:
-    """Rank 0: the matching profile's plan fields (those set) and the reason."""
-    fields, reason, _ = _profile(path, ranks, nodes)
+    """Rank 0: the plan fields (those set) of the profile a write with no fields given would
+    take, and the reason."""
+    fields, reason, _ = _profile(path, "w", {}, spread(ranks, nodes))
     return fields, reason
 
 
-def _profile(path: str, ranks: int, nodes: int) -> tuple[dict[str, Any], str, FileSystem]:
+def spread(ranks: int, nodes: int) -> tuple[int, ...]:
+    """Each rank's node when only the counts are known: ``nodes`` nodes of consecutive ranks,
+    as even as they can be."""
+    return tuple(rank * nodes // ranks for rank in range(ranks))
+
+
+def check_fit(
+    profile: dict[str, Any], given: dict[str, Any], mode: str, of_rank: Sequence[int]
+) -> None:
+    """Raise :class:`PlanError` unless the plan ``profile``'s fields make with ``given`` (as
+    :func:`merge` makes it) is one this job can use: it parses, with the environment, as the
+    open parses it; a write's plan groups the job's ranks (``of_rank``: each rank's node),
+    as :func:`plan_groups` will (no more subfiles than ranks, no more aggregators than the
+    smallest subfile's ranks)."""
+    plan = Plan.parse(**merge(profile, given, mode))
+    if mode != "r":
+        plan_groups(len(of_rank), plan, of_rank)
+
+
+def _profile(
+    path: str, mode: str, given: dict[str, Any], of_rank: Sequence[int]
+) -> tuple[dict[str, Any], str, FileSystem]:
     fs = probe(os.path.dirname(os.path.abspath(path)) or ".")
-    plan, reason = auto_plan(fs.name, fs.mount, ranks, nodes)
+
+    def fits(plan: Plan) -> None:
+        check_fit(plan.set_fields(), given, mode, of_rank)
+
+    ranks, nodes = len(of_rank), len(set(of_rank))
+    plan, reason = auto_plan(fs.name, fs.mount, ranks, nodes, fits=fits)
     if plan is None:
         return {}, reason, fs
     return plan.set_fields(), reason, fs
@@ -105,10 +136,19 @@ def merge(profile: dict[str, Any], given: dict[str, Any], mode: str) -> dict[str
     return merged
 
 
-def decide(path: str, mode: str, given: dict[str, Any], ranks: int, nodes: int) -> tuple[dict, str]:
+def decide(
+    path: str,
+    mode: str,
+    given: dict[str, Any],
+    ranks: int,
+    nodes: int,
+    of_rank: Sequence[int] | None = None,
+) -> tuple[dict, str]:
     """Rank 0: the plan fields of ``plan="auto"`` and the reason (a write on Lustre also
-    stripes the subfile folder: :func:`stripe_lustre`)."""
-    profile, reason, fs = _profile(path, ranks, nodes)
+    stripes the subfile folder: :func:`stripe_lustre`). ``of_rank``: each rank's node, as
+    located (default: :func:`spread`)."""
+    of_rank = spread(ranks, nodes) if of_rank is None else of_rank
+    profile, reason, fs = _profile(path, mode, given, of_rank)
     fields = merge(profile, given, mode)
     if mode != "r":
         done = stripe_lustre(fs, path, fields, ranks, nodes)
@@ -121,6 +161,8 @@ def resolve(
 ) -> tuple[dict, str]:
     """Collective: the plan fields of ``plan="auto"`` and the reason, the same on every rank.
     ``nodes``: the ranks' nodes when the caller located them already (on every rank or none)."""
-    count = (nodes or locate_nodes(comm)).count
-    fields, reason = root_only(comm, lambda: decide(path, mode, given, comm.size, count))
+    located = nodes or locate_nodes(comm)  # rank 0 knows every rank's node (of_rank)
+    fields, reason = root_only(
+        comm, lambda: decide(path, mode, given, comm.size, located.count, located.of_rank)
+    )
     return fields, reason

@@ -18,7 +18,7 @@ import json
 import os
 import re
 import warnings
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -219,25 +219,55 @@ def ranked(
 
 
 def auto_plan(
-    filesystem: str, mount: str, ranks: int, nodes: int, directory: Path | None = None
+    filesystem: str,
+    mount: str,
+    ranks: int,
+    nodes: int,
+    directory: Path | None = None,
+    fits: Callable[[Plan], None] | None = None,
 ) -> tuple[Plan | None, str]:
-    """The plan a job should use and a one-line reason: the first profile of :func:`ranked`.
-    Profiles that cannot be used are warned about (:func:`warn_skipped`).
+    """The plan a job should use and a one-line reason: the first profile of :func:`ranked`
+    whose plan ``fits`` the job (a function raising :class:`H5SubfileError` saying why not;
+    every plan fits without it). Profiles that cannot be used are warned about
+    (:func:`warn_skipped`); those that do not fit are named in the reason.
 
     Returns
     -------
     tuple[Plan | None, str]
         The profile's plan and ``"tuning profile FILE for ext4 on /work, 2 ranks"`` (with
         ``(nearest to ...)`` when made for another mount or rank count); or None and
-        ``"no tuning profile for ext4 on /work, 2 ranks: defaults"``.
+        ``"no tuning profile for ext4 on /work, 2 ranks: defaults"``. Either ends with
+        ``"; not fitting this job: FILE (why), ..."`` when better-ranked profiles did not fit.
     """
     found = load_profiles(directory)
     warn_skipped(found.skipped)
+    unfit: list[tuple[Path, str]] = []
     for path, profile in ranked(found.profiles, filesystem, mount, ranks, nodes):
+        plan = profile_plan(profile)
+        try:
+            if fits is not None:
+                fits(plan)
+        except H5SubfileError as exc:
+            unfit.append((path, str(exc)))
+            continue
         reason = f"tuning profile {path} for {profile.filesystem} on {profile.mount}, " + (
             f"{profile.ranks} ranks"
         )
         if profile.ranks != ranks or profile.mount != mount:
             reason += f" (nearest to {filesystem} on {mount}, {ranks} ranks)"
-        return profile_plan(profile), reason
-    return None, f"no tuning profile for {filesystem} on {mount}, {ranks} ranks: defaults"
+        return plan, reason + _unfit_text(unfit)
+    if unfit:
+        reason = f"no tuning profile fits {filesystem} on {mount}, {ranks} ranks, {nodes} node(s)"
+    else:
+        reason = f"no tuning profile for {filesystem} on {mount}, {ranks} ranks"
+    return None, f"{reason}: defaults{_unfit_text(unfit)}"
+
+
+def _unfit_text(unfit: list[tuple[Path, str]], shown: int = 3) -> str:
+    """``"; not fitting this job: A (why), B (why)"``, the first ``shown`` profiles that did
+    not fit."""
+    if not unfit:
+        return ""
+    text = ", ".join(f"{path} ({why})" for path, why in unfit[:shown])
+    more = f" and {len(unfit) - shown} more" if len(unfit) > shown else ""
+    return f"; not fitting this job: {text}{more}"
