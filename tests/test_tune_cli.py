@@ -98,6 +98,30 @@ def test_tune_refuses_a_folder_it_cannot_make(tmp_path: Path, tuning_dir: Path) 
     assert not tuning_dir.exists()
 
 
+def test_tune_refuses_a_tuning_folder_it_cannot_write_before_searching(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A tuning folder under a regular file cannot be made, even by root (ENOTDIR): every
+    rank stops before the first round with the same error, named once, and the job ends by
+    its exit status, not MPI_Abort."""
+    blocker = tmp_path / "file"
+    blocker.write_text("")
+    folder = blocker / "profiles"
+    monkeypatch.setenv("H5SUBFILE_TUNING_DIR", str(folder))
+    trials = tmp_path / "trials"
+    result = run_cli(2, "tune", trials, "--particles", "1Ki", "--repetitions", 3, timeout=120)
+    assert result.returncode == 1, result.stderr
+    (line,) = [line for line in result.stderr.splitlines() if "error" in line]
+    assert line == (
+        f"h5subfile tune: error: tuning folder {folder} is not writable: ENOTDIR (Not a "
+        "directory); set H5SUBFILE_TUNING_DIR to a folder this job can write"
+    )
+    assert "round" not in result.stderr and "Abort" not in result.stderr
+    assert result.stdout == "" and list(trials.iterdir()) == []
+    saved = run_cli(2, "tune", trials, "--particles", "1Ki", "--repetitions", 3, "--no-save")
+    assert saved.returncode == 0, saved.stderr  # nothing to save: the folder does not matter
+
+
 def test_bench_plan_auto_writes_with_the_profiles_plan(tmp_path: Path, tuning_dir: Path) -> None:
     from h5subfile.io.filesystem import probe
     from h5subfile.io.tuning_profiles import Profile, save_profile

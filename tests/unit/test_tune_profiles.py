@@ -3,6 +3,7 @@ files that are not regular (skipped with a warning), a folder that cannot be wri
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import subprocess
@@ -12,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from h5subfile.errors import RankIOError
 from h5subfile.io.tuning_profiles import (
     FORMAT_VERSION,
     MAX_PROFILE_BYTES,
@@ -21,6 +23,7 @@ from h5subfile.io.tuning_profiles import (
     load_profiles,
     profile_dir,
     ranked,
+    require_writable,
     save_profile,
 )
 from h5subfile.plan import Plan
@@ -206,6 +209,27 @@ def test_a_fifo_in_the_tuning_folder_is_skipped_without_blocking(tmp_path: Path)
         f"tuning profile {fifo} is a FIFO (named pipe), not a regular file: skipped (delete "
         "it, or tune again to replace it)"
     )
+
+
+def test_a_tuning_folder_that_cannot_be_written_is_named_with_its_errno(tmp_path: Path) -> None:
+    """Under a regular file (ENOTDIR): a folder no one can write, root included (permission
+    bits do not stop root, so they would not make the test fail for real)."""
+    assert require_writable(tmp_path / "new" / "profiles") == tmp_path / "new" / "profiles"
+    assert list((tmp_path / "new" / "profiles").iterdir()) == []  # the trial file is gone
+    blocker = tmp_path / "file"
+    blocker.write_text("")
+    folder = blocker / "profiles"
+    expected = (
+        f"tuning folder {folder} is not writable: ENOTDIR ([Errno 20] Not a directory); set "
+        "H5SUBFILE_TUNING_DIR to a folder this job can write"
+    )
+    for attempt in (
+        lambda: require_writable(folder),
+        lambda: save_profile(profile("ext4", "/w", 2), folder),
+    ):
+        with pytest.raises(RankIOError) as info:
+            attempt()
+        assert str(info.value) == expected and info.value.errno == errno.ENOTDIR
 
 
 def test_profile_from_result() -> None:

@@ -140,15 +140,24 @@ def _pattern(args: argparse.Namespace) -> Any:
 def run(args: argparse.Namespace) -> int:
     from mpi4py import MPI
 
+    from ..io.tuning_profiles import profile_dir
     from ..tune.tuning import save_result, tune
 
     comm = MPI.COMM_WORLD
     pattern = _pattern(args)
+    save_to = None if args.no_save else profile_dir()  # checked writable before the search
     with progress_line(args, comm.rank) as progress:
         result, fs = tune(
-            comm, args.folder, pattern, args.repetitions, args.budget, args.exhaustive, progress
+            comm,
+            args.folder,
+            pattern,
+            args.repetitions,
+            args.budget,
+            args.exhaustive,
+            progress,
+            save_to,
         )
-    saved = None if args.no_save else save_result(comm, result, fs)
+    saved = None if save_to is None else save_result(comm, result, fs, save_to)
     if comm.rank == 0:
         if args.json:
             print_json(

@@ -14,16 +14,18 @@ hang on a FIFO, for a file it only consults. Only reads and writes of these file
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import re
+import tempfile
 import warnings
 from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..errors import CorruptFileError, H5SubfileError, as_error, error_class, keep_errno
+from ..errors import CorruptFileError, H5SubfileError, error_class, keep_errno
 from ..plan import Plan, parse_positive_int
 from .posix import open_regular
 
@@ -132,6 +134,35 @@ def profile_name(profile: Profile) -> str:
     return f"{profile.filesystem}-{mount}-{profile.ranks}r-{profile.nodes}n.json"
 
 
+def not_writable(folder: Path, exc: OSError) -> H5SubfileError:
+    """The error for a tuning folder where ``exc`` stopped a write: of ``exc``'s class in the
+    hierarchy (EACCES, EROFS: PermissionDeniedError), naming the folder and the errno."""
+    code = exc.errno
+    name = errno.errorcode.get(code, "") if code is not None else ""
+    cause = f"{name} ([Errno {code}] {exc.strerror})" if code is not None else str(exc)
+    where = f" ({exc.filename})" if exc.filename and str(exc.filename) != str(folder) else ""
+    message = (
+        f"tuning folder {folder} is not writable: {cause}{where}; set {ENV_DIR} to a folder "
+        "this job can write"
+    )
+    return keep_errno(error_class(type(exc).__name__, code)(message), code)
+
+
+def require_writable(directory: Path | None = None) -> Path:
+    """The tuning folder (default :func:`profile_dir`), made if missing, once a file was
+    created and removed in it: permission bits do not tell (root writes through them), nor
+    do they show a read-only mount. Raises :func:`not_writable`'s error."""
+    folder = profile_dir() if directory is None else directory
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        fd, trial = tempfile.mkstemp(prefix=".writable-", suffix=".partial", dir=folder)
+        os.close(fd)
+        os.unlink(trial)
+    except OSError as exc:
+        raise not_writable(folder, exc) from exc
+    return folder
+
+
 def save_profile(profile: Profile, directory: Path | None = None) -> Path:
     """Write ``profile`` (atomically, replacing the one for the same key); its path."""
     folder = profile_dir() if directory is None else directory
@@ -142,7 +173,7 @@ def save_profile(profile: Profile, directory: Path | None = None) -> Path:
         partial.write_text(json.dumps(profile.to_dict(), indent=2, sort_keys=True) + "\n")
         os.replace(partial, path)
     except OSError as exc:
-        raise as_error(exc) from exc
+        raise not_writable(folder, exc) from exc
     return path
 
 

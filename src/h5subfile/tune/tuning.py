@@ -3,7 +3,8 @@ search asks for is written with the benchmark driver (``h5subfile bench -a subfi
 plans of a round interleaved, and timed as IOR times a write phase (first open to last close).
 
 Collective: every rank runs the same search on the same (agreed) times, so every rank returns
-the same result; rank 0 saves the tuning profile.
+the same result; rank 0 saves the tuning profile, in a folder it checked it can write before
+the search (so that a long search does not end in an error), and every rank raises its error.
 """
 
 from __future__ import annotations
@@ -20,8 +21,8 @@ from ..bench.driver import run_interleaved
 from ..bench.options import BenchOptions
 from ..errors import PlanError, as_error
 from ..io.filesystem import FileSystem, probe, starting_points
-from ..io.tuning_profiles import Profile, save_profile
-from ..mpi.collective import bcast, root_only
+from ..io.tuning_profiles import Profile, require_writable, save_profile
+from ..mpi.collective import root_only
 from ..mpi.nodes import locate_nodes
 from ..progress import Progress
 from .search import Budget, TuningResult, coordinate_descent, exhaustive_search
@@ -113,14 +114,17 @@ def tune(
     seconds: float | None = None,
     exhaustive: bool = False,
     progress: Progress | None = None,
+    save_to: Path | None = None,
 ) -> tuple[TuningResult, FileSystem]:
     """Collective: search the plan space for ``comm``'s rank count on ``folder``'s file system
     (coordinate descent from the file system's starting point, or every point with
-    ``exhaustive``), within ``seconds`` when given."""
+    ``exhaustive``), within ``seconds`` when given. ``save_to``: the tuning folder the result
+    will be saved in (:func:`save_result`), checked writable first; every rank raises the
+    same error if it is not (or if ``folder`` cannot be made)."""
     pattern = pattern or Pattern()
     progress = progress or Progress(False)
     ranks = comm.size
-    fs = root_only(comm, lambda: _made_and_probed(folder))
+    fs = root_only(comm, lambda: _made_and_probed(folder, save_to))
     space = search_space(ranks)
     measure = BenchMeasure(comm, folder, pattern, progress)
     budget = Budget(seconds=seconds)
@@ -133,12 +137,15 @@ def tune(
     return result, fs
 
 
-def _made_and_probed(folder: str) -> FileSystem:
-    """Rank 0: the folder (made if missing) and its file system."""
+def _made_and_probed(folder: str, save_to: Path | None) -> FileSystem:
+    """Rank 0: the folder (made if missing) and its file system, once the tuning folder
+    ``save_to`` (when given) is known to be writable."""
     try:
         os.makedirs(folder, exist_ok=True)
     except OSError as exc:
         raise as_error(exc) from None
+    if save_to is not None:
+        require_writable(save_to)
     return probe(folder)
 
 
@@ -160,12 +167,13 @@ def profile_from_result(
 def save_result(
     comm: MPI.Intracomm, result: TuningResult, fs: FileSystem, directory: Path | None = None
 ) -> str:
-    """Collective: rank 0 saves the run's tuning profile; every rank returns its path."""
+    """Collective: rank 0 saves the run's tuning profile; every rank returns its path, or
+    raises rank 0's error."""
     nodes = locate_nodes(comm).count
-    path = None
-    if comm.rank == 0:
+
+    def save() -> str:
         date = _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
         profile = profile_from_result(result, fs.name, fs.mount, comm.size, nodes, date)
-        path = str(save_profile(profile, directory))
-    found: str = bcast(comm, path)
-    return found
+        return str(save_profile(profile, directory))
+
+    return root_only(comm, save)
