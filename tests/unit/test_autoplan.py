@@ -143,7 +143,8 @@ def test_the_node_count_and_the_fields_given_decide_the_fit(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Two aggregators per node (the default grouping) fit 2 ranks on one node, not 2 ranks on
-    two nodes; nor does the profile fit when a grouping given leaves one rank per subfile."""
+    two nodes; nor does the profile fit when a grouping given leaves one rank per subfile. A
+    compression filter must be one new datasets can use."""
     monkeypatch.setattr(autoplan, "probe", lambda folder: EXT4)
     monkeypatch.setenv("H5SUBFILE_TUNING_DIR", str(tmp_path))
     path = str(tmp_path / "run.h5")
@@ -153,6 +154,10 @@ def test_the_node_count_and_the_fields_given_decide_the_fit(
     assert fields == {} and f"not fitting this job: {saved} (aggregators=2 but a " in reason
     fields, reason = autoplan.decide(path, "w", {"subfiles": "rank"}, 2, 1)
     assert fields == {"subfiles": "rank"} and reason.startswith("no tuning profile fits")
+    saved.unlink()
+    squeezed = save_profile(Profile("ext4", "/work", 2, 1, {"compression": "gzip:99"}))
+    fields, reason = autoplan.decide(path, "w", {}, 2, 1)  # a filter new datasets cannot use
+    assert fields == {} and f"{squeezed} (gzip level 99: expected an integer from 0" in reason
 
 
 def test_environment_and_profile_are_checked_together(

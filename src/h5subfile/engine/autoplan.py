@@ -23,6 +23,7 @@ from mpi4py import MPI
 
 from ..errors import PlanError
 from ..io.filesystem import FileSystem, lustre_setup, probe
+from ..io.filters import resolve_filters
 from ..io.tuning_profiles import auto_plan
 from ..layout.grouping import plan_groups
 from ..layout.names import subfile_folder
@@ -63,10 +64,12 @@ def check_fit(
     :func:`merge` makes it) is one this job can use: it parses, with the environment, as the
     open parses it; a write's plan groups the job's ranks (``of_rank``: each rank's node),
     as :func:`plan_groups` will (no more subfiles than ranks, no more aggregators than the
-    smallest subfile's ranks)."""
+    smallest subfile's ranks), and names a compression filter this machine has, as new
+    datasets will need."""
     plan = Plan.parse(**merge(profile, given, mode))
     if mode != "r":
         plan_groups(len(of_rank), plan, of_rank)
+        resolve_filters(plan.compression, None, plan.shuffle)
 
 
 def _profile(
