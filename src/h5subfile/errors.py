@@ -49,7 +49,18 @@ class CollectiveMismatchError(H5SubfileError, ValueError):
 
 class CollectiveTimeoutError(H5SubfileError, TimeoutError):
     """Some ranks did not arrive at a collective call within ``H5SUBFILE_COLLECTIVE_TIMEOUT``
-    seconds; the message names them and where the others waited."""
+    seconds; the message names them and where the others waited, and, in a write session,
+    what this rank knows of the file (``published``)."""
+
+    #: This rank's part of a question to rank 0 (``mpi.collective.agree_asking``) had gone
+    #: when it gave up: rank 0 may have acted on it (at close: committed the master).
+    asked: bool = False
+    #: ... and every rank had entered the call (its agreement round was over).
+    agreed: bool = False
+    #: In a write session: True when the master was committed before the timeout (rank 0
+    #: knows), False when nothing of the session was published, None when this rank cannot
+    #: know (its part of the close had gone to rank 0, which had not answered).
+    published: bool | None = None
 
 
 class BlockError(H5SubfileError, ValueError):

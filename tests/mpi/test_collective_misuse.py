@@ -7,6 +7,7 @@ a regression shows as a CollectiveTimeoutError (or the job's test timeout), not 
 
 from __future__ import annotations
 
+import os
 import time
 import warnings
 from collections.abc import Callable, Iterator
@@ -18,6 +19,7 @@ from mpi4py import MPI
 from ranks import DoneAtTest, raises_on_every_rank, same_on_every_rank
 
 import h5subfile as hs
+from h5subfile.engine import session
 from h5subfile.mpi import collective, rounds
 
 TIMEOUT = 4.0  # seconds: H5SUBFILE_COLLECTIVE_TIMEOUT in this module (beyond any step here)
@@ -218,6 +220,65 @@ def test_a_rank_that_never_arrives_is_named(comm: MPI.Comm, shared_tmp: Path) ->
         assert f"{collective.TIMEOUT_VARIABLE}: {TIMEOUT:g} s" in message
     waiting = comm.allgather(message if comm.rank != 1 else None)
     assert len({m for m in waiting if m is not None}) == 1, waiting
+    assert raised.published is False  # every rank knows: rank 0 publishes only at close
+    assert message.endswith(
+        f"Nothing of this write session was published: {shared_tmp / 'late.h5'} is as it was "
+        "before the session (or its last commit)."
+    )
+
+
+@pytest.mark.parametrize("call", ["close", "commit"])
+def test_a_commit_slower_than_the_timeout_says_the_master_was_committed(
+    comm: MPI.Comm, shared_tmp: Path, monkeypatch: pytest.MonkeyPatch, call: str
+) -> None:
+    """Rank 0's rename of the master outlasts the others' patience: rank 0 says the master
+    was committed (the file is complete), the others that they cannot know and how to check;
+    the file then reads back bit for bit and verifies."""
+    timeout = 2.0
+    monkeypatch.setenv(collective.TIMEOUT_VARIABLE, f"{timeout:g}")
+    path = shared_tmp / "slow.h5"
+    if comm.rank == 0:
+        rename = os.replace
+
+        def slow_rename(source: str, target: str) -> None:
+            if os.fspath(target) == str(path):  # the master's commit, nothing else
+                time.sleep(timeout + collective.GRACE + 1.5)
+            rename(source, target)
+
+        monkeypatch.setattr(os, "replace", slow_rename)
+    sub = comm.Dup()  # its collective calls are out of step after a timeout
+    raised: BaseException | None = None
+    try:
+        with hs.File(path, "w", comm=sub) as f:
+            _block(f).write(np.arange(2, dtype="i4") + 10 * comm.rank)
+            if call == "commit":
+                f.commit()
+    except Exception as exc:  # noqa: BLE001 - compared below
+        raised = exc
+    monkeypatch.setenv(collective.TIMEOUT_VARIABLE, "60")  # rank 0 comes out of its rename late
+    assert isinstance(raised, hs.CollectiveTimeoutError), repr(raised)
+    message = str(raised)
+    if comm.rank == 0:
+        assert raised.published is True
+        assert message.endswith(
+            f"The master was committed before the timeout: {path} is complete and verifies "
+            f"(h5subfile verify {path}); the file needs nothing more."
+        )
+    else:
+        assert raised.published is None
+        assert "Whether the master was committed is unknown on this rank, which gave up " in (
+            message
+        )
+        assert f"rank 0's error says whether it was, and h5subfile verify {path} checks" in (
+            message
+        )
+    waiting = comm.allgather(None if comm.rank == 0 else message)
+    assert len(set(waiting[1:])) == 1, waiting
+    with hs.File(path, "r", comm=comm) as f:
+        want = np.concatenate([np.arange(2, dtype="i4") + 10 * r for r in range(comm.size)])
+        assert np.array_equal(f["x"][...], want)
+        assert f.verify()["clean"]
+    assert not os.path.exists(f"{path}.partial")
 
 
 def test_collective_timeout_setting(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -318,6 +379,25 @@ def test_out_of_step_message_is_pure() -> None:
         "(call #2); [rank 2] write /x (call #2), failing with DataShapeError: bad."
     )
     assert error.collective and error.out_of_step
+
+
+def test_what_a_rank_says_of_the_file_after_a_timeout_is_pure() -> None:
+    said = session.publication
+    assert said("/f.h5", "close", True, "", False) == (
+        "The master was committed before the timeout: /f.h5 is complete and verifies "
+        "(h5subfile verify /f.h5); the file needs nothing more"
+    )
+    assert said("/f.h5", "commit", True, "/f.h5 was closed but /x is incomplete", True) == (
+        "The master was committed before the timeout, and its commit reported: /f.h5 was "
+        "closed but /x is incomplete"
+    )
+    assert said("/f.h5", "write", False, "", True).startswith(
+        "Nothing of this write session was published: /f.h5 is as it was"
+    )
+    agreed, asked = said("/f.h5", "close", None, "", True), said("/f.h5", "close", None, "", False)
+    assert "gave up while rank 0 was committing it (every rank had entered the close)" in agreed
+    assert "gave up before rank 0 answered the close (" in asked
+    assert all("h5subfile verify /f.h5 checks the file" in s for s in (agreed, asked))
 
 
 # Files open together on one communicator share its rounds: each file's calls must be made on

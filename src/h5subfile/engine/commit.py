@@ -220,6 +220,8 @@ def _record_and_commit(
     gaps = [missing for _, missing, _, _ in gathered]
     lost_paths = lost_datasets(session, lost)
     message = commit_on_root(session, gaps, failed, lost_paths, keep_claim, problems)
+    assert session.writing is not None and session.writing.root is not None
+    session.writing.root.reported = message  # said if the others gave up meanwhile
     overlaps_only = (
         bool(problems)
         and all(kind == "OverlapError" for kind, _ in problems.values())

@@ -70,6 +70,8 @@ class RootRole:
     existing: frozenset[str] = frozenset()  # the groups and datasets before this session
     #: every rank's pieces of the datasets whose layout is learned (engine/learned.py)
     book: Book | None = None
+    #: what the close reported once it committed the master ("" when nothing was wrong)
+    reported: str = ""
 
 
 @dataclass
@@ -142,6 +144,35 @@ class Writing:
         """Remember the first error agreed by every rank (the same on every rank)."""
         if self.failure is None and getattr(error, "collective", False):
             self.failure = f"{type(error).__name__}: {error}"
+
+
+def publication(path: str, name: str, published: bool | None, reported: str, agreed: bool) -> str:
+    """What a rank knows of the file after its call ``name`` timed out: the master was
+    committed (``published``; ``reported``: what the close found wrong, if anything),
+    nothing was published (False), or it cannot know (None: ``agreed``, every rank had
+    entered the call, so rank 0 was committing; otherwise rank 0 may still have waited)."""
+    if published and reported:
+        return f"The master was committed before the timeout, and its {name} reported: {reported}"
+    if published:
+        return (
+            f"The master was committed before the timeout: {path} is complete and verifies "
+            f"(h5subfile verify {path}); the file needs nothing more"
+        )
+    if published is False:
+        return (
+            f"Nothing of this write session was published: {path} is as it was before the "
+            "session (or its last commit)"
+        )
+    when = (
+        f"while rank 0 was committing it (every rank had entered the {name})"
+        if agreed
+        else f"before rank 0 answered the {name} (it commits the master once every rank's "
+        "part is in: it was committing it, or still waiting for a rank)"
+    )
+    return (
+        f"Whether the master was committed is unknown on this rank, which gave up {when}; "
+        f"rank 0's error says whether it was, and h5subfile verify {path} checks the file"
+    )
 
 
 #: Every session of this process (the files open together: calls on several files out of step
@@ -272,7 +303,8 @@ class Session:
         Every rank must be in the same call (``name`` and its number on this file; ``args``
         too when given), else every rank raises CollectiveMismatchError naming the ranks and
         their calls; an ``error`` on any rank is raised on every rank. When the ranks are out
-        of step (or some never arrive: CollectiveTimeoutError) the session is abandoned.
+        of step (or some never arrive: CollectiveTimeoutError) the session is abandoned; a
+        timeout's message then says what became of the file (:meth:`say_what_was_published`).
         Without an ``error`` of its own, a rank brings the error its background writes met
         (``async_writes``; not waited for, and kept: every later call raises it too), which
         fails the session (``background=False``: the close, which waits and reports them).
@@ -293,17 +325,38 @@ class Session:
             else:
                 with profile.phases.timed("agree"):
                     _, answered = agree_asking(self.comm, error, call, question)
-        except (CollectiveMismatchError, CollectiveTimeoutError) as exc:
-            if isinstance(exc, CollectiveTimeoutError) or exc.out_of_step:
+            return answered()
+        except CollectiveTimeoutError as exc:
+            self.abandon()
+            self.say_what_was_published(exc, name)
+            raise
+        except CollectiveMismatchError as exc:
+            if exc.out_of_step:
                 self.abandon()
-            if isinstance(exc, CollectiveMismatchError):
-                self.abandon_others(exc.files)
+            self.abandon_others(exc.files)
             raise
         except H5SubfileError as exc:
             if behind is not None and self.writing is not None:
                 self.writing.note_failure(exc)
             raise
-        return answered()
+
+    def say_what_was_published(self, error: CollectiveTimeoutError, name: str) -> None:
+        """Local, in a write session whose call ``name`` timed out: set ``error.published``
+        and end its message with what this rank knows of the file (:func:`publication`).
+        Rank 0 knows whether it committed the master; another rank knows that nothing was
+        published unless the call commits the master (close, commit) and its part of it had
+        gone to rank 0, which commits once every rank's part is in (``error.asked``)."""
+        writing = self.writing
+        if writing is None:
+            return
+        reported = ""
+        if writing.root is not None:
+            error.published = writing.root.master.published
+            reported = writing.root.reported
+        elif name not in ("close", "commit") or not error.asked:
+            error.published = False
+        state = publication(self.path, name, error.published, reported, error.agreed)
+        error.args = (f"{error}. {state}.",)
 
     def wait_writes(self) -> BaseException | None:
         """Local: wait until this rank's background writes (``async_writes``) are done, before

@@ -504,6 +504,8 @@ class MasterWriter(SourceFile):
             else:
                 self.catalog = scan(self.h5, self.path, self.data_path, self.profile)
         self.groups = Groups(self.h5)
+        #: whether :meth:`commit` has published the master (renamed, or closed in place)
+        self.published = False
         #: virtual datasets of learned layouts, made at close (:meth:`map_pieces`): by path,
         #: (shape, dtype, maxshape, fill value)
         self.pending: dict[str, tuple[Any, ...]] = {}
@@ -663,6 +665,8 @@ class MasterWriter(SourceFile):
             fsync_path(self.data_path, self.profile)
         if self.commit_mode == "replace":
             os.replace(self.partial, self.path)
+        self.published = True  # readers see the new master from here on
+        if self.commit_mode == "replace":
             if self.profile is not None:
                 source = self.profile.record(os.path.abspath(self.partial))
                 target = self.profile.record(os.path.abspath(self.path))

@@ -179,11 +179,17 @@ def agree_asking(
     sent = np.array([flag, key, -key, args, -args, value], dtype=np.int64)
     answered: Callable[[], Any] | None = None
     if channel_of(comm).star:
-        got, answered = _star_agreement(comm, sent, call, patient, question)
+        try:
+            got, answered = _star_agreement(comm, sent, call, patient, question)
+        except errors.CollectiveTimeoutError as exc:
+            exc.asked = question is not None  # this rank's part went with the round
+            raise
     else:
         got = allreduce(comm, sent, call=call, patient=patient)
     if _in_agreement(got):
-        if answered is None and question is not None:
+        if question is None:
+            return int(got[5]), lambda: None  # no question: no answer
+        if answered is None:
             asked = question
 
             def answered() -> Any:
@@ -191,7 +197,7 @@ def agree_asking(
                     return _root_answers(comm, asked)
                 return root_decides(comm, asked.local, asked.error, asked.decide, asked.per_rank)
 
-        return int(got[5]), answered or (lambda: None)  # no question: no answer
+        return int(got[5]), _after_agreement(answered)
     mine = _Arrival(
         "" if call is None else call.describe(),
         "" if call is None else call.file,
@@ -213,6 +219,20 @@ def agree_asking(
     if error is not None and all(a.agreed and a.failure == mine.failure for a in arrivals):
         raise error  # already the same on every rank: raised as itself
     raise rebuild(failures, comm.size) from error
+
+
+def _after_agreement(answered: Callable[[], Any]) -> Callable[[], Any]:
+    """``answered``, a timeout in its rounds marked ``asked`` and ``agreed``: every rank had
+    entered the call and this rank's part of the question may have reached rank 0."""
+
+    def finished() -> Any:
+        try:
+            return answered()
+        except errors.CollectiveTimeoutError as exc:
+            exc.asked = exc.agreed = True
+            raise
+
+    return finished
 
 
 def _in_agreement(got: np.ndarray) -> bool:
