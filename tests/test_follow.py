@@ -163,6 +163,20 @@ def test_follow_a_closed_file_and_time_out_on_a_missing_one(tmp_path: Path) -> N
     assert time.monotonic() - started < 10
 
 
+@pytest.mark.parametrize("timeout", [-5, -0.1, float("nan"), "soon"])
+def test_follow_refuses_a_timeout_that_is_not_seconds(tmp_path: Path, timeout: object) -> None:
+    path = tmp_path / "done.h5"
+    with hs.File(path, "w") as f:
+        f.create_group("Timestep_0").write_dataset("x", np.arange(4))
+    with pytest.raises(hs.PlanError, match=rf"^timeout={timeout!r}: .*\(None: wait for ever\)"):
+        hs.follow(path, timeout=timeout)  # refused at the call, before any iteration
+    with pytest.raises(ValueError, match=r"^poll_interval=-1: expected a non-negative"):
+        hs.follow(path, poll_interval=-1)
+    for endless in (None, float("inf")):  # no limit: a closed file's steps, then the end
+        assert [g.name for g in hs.follow(path, timeout=endless)] == ["/Timestep_0"]
+    assert [g.name for g in hs.follow(path, timeout=0)] == ["/Timestep_0"]
+
+
 def test_commit_every_step_commits_when_the_next_step_starts(tmp_path: Path) -> None:
     path = tmp_path / "every.h5"
     code = "import sys, h5py; print(sorted(h5py.File(sys.argv[1], 'r')))"

@@ -26,6 +26,7 @@ reading the copy it opened) or, changed in place, opened without HDF5's file loc
 
 from __future__ import annotations
 
+import math
 import os
 import time
 import warnings
@@ -41,11 +42,13 @@ from .errors import (
     H5SubfileError,
     IncompleteFileError,
     MissingFileError,
+    PlanError,
     WriterStoppedError,
 )
 from .files import File, Group
 from .io.claim import claim_state
-from .mpi.collective import root_only
+from .mpi.collective import agree, root_only
+from .units import parse_duration
 
 #: Seconds between two looks at the master while nothing changes.
 POLL_INTERVAL = 0.05
@@ -128,9 +131,10 @@ def follow(
     poll_interval: float = POLL_INTERVAL,
     **read_options: Any,
 ) -> Iterator[Group]:
-    """Collective: yield each completed step (a top-level group) of the file at ``path`` as
-    soon as the commit that completes it lands, in order, each exactly once, never a partial
-    one; end when the writer closes the file for good.
+    """Collective (the call, and each step asked for): an iterator yielding each completed
+    step (a top-level group) of the file at ``path`` as soon as the commit that completes it
+    lands, in order, each exactly once, never a partial one; it ends when the writer closes
+    the file for good.
 
     Works with any number of ranks in ``comm`` (default ``MPI.COMM_WORLD``), and on a file
     already closed (its steps, then the end). ``timeout``: seconds to wait for the next step
@@ -141,9 +145,39 @@ def follow(
 
     A yielded group belongs to the file as opened when it came: use it (read its datasets,
     collectively or not) before asking for the next step, which may reopen the file.
+
+    ``timeout`` and ``poll_interval`` are seconds, >= 0 (``timeout``: also None or infinity,
+    no limit); anything else (a negative number, NaN) raises PlanError (a ValueError) naming
+    it, on every rank, at the call (before anything is looked at).
     """
     comm = MPI.COMM_WORLD if comm is None else comm
-    path = os.path.abspath(os.fspath(path))
+    error = None
+    try:
+        endless = timeout is None or timeout == math.inf
+        timeout = None if endless else _seconds("timeout", timeout, " (None: wait for ever)")
+        poll_interval = _seconds("poll_interval", poll_interval)
+    except PlanError as exc:
+        error = exc
+    agree(comm, error)
+    return _follow(os.path.abspath(os.fspath(path)), comm, timeout, poll_interval, read_options)
+
+
+def _seconds(name: str, value: Any, hint: str = "") -> float:
+    """``value``, a number of seconds >= 0, else PlanError naming ``name`` and the value."""
+    try:
+        return parse_duration(value)
+    except (TypeError, ValueError) as exc:
+        raise PlanError(f"{name}={value!r}: {exc}{hint}") from None
+
+
+def _follow(
+    path: str,
+    comm: MPI.Comm,
+    timeout: float | None,
+    poll_interval: float,
+    read_options: dict[str, Any],
+) -> Iterator[Group]:
+    """:func:`follow`'s steps, its arguments checked."""
     watch = _Watch(path, timeout) if comm.rank == 0 else None
     current: File | None = None
     yielded: list[str] = []

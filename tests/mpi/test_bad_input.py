@@ -70,6 +70,10 @@ EXPECTED = {
     "lossy_collective_write": ("DataShapeError", ["float64", "astype('int32')"]),
     "close_after_refused_writes": ("IncompleteFileError", ["/wd (ranks 0, 1, 2); /ws"]),
     "invalid_name_on_one_rank": ("ObjectNotFoundError", ["[rank 1]", "invalid object name ''"]),
+    "negative_follow_timeout_on_one_rank": (
+        "PlanError",
+        ["[rank 1] timeout=-5: expected a non-negative duration", "(None: wait for ever)"],
+    ),
 }
 
 SCENARIOS: dict[str, Callable[[Scene], None]] = {}
@@ -357,6 +361,12 @@ def lossy_collective_write(s: Scene) -> None:
     d = s.f.create_dataset("lc", (6,), "i4", start=(2 * s.rank,), count=(2,))
     with d.collective:
         d[2 * s.rank : 2 * s.rank + 2] = np.zeros(2, "f8")
+
+
+@scenario
+def negative_follow_timeout_on_one_rank(s: Scene) -> None:
+    # follow is collective: a bad argument on one rank is refused on every rank, at once
+    hs.follow(f"{s.folder}/unwritten.h5", s.comm, timeout=-5 if s.rank == 1 else 60)
 
 
 @pytest.fixture(scope="module")
