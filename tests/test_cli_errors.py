@@ -231,6 +231,23 @@ def test_bdcats_partial_count_beyond_a_share_is_an_error(run: Path) -> None:
     assert json.loads(result.stdout)["total_bytes"] == 2 * 2 * 300 * 32
 
 
+@pytest.mark.parametrize("ranks", [1, 2])
+def test_bdcats_partial_reads_half_a_share_unless_given_a_count(written: Path, ranks: int) -> None:
+    """Without --count, a partial read fits any file: half a rank's share, said in the output
+    (the default was once 1Mi, more than a share of most files)."""
+    count = 2 * PARTICLES // ranks // 2  # the datasets hold 600 particles
+    args = ["bdcats", written, "--pattern", "partial", "--verify"]
+    result = run_cli(ranks, *args, timeout=120)
+    assert result.returncode == 0, result.stderr
+    assert f"\nParticles read per rank per dataset (partial): {count}\n" in result.stdout
+    assert "Verification: every value read matches what VPIC-IO wrote" in result.stdout
+    data = json.loads(run_cli(ranks, *args, "--json", timeout=120).stdout)
+    assert data["count"] == count and data["verified"]
+    assert data["total_bytes"] == ranks * 2 * count * 32  # 2 steps of 8 four-byte fields
+    given = json.loads(run_cli(ranks, *args, "--count", 7, "--json", timeout=120).stdout)
+    assert given["count"] == 7 and given["total_bytes"] == ranks * 2 * 7 * 32
+
+
 def test_progress_lines_only_when_asked_and_only_from_rank_0(tmp_path: Path) -> None:
     path = tmp_path / "p.h5"
     quiet = run_cli(2, "vpic", path, "--particles", 10, "--steps", 2)  # stderr: not a terminal

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from conftest import run_cli
+from h5subfile.kernels.bdcats import Pattern, check_pattern, resolve_count, select
 from h5subfile.kernels.metrics import Metrics, combine_metrics
 
 
@@ -34,6 +35,22 @@ def test_no_time_no_rate() -> None:
     data = metrics.as_dict()
     assert data["raw_rate_mib_s"] is None and json.loads(json.dumps(data)) == data
     assert Metrics("read", 1, 10, 0.0, 0.0, 0.0).observed_rate is None
+
+
+def test_a_partial_read_counts_half_the_shortest_share_unless_given() -> None:
+    partial = Pattern("partial")
+    assert resolve_count(partial, [600, 600], 2).count == 150
+    assert resolve_count(partial, [601, 40, 600], 3).count == 7  # share 13, rounded up
+    assert resolve_count(partial, [1], 1).count == 1 and resolve_count(partial, [1], 2).count == 0
+    assert resolve_count(Pattern("partial", 500), [600], 2).count == 500  # checked, not changed
+    assert check_pattern(Pattern("partial", 301), "/x", 600, 2) is not None
+    assert resolve_count(Pattern("full"), [600], 2) == Pattern("full")
+    assert select(partial, 600, 2, 1) == slice(300, 450)  # a rank's share from the start
+    metrics = Metrics("read", 2, 10, 0.0, 0.0, 0.0, count=150)
+    assert "\nParticles read per rank per dataset (partial): 150\n" in metrics.report()
+    assert metrics.as_dict()["count"] == 150
+    assert "count" not in Metrics("read", 2, 10, 0.0, 0.0, 0.0).as_dict()
+    assert "Particles read" not in Metrics("read", 2, 10, 0.0, 0.0, 0.0).report()
 
 
 def _vpic(tmp_path: Path, particles: str, *flags: str) -> str:

@@ -6,7 +6,7 @@ import argparse
 import sys
 from typing import Any
 
-from ..units import parse_count, parse_duration
+from ..units import parse_duration
 from .common import (
     UsageError,
     add_plan_flags,
@@ -42,8 +42,9 @@ def add_parser(verbs: Any) -> None:
     parser.add_argument(
         "--count",
         type=count_at_least(1),
-        default=parse_count("1Mi"),
-        help="partial: particles read from the start of each share, at most a share (default 1Mi)",
+        default=None,
+        help="partial: particles read from the start of each share, at most a share (default: "
+        "half a rank's share of the shortest dataset; the count used is printed)",
     )
     parser.add_argument(
         "--start", type=count_at_least(0), default=0, help="strided: first offset in the share"

@@ -4,7 +4,8 @@ Every dataset of every ``Timestep_<s>`` group is split over the readers as in th
 of P reads ``[p*N/P, (p+1)*N/P)``, the last rank also the remainder. Patterns:
 
 - ``full``: the whole share;
-- ``partial``: the first ``count`` particles of the share;
+- ``partial``: the first ``count`` particles of the share (by default half a share, as
+  h5bench's partial read reads a configured part: :func:`resolve_count`);
 - ``strided``: inside the share, ``blocks`` blocks of ``block`` particles every ``stride``
   particles, from ``start`` (h5bench's STRIDED);
 - ``random``: ``fraction`` (10%) of the share at random positions (the paper's random read).
@@ -14,6 +15,7 @@ Works on any file with that layout, including files written by h5bench (plain HD
 
 from __future__ import annotations
 
+import dataclasses
 import re
 import time
 import warnings
@@ -44,7 +46,7 @@ class VerificationError(H5SubfileError, ValueError):
 @dataclass(frozen=True)
 class Pattern:
     kind: str = "full"
-    count: int = 0  # partial
+    count: int | None = None  # partial (None: half a share, resolve_count)
     start: int = 0  # strided
     stride: int = 1
     block: int = 1
@@ -60,7 +62,8 @@ def select(pattern: Pattern, n: int, size: int, rank: int) -> slice | np.ndarray
     if pattern.kind == "full":
         return slice(lo, hi)
     if pattern.kind == "partial":
-        return slice(lo, lo + min(pattern.count, share))
+        count = resolve_count(pattern, [n], size).count or 0  # the run's, once resolved
+        return slice(lo, lo + min(count, share))
     if pattern.kind == "strided":
         firsts = np.arange(lo + pattern.start, hi, pattern.stride, dtype=np.int64)
         if pattern.blocks:
@@ -76,11 +79,22 @@ def select(pattern: Pattern, n: int, size: int, rank: int) -> slice | np.ndarray
     raise ValueError(f"unknown pattern {pattern.kind!r}; choose from {', '.join(PATTERNS)}")
 
 
+def resolve_count(pattern: Pattern, lengths: list[int], size: int) -> Pattern:
+    """``pattern`` with the count a partial read uses when none was given: half a rank's
+    share (rounded up) of the shortest of the datasets of ``lengths`` particles, so that it
+    fits every one of them; any other pattern as it is (pure: the same on every rank)."""
+    if pattern.kind != "partial" or pattern.count is not None:
+        return pattern
+    share = min(lengths, default=0) // size  # the smallest share (the last rank's is larger)
+    return dataclasses.replace(pattern, count=(share + 1) // 2)
+
+
 def check_pattern(pattern: Pattern, name: str, n: int, size: int) -> str | None:
-    """Why ``pattern`` cannot be read from dataset ``name`` of ``n`` particles by ``size``
-    ranks, or None (the same answer on every rank)."""
+    """Why ``pattern`` (its count resolved, :func:`resolve_count`) cannot be read from
+    dataset ``name`` of ``n`` particles by ``size`` ranks, or None (the same answer on every
+    rank)."""
     share = n // size  # the smallest share (the last rank also takes the remainder)
-    if pattern.kind == "partial" and pattern.count > share:
+    if pattern.kind == "partial" and pattern.count is not None and pattern.count > share:
         return (
             f"--count {pattern.count} is more than a rank's share of {name} ({share} of its {n} "
             f"particles with {size} rank(s)): give --count {share} or less, or --pattern full"
@@ -113,30 +127,35 @@ def _step_datasets(f: File, name: str) -> list[tuple[str, Dataset]]:
     return datasets
 
 
+Reads = list[tuple[int, str, list[tuple[str, Dataset]]]]
+
+
 def _plan_reads(
     f: File, path: str, pattern: Pattern, verify: bool, size: int, only: str | None = None
-) -> tuple[list[tuple[int, str, list[tuple[str, Dataset]]]], H5SubfileError | None]:
-    """The steps to read (number, group name, datasets), or why the file cannot be read with
+) -> tuple[Reads, Pattern, H5SubfileError | None]:
+    """The steps to read (number, group name, datasets) and ``pattern`` with its count
+    resolved over their datasets (:func:`resolve_count`), or why the file cannot be read with
     ``pattern`` by ``size`` ranks (the same on every rank: the catalogue is). ``only``: the
     one step to read (a followed step), else every ``Timestep_<n>`` group."""
     names = f.keys() if only is None else [only]
     steps = sorted((int(m.group(1)), name) for name in names if (m := _STEP.match(name)))
-    if not steps:
-        return [], CorruptFileError(f"{path} has no Timestep_<n> groups: not a VPIC-IO file")
-    if verify and f.attrs.get(KERNEL_ATTR) != KERNEL_NAME:
-        return [], CorruptFileError(
-            f"--verify needs a file written by 'h5subfile vpic'; {path} was not"
-        )
     try:
+        if not steps:
+            raise CorruptFileError(f"{path} has no Timestep_<n> groups: not a VPIC-IO file")
+        if verify and f.attrs.get(KERNEL_ATTR) != KERNEL_NAME:
+            raise CorruptFileError(
+                f"--verify needs a file written by 'h5subfile vpic'; {path} was not"
+            )
         reads = [(step, name, _step_datasets(f, name)) for step, name in steps]
     except CorruptFileError as exc:
-        return [], exc
-    for _, _, datasets in reads:
-        for _, dataset in datasets:
-            problem = check_pattern(pattern, dataset.name, dataset.shape[0], size)
-            if problem:
-                return [], H5SubfileError(problem)
-    return reads, None
+        return [], pattern, exc
+    every = [dataset for _, _, datasets in reads for _, dataset in datasets]
+    pattern = resolve_count(pattern, [dataset.shape[0] for dataset in every], size)
+    for dataset in every:
+        problem = check_pattern(pattern, dataset.name, dataset.shape[0], size)
+        if problem:
+            return [], pattern, H5SubfileError(problem)
+    return reads, pattern, None
 
 
 def run_bdcats(
@@ -165,7 +184,7 @@ def run_bdcats(
         warnings.simplefilter("ignore", RuntimeWarning)
         f = File(path, "r", comm=comm, profile=profile, **plan)
     with f:
-        reads, error = _plan_reads(f, path, pattern, verify, comm.size)
+        reads, reading.pattern, error = _plan_reads(f, path, pattern, verify, comm.size)
         agree(comm, error)
         total = sum(len(datasets) for _, _, datasets in reads)
         if progress:
@@ -199,7 +218,9 @@ def follow_bdcats(
         if _STEP.match(name) is None:
             continue  # not a VPIC-IO step
         before = group.file.stats.data_read_seconds
-        reads, error = _plan_reads(group.file, path, pattern, verify, comm.size, only=name)
+        # The first step read fixes a partial read's count: the same for every step
+        planned = _plan_reads(group.file, path, reading.pattern, verify, comm.size, only=name)
+        reads, reading.pattern, error = planned
         agree(comm, error)
         for step, _, datasets in reads:
             reading.step(step, name, datasets, lambda done: progress and progress(done, 0))
@@ -251,7 +272,11 @@ class _Reading:
         agree(comm, error)  # read errors of this step: the same on every rank
 
     def metrics(self, raw: float, elapsed: float) -> Metrics:
-        """Collective: the job's metrics; VerificationError when values differed."""
+        """Collective: the job's metrics (with a partial read's count); VerificationError
+        when values differed."""
         error = VerificationError("; ".join(self.bad[:5])) if self.bad else None
         agree(self.comm, error)
-        return reduce_metrics(self.comm, "read", self.nbytes, raw, elapsed - self.excluded)
+        metrics = reduce_metrics(self.comm, "read", self.nbytes, raw, elapsed - self.excluded)
+        if self.pattern.kind == "partial":
+            metrics.count = self.pattern.count
+        return metrics

@@ -56,6 +56,9 @@ class Metrics:
     compute_seconds: float = 0.0  # emulated computation, not in the observed time
     observed_with_compute_seconds: float = 0.0  # the observed time with the computation
     background_write_seconds: float | None = None  # writing behind: the background writes
+    #: a partial read (bdcats): the particles each rank read from the start of its share of
+    #: every dataset (None: not a partial read)
+    count: int | None = None
 
     @property
     def raw_rate(self) -> float | None:
@@ -75,6 +78,8 @@ class Metrics:
         data["raw_rate_mib_s"] = self.raw_rate
         data["observed_rate_mib_s"] = self.observed_rate
         data["observed_step_seconds"] = self.observed_step_seconds
+        if self.count is None:
+            del data["count"]  # only partial reads have one
         return data
 
     def report(self) -> str:
@@ -84,6 +89,8 @@ class Metrics:
             f"Total number of ranks: {self.ranks}",
             f"Total {k} size: {format_bytes(self.total_bytes)}",
         ]
+        if self.count is not None:
+            lines.append(f"Particles read per rank per dataset (partial): {self.count}")
         if self.compute_seconds > 0:
             lines.append(f"Total emulated compute time: {self.compute_seconds:.3f} s")
         lines += [
