@@ -168,3 +168,51 @@ def test_verify_is_clean_on_bench_files(tmp_path: Path, flags: tuple[str, ...]) 
     found = json.loads(report.stdout)
     assert found["clean"] and found["pieces"] == 2 and found["no_checksums"] == []
     assert found["checked_bytes"] == 2 * 32 * 2**20
+
+
+ZERO_COPY_WRITER = """
+import sys, numpy as np, h5subfile as hs
+from mpi4py import MPI
+
+path, order = sys.argv[1], sys.argv[2]
+ROWS, ROW = 8, 1 << 18
+plan = dict(async_writes=True, async_zero_copy=True)
+passed = np.arange(ROWS * ROW, dtype="u8").reshape(ROWS, ROW) * 3 + 1
+with hs.File(path, "w", comm=MPI.COMM_SELF, subfiles=1, **plan) as f:
+    d = f.create_dataset("x", shape=(ROWS, ROW), dtype="u8", start=(0, 0), count=(ROWS, ROW))
+    arrays = [passed[r:r + 1].copy() for r in range(ROWS)]
+    rows = list(reversed(range(ROWS))) if order == "reversed" else [0, 1, 3, 2, 4, 5, 6, 7]
+    for r in rows:
+        d[r:r + 1] = arrays[r]
+        if order == "changed_before_the_break" and r == 1:
+            arrays[0][...] = 0  # row 0 may not be written yet: the contract is broken
+    for array in arrays:  # the contract broken for every row, before close
+        array[...] = 7
+"""
+
+
+@pytest.mark.parametrize(
+    "order", ["reversed", "changed_after_the_break", "changed_before_the_break"]
+)
+def test_zero_copy_pieces_out_of_order_store_what_was_passed_or_verify_says_so(
+    tmp_path: Path, order: str
+) -> None:
+    """Writing behind without a copy, a block whose rows come out of order is hashed from the
+    file at close: its rows from the break on are copied (so arrays changed after their call
+    do not reach the file), and the rows before the break are compared with their checksum
+    from the call once written: a difference (an array changed before it was written) is
+    recorded so that verify reports it. Never changed bytes under a clean verify."""
+    path = tmp_path / "x.h5"
+    written = run_python(ZERO_COPY_WRITER, str(path), order)
+    assert written.returncode == 0, written.stderr
+    with h5py.File(path, "r") as f:
+        stored = f["x"][...]
+    result = run_cli(1, "verify", path)
+    if np.array_equal(stored, _expected()):
+        assert result.returncode == 0 and "clean" in result.stdout, result.stdout
+    else:
+        assert order == "changed_before_the_break", order  # the copied rows are as passed
+        assert result.returncode == 1 and "DAMAGED" in result.stdout, result.stdout
+        # row 0 holds the zeros it was changed to; row 1 was written before the break's
+        # check returned, and the rows from the break on were copied
+        assert np.array_equal(stored[1:], _expected()[1:])

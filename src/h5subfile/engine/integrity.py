@@ -62,6 +62,13 @@ class Hashing:
     rest: Future[list[str | None]] | Ready
     #: the streams this call's pieces continued (broken if the call fails)
     streams: list[BlockStream] = dataclasses.field(default_factory=list)
+    #: writing behind without a copy: the writes whose bytes are hashed from the file at
+    #: close (their stream broke), by ``id``; they are copied, so that what is hashed then is
+    #: what the caller passed
+    copied: set[int] = dataclasses.field(default_factory=set)
+    #: the streams this call broke after their first bytes were hashed from the caller's
+    #: arrays, with the write that broke each (:func:`check_broken_streams`)
+    broke: list[tuple[PreparedWrite, BlockStream]] = dataclasses.field(default_factory=list)
 
     def fed_by(self, write: PreparedWrite) -> FedHash | None:
         """The hasher ``write`` must feed as it writes its bytes, or None."""
@@ -98,6 +105,8 @@ def start_hashing(
         streams = {}
     fed: dict[int, FedHash] = {}
     continued: list[BlockStream] = []
+    copied: set[int] = set()
+    broke: list[tuple[PreparedWrite, BlockStream]] = []
     threaded: list[int] = []  # whole blocks hashed from their buffers, by index
     threaded_bytes = 0
     for i, w in enumerate(writes):
@@ -121,6 +130,10 @@ def start_hashing(
         if not stream.continues(target.block, w.box, data.itemsize) or (
             fed_by_queue and not direct
         ):
+            if not as_written:  # no copy: hashed from the file at close, so copied now
+                copied.add(id(w))
+                if not stream.broken and stream.claimed:
+                    broke.append((w, stream))
             stream.broken = True
             continue
         stream.claimed += data.nbytes
@@ -130,7 +143,7 @@ def start_hashing(
         else:
             stream.update(data)
     if not threaded:
-        return Hashing(writes, fed, Ready([None] * len(writes)), continued)
+        return Hashing(writes, fed, Ready([None] * len(writes)), continued, copied, broke)
 
     def work() -> list[str | None]:
         sums: list[str | None] = [None] * len(writes)
@@ -139,7 +152,25 @@ def start_hashing(
         return sums
 
     rest = Ready(work()) if threaded_bytes < INLINE_HASH_BYTES else _pool().submit(work)
-    return Hashing(writes, fed, rest, continued)
+    return Hashing(writes, fed, rest, continued, copied, broke)
+
+
+def check_broken_streams(session: Session, hashing: Hashing) -> None:
+    """Writing behind without a copy, for each stream this call broke: once this rank's
+    queued writes are done, compare the bytes the file holds before the break with their
+    checksum taken from the caller's arrays at their calls. A difference means the caller
+    changed an array before it was written (breaking ``async_zero_copy``'s contract): the
+    block then records that checksum (:attr:`BlockStream.changed`), which ``verify`` reports,
+    since hashing the file at close would take the changed bytes as written."""
+    writing = session.writing
+    assert writing is not None
+    if writing.pool.wait() is not None:
+        return  # the queued writes failed: the error is raised at the next collective call
+    for write, stream in hashing.broke:
+        target = write.target
+        found = _hash_from_file(session, target, write.data.dtype, stream.claimed)
+        if found != stream.hasher.hexdigest():
+            stream.changed = stream.hasher.hexdigest()
 
 
 def no_hashing(writes: Sequence[PreparedWrite]) -> Hashing:
@@ -215,6 +246,8 @@ def _finish_streams(session: Session, writing: Writing) -> None:
         key = target.block.start
         if stream.complete:
             value = stream.hasher.hexdigest()
+        elif stream.changed is not None:
+            value = stream.changed  # what the caller passed: the stored bytes differ
         else:
             value = _hash_from_file(session, target, info.dtype)
         writing.sums.setdefault(path, {})[key] = PieceSum(key, target.block.count, value)
@@ -238,12 +271,13 @@ def _fed_sum(session: Session, path: str, key: tuple[int, ...], found: FedSum) -
     return PieceSum(key, found.count, _hash_from_file(session, target, dtype))
 
 
-def _hash_from_file(session: Session, target: WriteTarget, dtype: np.dtype) -> str:
+def _hash_from_file(session: Session, target: WriteTarget, dtype: np.dtype, limit: int = -1) -> str:
+    """The checksum of this rank's block as stored (its first ``limit`` bytes in C order)."""
     stats = session.stats
     started, read_before = time.perf_counter(), stats.bytes_read
     raw = RawFile(target.file, stats=stats)
     try:
-        return hash_stored(raw, target.offset, target.extent, target.block, dtype)
+        return hash_stored(raw, target.offset, target.extent, target.block, dtype, limit)
     finally:
         raw.close()
         stats.rehashes += 1

@@ -212,7 +212,10 @@ def _start_hashing(session: Session, writes: Sequence[PreparedWrite]) -> integri
     # that one changed before it is written is caught.
     queued = not writing.pool.writes_in_caller
     as_written = not queued or not session.plan.async_zero_copy
-    return integrity.start_hashing(writes, as_written, writing.streams, queued)
+    hashing = integrity.start_hashing(writes, as_written, writing.streams, queued)
+    if hashing.broke:
+        integrity.check_broken_streams(session, hashing)
+    return hashing
 
 
 def record_written(session: Session, write: PreparedWrite) -> None:
@@ -259,24 +262,27 @@ def _write_direct_pieces(
     per file where they are neighbours."""
     writing = session.writing
     assert writing is not None
+    # async_zero_copy: the caller keeps its arrays unchanged until flush/commit/close; those
+    # hashed from the file at close are copied all the same (Hashing.copied)
     owned = session.plan.async_zero_copy
     if len(writes) == 1 and not hashing.fed:  # one independent write: dset[box] = x
         target = writes[0].target
         pieces = box_pieces(target.offset, target.extent, writes[0].box, writes[0].data)
+        owned = owned and id(writes[0]) not in hashing.copied
         writing.pool.writer(target.file).write_pieces(pieces, owned=owned)
         return
-    by_file: dict[str, list[Piece]] = {}
+    by_file: dict[tuple[str, bool], list[Piece]] = {}
     for write in writes:
         target = write.target
         pieces = box_pieces(target.offset, target.extent, write.box, write.data)
         fed = hashing.fed_by(write)
         if fed is None:
-            by_file.setdefault(target.file, []).extend(pieces)
+            own = owned and id(write) not in hashing.copied
+            by_file.setdefault((target.file, own), []).extend(pieces)
         else:
             writing.pool.writer(target.file).write_hashed(pieces, fed)
-    for file, together in by_file.items():
-        # async_zero_copy: the caller keeps its arrays unchanged until flush/commit/close
-        writing.pool.writer(file).write_pieces(together, owned=owned)
+    for (file, own), together in by_file.items():
+        writing.pool.writer(file).write_pieces(together, owned=own)
 
 
 def write_aggregated(

@@ -43,10 +43,13 @@ def box_pieces(data_offset: int, extent: Block, box: Block, data: np.ndarray) ->
     ]
 
 
-def hash_stored(raw: RawFile, data_offset: int, extent: Block, box: Block, dtype: np.dtype) -> str:
-    """The checksum of the C-order bytes of ``box``, stored in the extent at ``data_offset`` of
-    ``raw``, read in batches of :data:`HASH_BATCH` bytes (never the whole box in memory)."""
-    return hash_boxes(raw, data_offset, extent, [box], dtype)
+def hash_stored(
+    raw: RawFile, data_offset: int, extent: Block, box: Block, dtype: np.dtype, limit: int = -1
+) -> str:
+    """The checksum of the C-order bytes of ``box`` (its first ``limit`` bytes, if given),
+    stored in the extent at ``data_offset`` of ``raw``, read in batches of
+    :data:`HASH_BATCH` bytes (never the whole box in memory)."""
+    return hash_boxes(raw, data_offset, extent, [box], dtype, limit)
 
 
 def hash_slab(raw: RawFile, data_offset: int, extent: Block, slab: Slab, dtype: np.dtype) -> str:
@@ -56,10 +59,17 @@ def hash_slab(raw: RawFile, data_offset: int, extent: Block, slab: Slab, dtype: 
 
 
 def hash_boxes(
-    raw: RawFile, data_offset: int, extent: Block, boxes: Iterable[Block], dtype: np.dtype
+    raw: RawFile,
+    data_offset: int,
+    extent: Block,
+    boxes: Iterable[Block],
+    dtype: np.dtype,
+    limit: int = -1,
 ) -> str:
-    """The checksum of the boxes' C-order bytes, one box after another, stored in the extent
-    at ``data_offset`` of ``raw``, read in batches of at most :data:`HASH_BATCH` bytes."""
+    """The checksum of the boxes' C-order bytes, one box after another (the first ``limit``
+    of them, if given), stored in the extent at ``data_offset`` of ``raw``, read in batches of
+    at most :data:`HASH_BATCH` bytes."""
+    left = limit if limit >= 0 else -1
     hasher = new_hasher()
     buffer = np.empty(HASH_BATCH, dtype=np.uint8)
     view = buffer.data
@@ -75,6 +85,8 @@ def hash_boxes(
 
     for box in boxes:
         for at, _, nbytes in box_runs(extent, box, box, dtype.itemsize):
+            if left >= 0:
+                nbytes, left = min(nbytes, left), left - min(nbytes, left)
             while nbytes > 0:
                 take = min(nbytes, len(buffer) - used)
                 batch.append((data_offset + at, view[used : used + take]))

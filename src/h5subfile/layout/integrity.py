@@ -68,15 +68,19 @@ class BlockStream(FedHash):
     the last one ended in the block's C order. ``claimed``: the bytes of the pieces taken so
     far, from the block's start; ``nbytes``: those fed (by the write, possibly later, in a
     write-behind thread). ``broken`` once a piece came out of that order or rewrote bytes:
-    then the block is hashed from the file at close."""
+    then the block is hashed from the file at close. ``changed``: writing behind without a
+    copy, the checksum of the bytes the caller passed before the stream broke, when the file
+    then held others (the caller changed its arrays too early): recorded instead, so that
+    ``verify`` reports the block."""
 
-    __slots__ = ("total", "claimed", "broken")
+    __slots__ = ("total", "claimed", "broken", "changed")
 
     def __init__(self, total: int) -> None:
         super().__init__()
         self.total = total
         self.claimed = 0
         self.broken = False
+        self.changed: str | None = None
 
     def continues(self, block: Block, box: Block, itemsize: int) -> bool:
         """Whether writing ``box`` (inside ``block``) starts where the stream stands."""
