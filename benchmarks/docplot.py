@@ -22,6 +22,16 @@ MAKE_HDF5 = "2.0.0"
 MAKE_MPI = "MPICH 5.0.2"
 
 
+def rebuild_report() -> int:
+    """Rebuild docs/BENCHMARKS.md whole (every section and its summary) and every figure from
+    the saved results, as ``python benchmarks/report.py`` does (run as its own process: the
+    report imports the experiments, never the reverse)."""
+    import sys
+
+    report = Path(__file__).resolve().parent / "report.py"
+    return subprocess.run([sys.executable, str(report)], check=False).returncode
+
+
 def run_facts(load_before: Sequence[float], started: float) -> dict[str, Any]:
     """What every saved run records about where and when it ran: cores, platform, the load
     average before and now, the commit, the start time (epoch seconds)."""

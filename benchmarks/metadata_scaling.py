@@ -41,7 +41,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from docplot import caption, environment_warning, mpi_name
+from docplot import caption, environment_warning, mpi_name, rebuild_report
 from warm import reports_free_pages, warm_memory
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -454,9 +454,7 @@ def render(record: dict) -> str:
 def publish(record: dict) -> None:
     """Rebuild docs/BENCHMARKS.md whole (its summary reads this section's data too) and every
     figure, from the saved results (``record`` is what RESULTS holds)."""
-    import report
-
-    report.main([])
+    rebuild_report()
 
 
 def main() -> int:

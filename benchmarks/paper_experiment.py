@@ -27,7 +27,7 @@ from collections import defaultdict
 from dataclasses import asdict, replace
 from pathlib import Path
 
-from docplot import bars, caption, environment_warning, mpi_name
+from docplot import bars, caption, environment_warning, mpi_name, rebuild_report
 
 from h5subfile.bench.options import ROMIO9
 from h5subfile.bench.sweep import Config, run_one
@@ -684,9 +684,7 @@ def main() -> int:
         result.update(machine=machine(), versions=versions(""))
         RESULTS.write_text(json.dumps(result, default=str))
         print(f"wrote {RESULTS}", file=sys.stderr)
-    import report
-
-    return report.main([])
+    return rebuild_report()
 
 
 if __name__ == "__main__":

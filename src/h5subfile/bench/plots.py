@@ -6,8 +6,6 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from .sweep import medians
-
 _PREFIX = [""]  # file name prefix of the current draw_all call
 
 
@@ -41,11 +39,17 @@ def _save(fig: Any, out: str, name: str, written: list[str]) -> None:
     written.append(name)
 
 
-def draw_all(result: dict[str, Any], out: str, title: str, prefix: str = "") -> list[str]:
-    """Draw every plot the data allows; return the file names written (``prefix`` + name)."""
+def draw_all(
+    result: dict[str, Any],
+    table: dict[tuple[Any, ...], dict[str, float]],
+    out: str,
+    title: str,
+    prefix: str = "",
+) -> list[str]:
+    """Draw every plot the data allows (``table``: the sweep's median bandwidths,
+    :func:`.sweep.medians`); return the file names written (``prefix`` + name)."""
     plt = _pyplot()
     _PREFIX[0] = prefix
-    table = medians(result["runs"])
     written: list[str] = []
     if not table:
         return written

@@ -264,7 +264,7 @@ def run_sweep(path: str, out: str | None = None, progress: bool = False) -> int:
     }
     with open(os.path.join(out, "results.json"), "w") as handle:
         json.dump(result, handle, indent=1, default=str)
-    written = plots.draw_all(result, out, spec.get("title", os.path.basename(path)))
+    written = plots.draw_all(result, medians(runs), out, spec.get("title", os.path.basename(path)))
     total = len(configs) * repetitions
     print(
         f"sweep: {len(runs)} of {total} run(s) done; results in "
