@@ -6,14 +6,20 @@ still reads files with identities and checksums."""
 from __future__ import annotations
 
 import json
-import shutil
 import tarfile
 from pathlib import Path
 
-import h5py
 import pytest
 
 from conftest import ROOT, run_cli, run_python
+from damage import (
+    copy_file,
+    damage_header,
+    flip_byte,
+    move_offset,
+    remove_subfile,
+    swap_subfiles,
+)
 
 PARTICLES = 400
 
@@ -51,26 +57,6 @@ def test_plain_h5py_reads_files_with_checksums(written: Path) -> None:
     assert "Timestep_0" in result.stdout
 
 
-def _flip_byte(path: Path, dataset: str) -> tuple[Path, int]:
-    """Flip one byte in the second extent of ``dataset``; its subfile and byte offset."""
-    code = (
-        "import sys, json, h5py\n"
-        "with h5py.File(sys.argv[1], 'r') as f:\n"
-        "    e = json.loads(f[sys.argv[2]].attrs['h5subfile.layout'])['extents'][1]\n"
-        "print(e['file'], e['offset'])\n"
-    )
-    result = run_python(code, str(path), dataset)
-    assert result.returncode == 0, result.stderr
-    name, offset = result.stdout.split()
-    subfile = path.parent / name
-    with open(subfile, "r+b") as handle:
-        handle.seek(int(offset) + 17)
-        byte = handle.read(1)[0]
-        handle.seek(int(offset) + 17)
-        handle.write(bytes([byte ^ 1]))
-    return subfile, int(offset)
-
-
 @pytest.mark.parametrize("ranks", [1, 3])
 def test_flipped_byte_exits_1_naming_subfile_and_offset(
     tmp_path: Path, written: Path, ranks: int
@@ -83,7 +69,7 @@ def test_flipped_byte_exits_1_naming_subfile_and_offset(
         str(copy),
     )
     assert result.returncode == 0, result.stderr
-    subfile, offset = _flip_byte(copy, "Timestep_1/py")
+    subfile, offset = flip_byte(copy, "Timestep_1/py")
     result = run_cli(ranks, "verify", copy, "--quiet")
     assert result.returncode == 1, result.stdout + result.stderr
     (line,) = [line for line in result.stdout.splitlines() if line.startswith("BAD")]
@@ -92,68 +78,13 @@ def test_flipped_byte_exits_1_naming_subfile_and_offset(
     assert result.stdout.rstrip().endswith("DAMAGED")
 
 
-def _copy(written: Path, folder: Path) -> Path:
-    copy = folder / "run.h5"
-    shutil.copy(written, copy)
-    shutil.copytree(written.parent / "run.subfiles", folder / "run.subfiles")
-    return copy
-
-
-def _swap(copy: Path) -> str:
-    a, b = sorted((copy.parent / "run.subfiles").iterdir())
-    a.rename(a.with_suffix(".tmp"))
-    b.rename(a)
-    a.with_suffix(".tmp").rename(b)
-    return a.name
-
-
-def _remove(copy: Path) -> str:
-    victim = sorted((copy.parent / "run.subfiles").iterdir())[1]
-    victim.unlink()
-    return victim.name
-
-
-def _move_offset(copy: Path) -> str:
-    """A hostile record: the second extent of Timestep_0/x points at the subfile's start."""
-    with h5py.File(copy, "r+") as f:
-        record = json.loads(f["Timestep_0/x"].attrs["h5subfile.layout"])
-        record["extents"][1]["offset"] = 0
-        f["Timestep_0/x"].attrs["h5subfile.layout"] = json.dumps(record)
-    return "/Timestep_0/x"
-
-
-def _damage_header(copy: Path) -> str:
-    """A flipped byte in the object header of the subfile's first dataset (not in its data,
-    which the checksums cover): plain h5py fails to read that dataset."""
-    subfile = sorted((copy.parent / "run.subfiles").iterdir())[0]
-    with h5py.File(subfile, "r") as f:
-        name = next(n for n in f if n.startswith("Timestep"))
-        dataset = f[name][next(iter(f[name]))] if isinstance(f[name], h5py.Group) else f[name]
-        address = h5py.h5o.get_info(dataset.id).addr
-    with open(subfile, "r+b") as handle:
-        handle.seek(address + 20)
-        byte = handle.read(1)[0]
-        handle.seek(address + 20)
-        handle.write(bytes([byte ^ 0xFF]))
-    plain = run_python(
-        "import sys, h5py\n"
-        "with h5py.File(sys.argv[1], 'r') as f:\n"
-        "    for name in [n for n, o in f.items() if isinstance(o, h5py.Group)]:\n"
-        "        for key in f[name]:\n"
-        "            f[name][key][...]\n",
-        str(subfile),
-    )
-    assert plain.returncode != 0 and "checksum" in plain.stderr, plain.stderr
-    return "its HDF5 structure is damaged"
-
-
 @pytest.mark.parametrize(
     "damage, said",
     [
-        (_swap, "is not the one its master"),
-        (_remove, "does not exist"),
-        (_move_offset, ""),
-        (_damage_header, "checksum"),
+        (swap_subfiles, "is not the one its master"),
+        (remove_subfile, "does not exist"),
+        (move_offset, ""),
+        (damage_header, "checksum"),
     ],
 )
 def test_damaged_subfiles_and_records_exit_1_naming_them(
@@ -161,7 +92,7 @@ def test_damaged_subfiles_and_records_exit_1_naming_them(
 ) -> None:
     """Besides flipped bytes: swapped or missing subfiles and a record that disagrees with the
     VDS are each reported by name, exit status 1, and nothing is printed twice."""
-    copy = _copy(written, tmp_path)
+    copy = copy_file(written, tmp_path)
     named = damage(copy)
     result = run_cli(2, "verify", copy, "--quiet")
     assert result.returncode == 1, result.stdout + result.stderr
@@ -171,8 +102,8 @@ def test_damaged_subfiles_and_records_exit_1_naming_them(
 
 
 def test_repack_of_a_damaged_file_is_one_message(tmp_path: Path, written: Path) -> None:
-    copy = _copy(written, tmp_path)
-    named = _remove(copy)
+    copy = copy_file(written, tmp_path)
+    named = remove_subfile(copy)
     result = run_cli(2, "repack", copy, tmp_path / "out.h5")
     assert result.returncode == 1, result.stdout + result.stderr
     lines = [line for line in result.stderr.splitlines() if line.strip()]
