@@ -163,3 +163,17 @@ def test_reference_attributes_are_refused_by_name(comm, shared_tmp: Path) -> Non
     ):
         repack(source, shared_tmp / "out.h5", comm)
     assert on_root(comm, lambda: os.listdir(shared_tmp)) == ["refs.h5"]
+
+
+def test_record_extra_keeps_facts_and_refuses_its_own_keys(comm, shared_tmp: Path) -> None:
+    path = shared_tmp / "facts.h5"
+    with hs.File(path, "w", comm=comm) as f:
+        f.record_extra("origin", {"run": 7, "tags": ["a"]})
+        with raises_on_every_rank(comm, hs.RankValueError, "extra key 'steps'"):
+            f.record_extra("steps", [])
+        with raises_on_every_rank(comm, hs.RankTypeError, "is not JSON serializable"):
+            f.record_extra("when", object())
+    with hs.File(path, "r", comm=comm) as f:
+        assert f.sessions[-1]["extra"]["origin"] == {"run": 7, "tags": ["a"]}
+        with raises_on_every_rank(comm, hs.FileModeError, "read-only"):
+            f.record_extra("origin", 1)

@@ -25,11 +25,13 @@ errno; the message says what was left out), unless another error is on its way o
 from __future__ import annotations
 
 import dataclasses
+import json
 from collections.abc import Iterable
+from typing import Any
 
-from ..errors import H5SubfileError, error_class
+from ..errors import H5SubfileError, as_error, error_class
 from ..io.writebehind import Lost
-from ..layout.catalog import NodeInfo
+from ..layout.catalog import STEPS_KEY, NodeInfo
 from ..layout.regions import describe
 from ..mpi.collective import Question
 from ..mpi.failures import Failure, rebuild
@@ -106,6 +108,32 @@ def step_boundary(session: Session, paths: Iterable[str]) -> None:
     tops = {"/" + p.strip("/").split("/", 1)[0] for p in paths if p.strip("/")}
     if any(top not in nodes for top in tops) and session.catalog.new_steps():
         commit(session)
+
+
+#: The ``extra`` keys h5subfile writes itself, which :func:`record_extra` refuses.
+OWN_EXTRA = frozenset({"plan_source", STEPS_KEY})
+
+
+def record_extra(session: Session, key: str, value: Any) -> None:
+    """Collective (write modes; the same ``key`` and ``value`` on every rank): keep ``value``
+    (anything JSON holds) under ``key`` in the ``extra`` facts of this write session's entry
+    in the master, published with the session (docs/FORMAT.md, *Root attribute*)."""
+    session.require_writable(f"recording {key!r} in the session's record")
+    error, text = None, ""
+    try:
+        if not isinstance(key, str) or not key or key in OWN_EXTRA:
+            raise ValueError(
+                f"extra key {key!r}: expected a name of your own (not empty, not one of "
+                f"{sorted(OWN_EXTRA)}, which h5subfile writes)"
+            )
+        text = json.dumps(value, sort_keys=True, allow_nan=False)
+    except (TypeError, ValueError) as exc:  # not JSON, or not a key to use: agreed next
+        error = as_error(exc)
+    session.enter("record_extra", error, detail=str(key), args=f"{key!r} = {text}")
+    writing = session.writing
+    assert writing is not None
+    if writing.root is not None:  # rank 0 writes the record at the commit
+        writing.root.master.session.extra[key] = json.loads(text)
 
 
 def _release_claim(session: Session) -> None:

@@ -204,6 +204,14 @@ class File(Group):
         self._session.require_open()
         return verification.verify(self._session, progress)
 
+    def record_extra(self, key: str, value: Any) -> None:
+        """Collective (write modes): keep ``value`` (anything JSON holds, the same on every
+        rank) under ``key`` in this write session's ``extra`` facts, which the master records
+        at the commit and :attr:`sessions` and ``h5subfile info`` show (docs/FORMAT.md, *Root
+        attribute*): where the data came from, say. ``repack`` records its source there
+        (``"repack"``); ``"plan_source"`` and ``"steps"`` are h5subfile's own and refused."""
+        commit.record_extra(self._session, key, value)
+
     def __repr__(self) -> str:
         status = "closed" if self._session.closed else f"mode {self._session.mode!r}"
         return f"<h5subfile.File {self._session.path!r} ({status})>"
