@@ -27,26 +27,36 @@ def add_parser(verbs: Any) -> None:
     parser.set_defaults(run=run)
 
 
-def _describe(done: int, total: int) -> str:
+def describe_share(done: int, total: int) -> str:
     """Where rank 0 is in its share of the pieces (the ranks check theirs side by side)."""
     share = f"{format_bytes(done)} of {format_bytes(total)}"
     return f"{percent(done, total)} of rank 0's share ({share})"
 
 
+def checked(report: dict[str, Any]) -> str:
+    """What a report checked: ``32 checksummed piece(s), 384 MiB checked, 2 subfile
+    identities`` (also said by ``repack``, which verifies its input first)."""
+    return (
+        f"{report['pieces']} checksummed piece(s), {format_bytes(report['checked_bytes'])} "
+        f"checked, {report['subfiles']} subfile identit{'y' if report['subfiles'] == 1 else 'ies'}"
+    )
+
+
+def no_checksums(names: list[str]) -> str:
+    """The line naming the datasets a report could not check (also printed by ``repack``)."""
+    shown = ", ".join(names[:8]) + (", ..." if len(names) > 8 else "")
+    return (
+        f"no checksums: {len(names)} dataset(s) written with checksums=False, before "
+        f"checksums existed or by another tool ({shown}); their bytes are unchecked"
+    )
+
+
 def render(report: dict[str, Any]) -> str:
     lines = [
-        f"{report['file']}: {report['pieces']} checksummed piece(s), "
-        f"{format_bytes(report['checked_bytes'])} checked, {report['subfiles']} subfile "
-        f"identit{'y' if report['subfiles'] == 1 else 'ies'}, {report['ranks']} rank(s), "
-        f"{report['seconds']:.2f} s"
+        f"{report['file']}: {checked(report)}, {report['ranks']} rank(s), {report['seconds']:.2f} s"
     ]
     if report["no_checksums"]:
-        names = report["no_checksums"]
-        shown = ", ".join(names[:8]) + (", ..." if len(names) > 8 else "")
-        lines.append(
-            f"no checksums: {len(names)} dataset(s) written with checksums=False, before "
-            f"checksums existed or by another tool ({shown}); their bytes are unchecked"
-        )
+        lines.append(no_checksums(report["no_checksums"]))
     for bad in report["bad"]:
         if "subfile" in bad:
             lines.append(f"BAD subfile {bad['subfile']}: {bad['message']}")
@@ -79,7 +89,7 @@ def run(args: argparse.Namespace) -> int:
         warnings.simplefilter("ignore", RuntimeWarning)  # problems are listed in the report
         f = File(args.file, "r", comm=comm)
     with f, progress_line(args, comm.rank) as progress:
-        progress.phase("verify:", 0, _describe)
+        progress.phase("verify:", 0, describe_share)
         report = f.verify(progress)
     if comm.rank == 0:
         if args.json:
