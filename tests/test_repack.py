@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -16,6 +17,7 @@ from pathlib import Path
 import pytest
 
 from conftest import ROOT, run_cli, run_python
+from damage import copy_file, damage_header, flip_byte, swap_subfiles
 
 PARTICLES = 1500
 CHECK = ROOT / "interop" / "repack_check.py"
@@ -221,3 +223,91 @@ def test_parallel_hdf5_reads_the_conventional_file(vpic: Path, repacked: dict[st
     refused = parallel_read(vpic)  # why repack exists: the subfiled original, virtual datasets
     assert refused.returncode != 0
     assert "parallel reads not supported on virtual datasets" in refused.stderr
+
+
+# Verification: repack copies only what verify passes ------------------------------------------
+def _flip(copy: Path) -> str:
+    subfile, _ = flip_byte(copy, "Timestep_1/py")
+    return subfile.name
+
+
+def report_lines(result: subprocess.CompletedProcess[str]) -> list[str]:
+    """verify's report as printed, its time left out (the one part two runs differ in)."""
+    return [re.sub(r", [0-9.]+ s$", ", (time)", line) for line in result.stdout.splitlines()]
+
+
+def record_of(path: Path) -> dict:
+    """What the last write session of ``path`` recorded about the repack that wrote it, read
+    by plain h5py in a separate process."""
+    code = (
+        "import sys, json, h5py\n"
+        "with h5py.File(sys.argv[1], 'r') as f:\n"
+        "    print(json.dumps(json.loads(f.attrs['h5subfile'])['sessions'][-1]['extra']))\n"
+    )
+    result = run_python(code, str(path))
+    assert result.returncode == 0, result.stderr
+    return json.loads(result.stdout).get("repack", {})
+
+
+@pytest.mark.parametrize(
+    "damage", [_flip, swap_subfiles, damage_header], ids=["flipped", "swapped", "header"]
+)
+def test_damaged_input_is_refused_with_verifys_report(vpic: Path, tmp_path: Path, damage) -> None:
+    """A flipped data byte, swapped subfiles and a damaged object header in a subfile: repack
+    prints the report verify prints (each bad piece with its subfile and byte offset), exits
+    1 and writes nothing."""
+    copy = copy_file(vpic, tmp_path)
+    named = damage(copy)
+    verified = run_cli(2, "verify", copy, "--quiet")
+    assert verified.returncode == 1 and any(named in line for line in verified.stdout.splitlines())
+    result = run_cli(2, "repack", copy, tmp_path / "out.h5", "--subfiles", 1, "--quiet")
+    assert result.returncode == 1, result.stdout + result.stderr
+    assert report_lines(result) == report_lines(verified)
+    (line,) = result.stderr.splitlines()
+    assert line.startswith(f"h5subfile repack: error: cannot repack {copy}: it fails verification")
+    assert "--no-verify" in line and "Traceback" not in result.stderr
+    assert entries(tmp_path) == ["run.h5", "run.subfiles"]  # no OUT, no staging folder
+
+
+def test_no_verify_copies_a_flipped_byte_and_records_it(vpic: Path, tmp_path: Path) -> None:
+    """--no-verify copies what a read returns, says so, and OUT's record keeps it: OUT itself
+    verifies clean, its checksums taken from the damaged bytes."""
+    (tmp_path / "in").mkdir()
+    copy = copy_file(vpic, tmp_path / "in")
+    _flip(copy)
+    out = tmp_path / "out.h5"
+    result = run_cli(2, "repack", copy, out, "--subfiles", 1, "--no-verify", "--quiet")
+    assert result.returncode == 0, result.stderr
+    assert "copied without verifying" in result.stdout, result.stdout
+    assert record_of(out) == {"source": str(copy), "verified": False}
+    info = run_cli(1, "info", out)
+    assert f"repacked from {copy}, copied without verifying" in info.stdout, info.stdout
+    assert run_cli(2, "verify", out, "--quiet").returncode == 0
+
+
+def test_clean_input_is_verified_and_copied_bit_for_bit(vpic: Path, tmp_path: Path) -> None:
+    out = tmp_path / "out.h5"
+    result = run_cli(2, "repack", vpic, out, "--subfiles", 2, "--quiet")
+    assert result.returncode == 0, result.stderr
+    assert "; verified first: 32 checksummed piece(s), " in result.stdout, result.stdout
+    assert " checked, 2 subfile identities, " in result.stdout
+    assert record_of(out) == {"source": str(vpic), "verified": True, "no_checksums": 0}
+    verified = run_cli(2, "verify", out, "--quiet")
+    assert verified.returncode == 0 and verified.stdout.rstrip().endswith("clean")
+    check_same(vpic, out)  # plain h5py, a separate process: every byte and attribute
+
+
+def test_input_without_checksums_is_copied_saying_so(tmp_path: Path) -> None:
+    path = tmp_path / "off.h5"
+    written = run_cli(2, "vpic", path, "--particles", 100, "--subfiles", 2, "--checksums", "off")
+    assert written.returncode == 0, written.stderr
+    out = tmp_path / "out.h5"
+    result = run_cli(2, "repack", path, out, "--subfiles", 1, "--quiet")
+    assert result.returncode == 0, result.stderr
+    said = [
+        line for line in run_cli(1, "verify", path).stdout.splitlines() if "no checksums" in line
+    ]
+    assert said and said[0].startswith("no checksums: 8 dataset(s)")
+    assert said[0] in result.stdout.splitlines(), result.stdout
+    assert record_of(out) == {"source": str(path), "verified": True, "no_checksums": 8}
+    check_same(path, out, "--conventional")

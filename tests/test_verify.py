@@ -102,14 +102,19 @@ def test_damaged_subfiles_and_records_exit_1_naming_them(
 
 
 def test_repack_of_a_damaged_file_is_one_message(tmp_path: Path, written: Path) -> None:
+    """A missing subfile: repack prints verify's report and one error line; with --no-verify,
+    the one line naming the subfile that cannot be read. No warnings, nothing written."""
     copy = copy_file(written, tmp_path)
     named = remove_subfile(copy)
-    result = run_cli(2, "repack", copy, tmp_path / "out.h5")
-    assert result.returncode == 1, result.stdout + result.stderr
-    lines = [line for line in result.stderr.splitlines() if line.strip()]
-    assert len(lines) == 1 and named in lines[0], result.stderr
-    assert "Traceback" not in result.stderr and "Warning" not in result.stderr
-    assert not (tmp_path / "out.h5").exists()
+    for flags, said in (((), "fails verification"), (("--no-verify",), named)):
+        result = run_cli(2, "repack", copy, tmp_path / "out.h5", *flags)
+        assert result.returncode == 1, result.stdout + result.stderr
+        lines = [line for line in result.stderr.splitlines() if line.strip()]
+        assert len(lines) == 1 and said in lines[0], result.stderr
+        assert "Traceback" not in result.stderr and "Warning" not in result.stderr
+        assert not (tmp_path / "out.h5").exists()
+        if not flags:
+            assert f"BAD subfile run.subfiles/{named}" in result.stdout  # verify's report
 
 
 def test_usage_error_exits_2() -> None:

@@ -162,6 +162,19 @@ class ChecksumError(CorruptFileError):
     span: tuple[int | None, int | None] = (None, None)
 
 
+class DamagedFileError(CorruptFileError):
+    """A file that fails verification (``h5subfile verify``: bad checksums, subfiles that are
+    not the recorded ones, damaged HDF5 structure), refused by ``repack``.
+
+    ``report``: verify's report of the file, the same on every rank (``{}`` when rebuilt from
+    a message).
+    """
+
+    def __init__(self, message: str, report: dict[str, Any] | None = None):
+        super().__init__(message)
+        self.report: dict[str, Any] = {} if report is None else report
+
+
 class UnsafePathError(H5SubfileError, ValueError):
     """A recorded source path that would escape the master file's folder."""
 

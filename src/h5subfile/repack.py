@@ -13,6 +13,14 @@ dataset whose share exceeds ``slab_size`` bytes is created first and written in 
 rounds of at most ``slab_size`` bytes per rank (memory stays bounded), except when the target
 is chunked: chunks are compressed whole, so each rank then writes its whole share at once.
 
+The source is verified first, as ``h5subfile verify`` verifies a file (:meth:`File.verify`),
+and a damaged one is refused with verify's report: a copy would put its damage under the
+target's fresh checksums, where nothing could find it any more. It is a pass of its own, not
+reads with ``verify=True`` during the copy: those read every piece they touch whole, in every
+slab round that touches it (memory no longer bounded by the slab), and miss what the report
+lists besides (every bad piece, not the first; the subfiles' HDF5 structure). README,
+*Repack*, gives its cost. ``verify=False`` copies unchecked and says so in the target's record.
+
 Nothing appears at the target until everything is written: the new file is written into a
 staging folder beside the target (``<target>.repack-<token>.partial/``, holding the master and
 its subfile folder under their final names, so that the relative subfile paths recorded in
@@ -36,6 +44,7 @@ from mpi4py import MPI
 
 from .errors import (
     CorruptFileError,
+    DamagedFileError,
     FileExistsH5SubfileError,
     H5SubfileError,
     ObjectExistsError,
@@ -54,6 +63,8 @@ DEFAULT_SLAB_SIZE = 256 << 20
 
 #: ``progress(done_bytes, total_bytes, done_datasets, total_datasets)``, called on every rank.
 Progress = Callable[[int, int, int, int], None]
+#: ``verify_progress(done_bytes, total_bytes)`` of this rank's share of the verification.
+VerifyProgress = Callable[[int, int], None]
 
 
 @dataclass
@@ -71,6 +82,9 @@ class Summary:
     subfiles: int = 0
     plan: dict[str, Any] = field(default_factory=dict)
     skipped_links: list[str] = field(default_factory=list)
+    #: verify's report of the source, checked clean before the copy; None: copied without
+    #: verifying (``verify=False``)
+    verification: dict[str, Any] | None = None
 
     def as_dict(self) -> dict[str, Any]:
         data = asdict(self)
@@ -222,6 +236,46 @@ def refusal(
     )
 
 
+# Verifying the source (collective) ---------------------------------------------------------
+@dataclass(frozen=True)
+class Options:
+    """How a repack reads its source (the same on every rank)."""
+
+    slab_size: int = DEFAULT_SLAB_SIZE
+    skip_links: bool = False
+    verify: bool = True
+    verify_progress: VerifyProgress | None = None
+
+
+def verified(source: File, progress: VerifyProgress | None = None) -> dict[str, Any]:
+    """Collective: verify's report of the open ``source`` (:meth:`File.verify`) when it is
+    clean; else DamagedFileError, carrying the report, on every rank."""
+    report = source.verify(progress)
+    if report["clean"]:
+        return report
+    found = [f"{len(report['bad'])} bad piece(s) or subfile(s)"] if report["bad"] else []
+    if report["problems"]:
+        found.append(f"{len(report['problems'])} problem(s) found when opening it")
+    path = report["file"]
+    error = DamagedFileError(
+        f"cannot repack {path}: it fails verification ({', '.join(found)}, as h5subfile "
+        f"verify {path} reports); nothing was written. Repack with --no-verify "
+        "(verify=False) to copy what can be read without checking it",
+        report,
+    )
+    error.collective = True  # verify's report is the same on every rank
+    raise error
+
+
+def provenance(source: str, report: dict[str, Any] | None) -> dict[str, Any]:
+    """What the target's write session records of its source (``extra["repack"]``,
+    docs/FORMAT.md): the source, whether it was verified before the copy and, if so, how many
+    of its datasets had no checksums to check."""
+    if report is None:
+        return {"source": source, "verified": False}
+    return {"source": source, "verified": True, "no_checksums": len(report["no_checksums"])}
+
+
 # Copying (collective) ------------------------------------------------------------------------
 class _Copier:
     """Copies datasets from the open source to the open target, batch by batch."""
@@ -244,7 +298,7 @@ class _Copier:
         self.datasets, self.copied, self.attributes = datasets, 0, 0
         self.progress = progress
 
-    def _advance(self, nbytes: int, datasets: int) -> None:
+    def advance(self, nbytes: int, datasets: int) -> None:
         self.done += nbytes
         self.copied += datasets
         if self.progress is not None:
@@ -291,7 +345,7 @@ class _Copier:
         written = group.write_datasets(arrays)
         for source, copy in zip(batch, written):
             self.attributes += copy_attributes(source, copy)
-        self._advance(sum(d.nbytes for d in batch), len(batch))
+        self.advance(sum(d.nbytes for d in batch), len(batch))
 
     def write_large(self, parent: str, dataset: Dataset) -> None:
         """Collective: a dataset whose share exceeds the slab size: written whole per rank
@@ -307,7 +361,7 @@ class _Copier:
             agree(self.comm, error)
             copy = group.write_dataset(name, data)
             self.attributes += copy_attributes(dataset, copy)
-            self._advance(dataset.nbytes, 1)
+            self.advance(dataset.nbytes, 1)
             return
         shape, itemsize, size = dataset.shape, dataset.dtype.itemsize, self.comm.size
         lo, hi = share(shape[0], size, self.comm.rank)
@@ -329,9 +383,9 @@ class _Copier:
             agree(self.comm, error)
             with copy.collective:
                 copy[box] = data
-            self._advance(sum(box_bytes(b[index], itemsize) for b in every if index < len(b)), 0)
+            self.advance(sum(box_bytes(b[index], itemsize) for b in every if index < len(b)), 0)
         self.attributes += copy_attributes(dataset, copy)
-        self._advance(0, 1)
+        self.advance(0, 1)
 
 
 def _group(file: File, path: str) -> Group:
@@ -375,6 +429,8 @@ def repack(
     slab_size: int = DEFAULT_SLAB_SIZE,
     progress: Progress | None = None,
     skip_links: bool = False,
+    verify: bool = True,
+    verify_progress: VerifyProgress | None = None,
     **plan: Any,
 ) -> Summary:
     """Collective: copy every group, dataset (bit for bit) and attribute of ``source`` into a
@@ -388,7 +444,15 @@ def repack(
     target is chunked) while its last slab is written (:func:`write_behind`: about twice
     ``slab_size`` held at most, unless ``async_writes`` is given). On failure nothing is left at ``target`` and every
     rank raises the same error. ``progress(done_bytes, total_bytes, done_datasets,
-    total_datasets)`` is called on every rank after each write.
+    total_datasets)`` is called on every rank when the copy starts (nothing done yet) and
+    after each write.
+
+    With ``verify`` the source is first checked as :meth:`File.verify` checks it (every
+    stored piece against its checksum, every subfile's identity, size and HDF5 structure;
+    ``verify_progress(done_bytes, total_bytes)`` with this rank's share): a damaged source
+    raises DamagedFileError on every rank, its ``report`` verify's, before anything is
+    written. ``verify=False`` copies what a read returns without checking. Either way the
+    target's write session records the source and whether it was verified (``extra["repack"]``).
     """
     comm = MPI.COMM_WORLD if comm is None else comm
     source, target = os.path.abspath(os.fspath(source)), os.path.abspath(os.fspath(target))
@@ -402,7 +466,7 @@ def repack(
     summary = Summary(source, target, comm.size)
     try:
         master = os.path.join(staging, os.path.basename(target))
-        options = (slab_size, skip_links)
+        options = Options(slab_size, skip_links, bool(verify), verify_progress)
         _copy(source, master, comm, options, progress, summary, write_behind(plan, slab_size))
         root_only(comm, lambda: _install(staging, target, force))
     except BaseException:
@@ -417,31 +481,35 @@ def _copy(
     source: str,
     master: str,
     comm: MPI.Comm,
-    options: tuple[int, bool],
+    options: Options,
     progress: Progress | None,
     summary: Summary,
     plan: dict[str, Any],
 ) -> None:
-    """Collective: the copy itself, into the staging folder's master."""
+    """Collective: verifying the source (unless told not to) and the copy itself, into the
+    staging folder's master."""
     with warnings.catch_warnings():
-        warnings.simplefilter("ignore", RuntimeWarning)  # damaged datasets are refused below
+        warnings.simplefilter("ignore", RuntimeWarning)  # damage is reported or refused below
         src = File(source, "r", comm=comm)
     with src:
-        slab_size, skip_links = options
+        if options.verify:
+            summary.verification = verified(src, options.verify_progress)
         inv = inventory(src)
         links = root_only(comm, lambda: find_links(source))
-        agree(comm, refusal(inv, links, skip_links, source))
+        agree(comm, refusal(inv, links, options.skip_links, source))
         summary.skipped_links = links
         datasets = [src[path] for path in inv.datasets]
         total = sum(d.nbytes for d in datasets if isinstance(d, Dataset))
         with File(master, "w-", comm=comm, **plan) as out:
             assert out.plan is not None and out.grouping is not None
+            out.record_extra("repack", provenance(source, summary.verification))
             summary.plan = out.plan.to_dict()
             summary.subfiles = 0 if out.grouping.ngroups == 1 else out.grouping.ngroups
             summary.attributes += copy_attributes(src, out)
             for path in inv.groups:
                 summary.attributes += copy_attributes(src[path], out.create_group(path))
-            copier = _Copier(src, out, slab_size, (total, len(datasets)), progress)
+            copier = _Copier(src, out, options.slab_size, (total, len(datasets)), progress)
+            copier.advance(0, 0)  # the copy starts (after the verification)
             by_parent: dict[str, list[str]] = {}
             for path in inv.datasets:
                 parent, _, name = path.rpartition("/")

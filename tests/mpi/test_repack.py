@@ -165,6 +165,54 @@ def test_reference_attributes_are_refused_by_name(comm, shared_tmp: Path) -> Non
     assert on_root(comm, lambda: os.listdir(shared_tmp)) == ["refs.h5"]
 
 
+def damaged_copy(comm, source: Path, folder: Path) -> Path:
+    """Collective: a copy of ``source`` in ``folder`` (made on rank 0) with one byte of the
+    last stored extent of /a/b/cube flipped."""
+
+    def damage() -> str:
+        import json
+        import shutil
+
+        import h5py
+
+        copy = folder / source.name
+        shutil.copy(source, copy)
+        subfiles = source.with_suffix(".subfiles")
+        if subfiles.exists():
+            shutil.copytree(subfiles, copy.with_suffix(".subfiles"))
+        with h5py.File(copy, "r") as f:
+            extent = json.loads(f["a/b/cube"].attrs["h5subfile.layout"])["extents"][-1]
+        with open(folder / extent["file"] if extent["file"] else copy, "r+b") as stored:
+            stored.seek(extent["offset"] + 3)
+            byte = stored.read(1)[0]
+            stored.seek(extent["offset"] + 3)
+            stored.write(bytes([byte ^ 1]))
+        return str(copy)
+
+    return Path(on_root(comm, damage))
+
+
+def test_damaged_source_is_refused_on_every_rank_unless_not_verified(
+    comm, source: Path, shared_tmp: Path
+) -> None:
+    """A flipped byte: every rank raises DamagedFileError carrying verify's report, and
+    nothing is written; verify=False copies it, and the target's record says so."""
+    copy = damaged_copy(comm, source, shared_tmp)
+    before = on_root(comm, lambda: sorted(os.listdir(shared_tmp)))
+    target = shared_tmp / "out.h5"
+    with raises_on_every_rank(comm, hs.DamagedFileError, "fails verification (1 bad piece") as e:
+        repack(copy, target, comm, subfiles=1)
+    bad = e.value.report["bad"]
+    assert [(b["dataset"], b["error"]) for b in bad] == [("/a/b/cube", "ChecksumError")]
+    assert comm.allgather(e.value.report) == [e.value.report] * comm.size
+    assert on_root(comm, lambda: sorted(os.listdir(shared_tmp))) == before
+    summary = repack(copy, target, comm, verify=False, subfiles=1)
+    assert summary.verification is None
+    with hs.File(target, "r", comm=comm) as f:
+        assert f.sessions[-1]["extra"]["repack"] == {"source": str(copy), "verified": False}
+        assert f.verify()["clean"]  # the flipped byte, under the copy's own checksums
+
+
 def test_record_extra_keeps_facts_and_refuses_its_own_keys(comm, shared_tmp: Path) -> None:
     path = shared_tmp / "facts.h5"
     with hs.File(path, "w", comm=comm) as f:

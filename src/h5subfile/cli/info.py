@@ -184,6 +184,17 @@ def _set_fields(plan: dict[str, Any]) -> dict[str, Any]:
     return set_fields(plan)
 
 
+def _repacked(fact: dict[str, Any]) -> str:
+    """Where a session written by ``repack`` took its data from (its ``extra["repack"]``)."""
+    said = f"repacked from {fact.get('source')}, "
+    if fact.get("verified") is not True:
+        return said + "copied without verifying (its checksums were not checked)"
+    unchecked = fact.get("no_checksums")
+    if isinstance(unchecked, int) and unchecked > 0:
+        return said + f"verified first ({unchecked} dataset(s) had no checksums to check)"
+    return said + "verified first"
+
+
 def render(info: dict[str, Any]) -> str:
     label = {
         "master": "master",
@@ -208,6 +219,8 @@ def render(info: dict[str, Any]) -> str:
         extra = s.get("extra") or {}
         if extra.get("plan_source"):
             lines.append(f"  plan=auto: {extra['plan_source']}")
+        if isinstance(extra.get("repack"), dict):
+            lines.append(f"  {_repacked(extra['repack'])}")
         if extra.get("steps"):
             lines.append(f"  steps completed: {', '.join(p.lstrip('/') for p in extra['steps'])}")
     lines.append("datasets:")
