@@ -13,7 +13,7 @@ import numpy as np
 from mpi4py import MPI
 
 import h5subfile as hs
-from h5subfile.io.profile import COUNTERS, FCOUNTERS
+from h5subfile.profiler.counters import COUNTERS, FCOUNTERS
 
 
 def _write(path: Path, rank: int, profile: Path | None) -> dict[str, float]:

@@ -7,9 +7,9 @@ import ast
 from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parents[2] / "src" / "h5subfile"
-# cli > tune > kernels | bench | repack > following | dropin > files > engine > io > mpi | layout > plan > errors | units |
+# cli > tune > kernels | bench | repack > following | dropin > files > engine > io > profiler > mpi | layout > plan > errors | units |
 # progress (STYLE.md, docs/ARCHITECTURE.md)
-RANK = {
+RANK: dict[str, float] = {
     "errors": 0,
     "units": 0,
     "_version": 0,
@@ -17,6 +17,7 @@ RANK = {
     "plan": 1,
     "layout": 2,
     "mpi": 2,
+    "profiler": 2.5,
     "io": 3,
     "engine": 4,
     "files": 5,

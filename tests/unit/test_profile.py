@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from h5subfile.io.profile import (
+from h5subfile.profiler.counters import (
     BUCKET_LIMITS,
     COUNTERS,
     FCOUNTERS,
@@ -23,7 +23,7 @@ from h5subfile.io.profile import (
     replay_hdf5_log,
     size_bucket,
 )
-from h5subfile.io.profile_report import (
+from h5subfile.profiler.reduction import (
     format_text,
     from_json,
     mount_of,

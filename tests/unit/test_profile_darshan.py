@@ -15,15 +15,10 @@ from typing import Any, Literal
 import pytest
 
 from h5subfile.errors import CorruptFileError, H5SubfileError, MissingFileError
-from h5subfile.io.profile import COUNTERS, FCOUNTERS
-from h5subfile.io.profile_darshan import (
-    DARSHAN_MAGIC,
-    from_darshan,
-    has_darshan_header,
-    is_darshan_path,
-    read_log,
-)
-from h5subfile.io.profile_report import (
+from h5subfile.io.darshan_log import DARSHAN_MAGIC, has_darshan_header, is_darshan_path, read_log
+from h5subfile.profiler.counters import COUNTERS, FCOUNTERS
+from h5subfile.profiler.darshan import from_darshan
+from h5subfile.profiler.reduction import (
     format_text,
     from_json,
     record_id,

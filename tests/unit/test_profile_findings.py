@@ -8,10 +8,10 @@ from typing import Any
 
 import pytest
 
-from h5subfile.io import profile_findings as pf
-from h5subfile.io.profile import SIZE_BUCKETS, PosixRecord, Trace
-from h5subfile.io.profile_report import reduce_profiles
 from h5subfile.plan import PLAN_FIELDS
+from h5subfile.profiler import findings as pf
+from h5subfile.profiler.counters import SIZE_BUCKETS, PosixRecord, Trace
+from h5subfile.profiler.reduction import reduce_profiles
 
 KiB, MiB = 1 << 10, 1 << 20
 SUB = "/job/run.subfiles/s0-0000-{:05d}.h5"

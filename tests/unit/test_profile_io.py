@@ -15,8 +15,8 @@ import pytest
 
 from h5subfile.errors import FileBusyError
 from h5subfile.io.posix import IOStats, RawFile, block_size
-from h5subfile.io.profile import COUNTERS, Profile
 from h5subfile.layout.names import claim_path
+from h5subfile.profiler.counters import COUNTERS, Profile
 
 
 def written(path: Path, stats: IOStats, transfer_size: int | None = None) -> None:
@@ -71,7 +71,7 @@ SCRIPT = """
 import sys
 import numpy as np
 from h5subfile.io.posix import IOStats, RawFile
-from h5subfile.io.profile import COUNTERS, Profile
+from h5subfile.profiler.counters import COUNTERS, Profile
 stats = IOStats(profile=Profile())
 data = memoryview(np.arange(10000, dtype=np.uint8))
 raw = RawFile(sys.argv[1], writable=True, stats=stats, create=True, transfer_size=3000)
@@ -210,7 +210,7 @@ def test_what_darshan_also_counts_for_hdf5_files_and_the_commit(tmp_path: Path) 
     with O_CREAT its own mode, and the master's rename is a rename source and target."""
     from h5subfile.io.h5 import HDF5_CREATE_MODE, collect_hdf5_logs, create_file
     from h5subfile.io.posix import FileCalls
-    from h5subfile.io.profile_report import record_id
+    from h5subfile.profiler.reduction import record_id
 
     profile = Profile()
     path = str(tmp_path / "made.h5")

@@ -10,10 +10,10 @@ from typing import Any
 import numpy as np
 import pytest
 
-from h5subfile.io.profile import PosixRecord, Trace
-from h5subfile.io.profile_findings import findings
-from h5subfile.io.profile_pictures import PAGE, PICTURES, format_page, write_report
-from h5subfile.io.profile_report import reduce_profiles
+from h5subfile.profiler.counters import PosixRecord, Trace
+from h5subfile.profiler.findings import findings
+from h5subfile.profiler.pictures import PAGE, PICTURES, format_page, write_report
+from h5subfile.profiler.reduction import reduce_profiles
 
 KiB, MiB = 1 << 10, 1 << 20
 PNG = b"\x89PNG\r\n\x1a\n"
@@ -129,7 +129,7 @@ def test_missing_matplotlib_is_one_line_naming_the_extra(
 
 def test_many_ranks_keep_the_pictures_bounded(tmp_path: Path) -> None:
     """200 ranks, file per process: no picture grows past MAX_INCHES."""
-    from h5subfile.io.profile_pictures import MAX_INCHES
+    from h5subfile.profiler.pictures import MAX_INCHES
 
     ranks = []
     for r in range(200):

@@ -25,7 +25,7 @@ from mpi4py import MPI
 from .._version import __version__
 from ..errors import CorruptFileError
 from ..io.posix import IOStats, RawFile, as_bytes, block_size
-from ..io.profile import PosixRecord, Profile
+from ..profiler.counters import PosixRecord, Profile
 from .options import BenchOptions
 
 

@@ -430,7 +430,7 @@ def profiling(args: argparse.Namespace, rank: int = 0) -> Profiling:
     set in ``H5SUBFILE_PROFILE_TRACE``, which every profiled session of this process reads).
     ``--profile-trace`` without ``--profile`` is a usage error. Only rank 0, which announces
     the profiles, looks at what the folder holds."""
-    from ..io.profile import TRACE_ENV
+    from ..profiler.counters import TRACE_ENV
 
     folder = getattr(args, "profile", None)
     trace = getattr(args, "profile_trace", None)

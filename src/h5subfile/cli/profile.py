@@ -58,7 +58,7 @@ def add_parser(verbs: Any) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Run the command profiled; its exit status (128 + N when a signal N ended it)."""
-    from ..io.profile import PROFILE_ENV
+    from ..profiler.counters import PROFILE_ENV
 
     command = list(args.command)
     if command and command[0] == "--":
@@ -99,7 +99,7 @@ def _run(command: list[str], env: dict[str, str]) -> int:
 
 def _summarise(profiled: Profiling, command: list[str]) -> None:
     """On stderr: one line per profile written (its text beside it), or why there is none."""
-    from ..io.profile_report import from_json
+    from ..profiler.reduction import from_json
 
     written = profiled.written()
     out = sys.stderr

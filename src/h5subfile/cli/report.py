@@ -1,6 +1,6 @@
 """``h5subfile report PROFILE [--out DIR]``: the report of a profile written by a profiled
 session (``File(..., profile=DIR)``, ``H5SUBFILE_PROFILE=DIR``) or of a Darshan log read through
-PyDarshan (``io/profile_darshan.py``): a Markdown page with PNG pictures and findings;
+PyDarshan (``io/darshan_log.py``): a Markdown page with PNG pictures and findings;
 ``--text``: the profile in darshan-parser's layout (docs/PROFILING.md, *Report*)."""
 
 from __future__ import annotations
@@ -63,9 +63,9 @@ def profile_files(path: str) -> list[str]:
 def load(path: str) -> dict[str, Any]:
     """The profile document of one file: a Darshan log (by its name or header) read through
     PyDarshan, else h5subfile's JSON; CorruptFileError naming it if it is neither."""
-    from ..io.profile_darshan import is_darshan_path, read_log
-    from ..io.profile_report import from_json
+    from ..io.darshan_log import is_darshan_path, read_log
     from ..io.regular import read_regular
+    from ..profiler.reduction import from_json
 
     if is_darshan_path(path):
         return read_log(path)
@@ -77,7 +77,7 @@ def load(path: str) -> dict[str, Any]:
 
 def render(path: str) -> str:
     """One profile file as text; CorruptFileError naming it if it is not a profile."""
-    from ..io.profile_report import format_text
+    from ..profiler.reduction import format_text
 
     doc = load(path)
     try:
@@ -100,7 +100,7 @@ def write_page(path: str, folder: str) -> str:
     """The report of one profile file in ``folder``; returns the page's path. CorruptFileError
     naming the file if it is not a profile; H5SubfileError naming the extra when matplotlib is
     missing."""
-    from ..io.profile_pictures import PAGE, pyplot, write_report
+    from ..profiler.pictures import PAGE, pyplot, write_report
 
     try:
         pyplot()

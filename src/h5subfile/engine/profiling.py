@@ -1,6 +1,6 @@
 """Profiled sessions (docs/PROFILING.md): a session opened with ``profile=DIR`` (or with
 ``H5SUBFILE_PROFILE=DIR`` set) counts every system call of ``RawFile`` in a
-:class:`~h5subfile.io.profile.Profile` on each rank; its close gathers the ranks' profiles on
+:class:`~h5subfile.profiler.counters.Profile` on each rank; its close gathers the ranks' profiles on
 rank 0, which writes ``DIR/<file name>.<mode>.json`` and ``.txt``. Unprofiled sessions never
 enter this module after the open.
 """
@@ -17,10 +17,10 @@ from mpi4py import MPI
 
 from ..errors import PlanError
 from ..io.h5 import collect_hdf5_logs
-from ..io.profile import PROFILE_ENV, TRACE_ENV, Profile
-from ..io.profile_report import format_text, parse_mounts, reduce_profiles, to_json
 from ..io.regular import write_regular
 from ..mpi.collective import bcast, gather, root_only, waited
+from ..profiler.counters import PROFILE_ENV, TRACE_ENV, Profile
+from ..profiler.reduction import format_text, parse_mounts, reduce_profiles, to_json
 
 F = TypeVar("F", bound=Callable[..., Any])
 

@@ -40,7 +40,6 @@ from ..io.filters import Compressors
 from ..io.h5 import open_shared_read
 from ..io.master import MasterWriter, open_for_reading, read_record, read_sessions
 from ..io.posix import FilePool, IOStats
-from ..io.profile import Profile
 from ..io.subfile import SubfileWriter
 from ..layout.catalog import Catalog, NodeInfo
 from ..layout.grouping import NODE_RULE, RankGrouping, plan_groups
@@ -52,6 +51,7 @@ from ..layout.sharing import broadcast_limit
 from ..mpi.collective import Call, Question, agree, agree_asking, root_first, root_only, waited
 from ..mpi.nodes import Nodes, locate_nodes
 from ..plan import READ_FIELDS, Plan
+from ..profiler.counters import Profile
 from . import autoplan
 from .messages import WriteTarget
 from .profiling import new_profile, start_profile

@@ -40,9 +40,9 @@ from dataclasses import dataclass
 
 from ..errors import FileBusyError, MissingFileError, PermissionDeniedError
 from ..layout.names import claim_path
+from ..profiler.counters import Profile
 from .filesystem import find_mount, local_type, read_mountinfo
 from .posix import FileCalls
-from .profile import Profile
 
 #: Set (``1``) in rank 0's environment to replace a claim whose owner cannot be shown to run
 #: (taken on another host where locks do not reach across hosts). A live owner is never displaced.

@@ -17,8 +17,8 @@ import numpy as np
 from ..layout.blocks import Block
 from ..layout.hyperslab import Slab
 from ..layout.validate import Hdf5Facts, Mapping
+from ..profiler.counters import PosixRecord, Profile, replay_hdf5_log
 from .posix import block_size
-from .profile import PosixRecord, Profile, replay_hdf5_log
 from .regular import require_regular
 
 #: Library version bounds (set in :func:`_file_access`): 1.8-style object headers (large

@@ -37,6 +37,8 @@ from ..layout.record import (
     session_sha,
 )
 from ..layout.validate import ByteRange, byte_overlaps, byte_ranges, layout_problem
+from ..profiler.counters import Profile
+from ..profiler.reduction import record_id
 from .claim import Claim, claim_state
 from .filters import FilterSpec
 from .h5 import (
@@ -59,8 +61,6 @@ from .h5 import (
     write_text_attr,
 )
 from .posix import block_size, fsync_path, probe_file
-from .profile import Profile
-from .profile_report import record_id
 from .regular import require_regular
 
 COPY_LIMIT_ENV = "H5SUBFILE_MASTER_COPY_LIMIT"

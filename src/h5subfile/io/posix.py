@@ -18,7 +18,7 @@ from typing import Any, Protocol
 import numpy as np
 
 from ..errors import MissingFileError, TruncatedFileError
-from .profile import PosixRecord, Profile
+from ..profiler.counters import PosixRecord, Profile
 from .regular import open_regular
 from .writebehind import Lost, QueuedFile, WriteBehind, kept_error
 

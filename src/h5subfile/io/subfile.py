@@ -7,9 +7,9 @@ import os
 import numpy as np
 
 from ..layout.integrity import IDENTITY_DATASET, SubfileInfo
+from ..profiler.counters import Profile
 from .h5 import META_BLOCK_SIZE, Groups, SourceFile, create_file
 from .posix import fsync_path
-from .profile import Profile
 
 
 class SubfileWriter(SourceFile):

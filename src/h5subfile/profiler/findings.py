@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..plan import PLAN_FIELDS
-from .profile import BUCKET_LIMITS, SIZE_BUCKETS
+from .counters import BUCKET_LIMITS, SIZE_BUCKETS
 
 MiB = 1 << 20
 

@@ -11,7 +11,7 @@ import json
 import statistics
 from typing import Any
 
-from .profile import COUNTERS, FCOUNTERS
+from .counters import COUNTERS, FCOUNTERS
 
 FORMAT = "h5subfile-profile"
 VERSION = 1

@@ -9,8 +9,8 @@ import os
 from typing import Any
 
 from ..plan import PLAN_FIELDS
-from .profile import SIZE_BUCKETS
-from .profile_findings import (
+from .counters import SIZE_BUCKETS
+from .findings import (
     Finding,
     MiB,
     dropped,
