@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from h5subfile.engine import learned
+from h5subfile.engine import learned_state as learned
 from h5subfile.engine.messages import Transfer, WriteTarget
 from h5subfile.engine.resize import grown, new_segments, new_shape
 from h5subfile.errors import OverlapError, PlanError, SelectionError

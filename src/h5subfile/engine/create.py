@@ -52,7 +52,7 @@ from .creation_plan import (
     plan_creation,
     rank_view,
 )
-from .learned import LearnedTarget
+from .learned_state import LearnedTarget
 from .messages import (
     CONTIGUOUS,
     BlockAssignment,

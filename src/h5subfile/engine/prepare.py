@@ -18,7 +18,7 @@ import numpy as np
 from ..errors import DataShapeError, FileModeError, SelectionError
 from ..layout.blocks import Block
 from ..layout.selection import plan_write, selection_box
-from .learned import LearnedTarget
+from .learned_state import LearnedTarget
 from .messages import ROOT_WRITES, WHOLE_BLOCK, PreparedWrite, Transfer, WriteRequest
 from .session import Session
 

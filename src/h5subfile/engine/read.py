@@ -26,7 +26,7 @@ from ..layout.record import DatasetLayout, FileRecord, extents_files
 from ..layout.selection import assemble, partition, plan_read, selection_box
 from ..layout.sharing import ExtentIndex, Identities, touched_layout
 from ..mpi.collective import agree, root_decides, root_only
-from . import learned
+from . import learned, learned_state
 from .exchange import plan_aggregated, read_two_phase
 from .messages import FileRun
 from .profiling import phase
@@ -173,15 +173,15 @@ def _read_learned(
     session: Session, path: str, info: NodeInfo, selection: Any, verify: bool, known: bool
 ) -> Any:
     """A read in the write session of a dataset whose layout is learned: from what this rank
-    wrote and every rank's pieces as of the last sync (:func:`.learned.read_layout`). An
+    wrote and every rank's pieces as of the last sync (:func:`.learned_state.read_layout`). An
     independent read refuses elements beyond them; after a collective sync (``known``)
     every write is known, and what nobody wrote is the fill value."""
     target = learned.learned_info(session, path)
     assert info.dtype is not None and info.layout is not None
-    layout = learned.read_layout(target, info.layout, session.rank, path)
+    layout = learned_state.read_layout(target, info.layout, session.rank, path)
     plan = plan_read(info.shape, info.dtype.itemsize, selection)
     if not known:
-        learned.refuse_unknown(layout, path, plan.pieces)
+        learned_state.refuse_unknown(layout, path, plan.pieces)
     arrays = [
         session.reader.read_direct(
             layout, info.dtype, piece.box, verify=verify, name=path, fill=info.fill

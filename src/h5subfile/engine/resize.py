@@ -28,7 +28,7 @@ from ..layout.names import source_name, subfile_relpath
 from ..layout.record import DatasetLayout, StoredExtent
 from ..layout.regions import box_minus
 from ..mpi.collective import Question, root_decides
-from . import learned
+from . import learned_state
 from .create import create_sources, learned_target
 from .messages import LeaderTask
 from .session import Session
@@ -217,11 +217,11 @@ def _learn(session: Session, path: str, shape: tuple[int, ...], own: list[Stored
         inside = Block((0,) * len(shape), shape)
         _clip(target, inside)
         assert layout is not None
-        layout = learned.clip_layout(layout, inside)  # the other ranks' pieces as last synced
+        layout = learned_state.clip_layout(layout, inside)  # the other ranks' pieces as last synced
     session.catalog.nodes[path] = dataclasses.replace(info, shape=shape, layout=layout)
 
 
-def _clip(target: learned.LearnedTarget, inside: Block) -> None:
+def _clip(target: learned_state.LearnedTarget, inside: Block) -> None:
     """Drop the parts of this rank's pieces outside ``inside`` (a dataset made smaller); what
     is left is hashed from the file at close."""
     for written in target.take_pieces():
@@ -230,5 +230,5 @@ def _clip(target: learned.LearnedTarget, inside: Block) -> None:
             continue
         target.changed = True
         for box in (part for slab in written.slabs() for part in slab.within(inside)):
-            target.add_piece(learned.Written(written.extent, Run(box), None))
+            target.add_piece(learned_state.Written(written.extent, Run(box), None))
     target.version += 1

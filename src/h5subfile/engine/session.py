@@ -20,7 +20,7 @@ import warnings
 import weakref
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import h5py
 from mpi4py import MPI
@@ -53,11 +53,9 @@ from ..mpi.nodes import Nodes, locate_nodes
 from ..plan import READ_FIELDS, Plan
 from ..profiler.counters import Profile
 from . import autoplan
+from .learned_state import Book, LearnedTarget
 from .messages import WriteTarget
 from .profiling import new_profile, start_profile
-
-if TYPE_CHECKING:
-    from .learned import Book, LearnedTarget
 
 MODES = ("r", "r+", "w", "w-", "x", "a")
 

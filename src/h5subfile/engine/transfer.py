@@ -21,7 +21,7 @@ from ..io.boxes import box_pieces
 from ..io.posix import HASH_SLICE, Piece, as_bytes
 from ..layout.grouping import aggregators_of
 from ..mpi.collective import agree
-from . import integrity, learned
+from . import integrity, learned, learned_state
 from .chunks import plan_learned, write_chunks
 from .create import transfer_for
 from .exchange import plan_aggregated, write_two_phase
@@ -176,7 +176,7 @@ def note_learned(
             continue
         target = writing.learned[write.path]
         k = target.index_of(write.target)
-        hasher = learned.note_write(target, k, write.box)
+        hasher = learned_state.note_write(target, k, write.box)
         if hasher is None:
             continue
         as_written = (
@@ -199,7 +199,7 @@ def learned_failed(session: Session, writes: Sequence[PreparedWrite], error: Bas
     for write in writes:
         target = writing.learned.get(write.path)
         if target is not None:
-            learned.note_failure(target, error)
+            learned_state.note_failure(target, error)
 
 
 def _start_hashing(session: Session, writes: Sequence[PreparedWrite]) -> integrity.Hashing:

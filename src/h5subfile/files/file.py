@@ -19,6 +19,7 @@ from ..io.posix import IOStats
 from ..layout.grouping import RankGrouping
 from ..plan import Plan
 from .group import Group
+from .node import Node
 
 #: h5py.File's keywords that tune HDF5's caches, file locking and space allocation, or pass
 #: MPI-IO hints: accepted and not used (they change neither what is stored nor what is read;
@@ -287,3 +288,6 @@ class File(Group):
                 exc.add_note(f"every rank of the file left it: {agreed}")
         finally:
             session.abandon()
+
+
+Node.file_of = File._from_session

@@ -344,3 +344,6 @@ def _content(
     numpy_dtype = data.dtype if dtype is None else np.dtype(dtype)
     converted = convert(data, numpy_dtype, "create_dataset(data=...)", like_h5py=True)
     return converted.reshape(wanted), wanted, numpy_dtype
+
+
+Node.group_at = Group

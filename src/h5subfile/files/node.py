@@ -4,16 +4,12 @@ the file and group it belongs to (h5py's ``name``, ``attrs``, ``file``, ``parent
 from __future__ import annotations
 
 import posixpath
-from collections.abc import Iterable, Iterator, MutableMapping
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Iterable, Iterator, MutableMapping
+from typing import Any, ClassVar
 
 from ..engine import structure
 from ..engine.session import Session
 from ..errors import ObjectNotFoundError
-
-if TYPE_CHECKING:
-    from .file import File
-    from .group import Group
 
 
 def join(base: str, name: str) -> str:
@@ -84,6 +80,11 @@ class AttributeManager(MutableMapping[str, Any]):
 class Node:
     """A group or dataset of an open file (h5py's ``HLObject``)."""
 
+    #: How a node makes its file and a group (``.file``, ``.parent``): set by files/file.py and
+    #: files/group.py, whose classes are built on this one (so it cannot import them).
+    file_of: ClassVar[Callable[[Session], Any]]
+    group_at: ClassVar[Callable[[Session, str], Any]]
+
     def __init__(self, session: Session, path: str):
         self._session = session
         self._path = path
@@ -97,16 +98,14 @@ class Node:
         return AttributeManager(self._session, self._path)
 
     @property
-    def file(self) -> File:
-        from .file import File  # the file is made of groups: imported when asked for
-
-        return File._from_session(self._session)
+    def file(self) -> Any:
+        """The :class:`~.file.File` this object belongs to."""
+        return Node.file_of(self._session)
 
     @property
-    def parent(self) -> Group:
-        from .group import Group
-
-        return Group(self._session, posixpath.dirname(self._path) or "/")
+    def parent(self) -> Any:
+        """The :class:`~.group.Group` holding this object (the root group's is itself)."""
+        return Node.group_at(self._session, posixpath.dirname(self._path) or "/")
 
     def __eq__(self, other: object) -> bool:
         return (
