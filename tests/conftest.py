@@ -12,6 +12,7 @@ import shlex
 import signal
 import subprocess
 import sys
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -279,7 +280,10 @@ def run_mpi(
         str(SCRIPTS / script),
         *map(str, args),
     ]
-    full_env = dict(os.environ, PYTHONPATH=str(SCRIPTS), **(env or {}))
+    # The scripts' folder first, then the caller's path (a checkout's src/ named there is the
+    # code the scripts run, as it is for every other subprocess of the tests).
+    path = os.pathsep.join(p for p in (str(SCRIPTS), os.environ.get("PYTHONPATH", "")) if p)
+    full_env = dict(os.environ, PYTHONPATH=path, **(env or {}))
     process = subprocess.Popen(
         command,
         stdout=subprocess.PIPE,
@@ -327,3 +331,52 @@ def finish_job(process: subprocess.Popen[str], timeout: float, what: str) -> tup
         os.killpg(process.pid, signal.SIGKILL)
         out, err = process.communicate()
         pytest.fail(f"{what} hung (> {timeout} s)\n{(out or '')[-3000:]}\n{(err or '')[-3000:]}")
+
+
+@pytest.fixture
+def small_disk(tmp_path: Path) -> Iterator[Path]:
+    """A folder on a file system of its own: a 16 MiB tmpfs, unmounted after the test (for a
+    full disk, :func:`fill`; a read-only one, :func:`remount`). The test is skipped where this
+    process may not mount one (not root, or no mount privilege in this container)."""
+    folder = tmp_path / "disk"
+    folder.mkdir()
+    made = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", "size=16m,mode=0755", "tmpfs", str(folder)],
+        capture_output=True,
+        text=True,
+    )
+    if made.returncode != 0:
+        pytest.skip(f"a tmpfs cannot be mounted here: {made.stderr.strip()}")
+    try:
+        yield folder
+    finally:
+        if subprocess.run(["umount", str(folder)], capture_output=True).returncode != 0:
+            subprocess.run(["umount", "-l", str(folder)], capture_output=True)
+
+
+def fill(folder: Path, leave: int = 0) -> Path:
+    """Fill the file system of ``folder`` with a file of zeros until it is full, then give
+    back ``leave`` bytes of it; returns that file (remove it to free the disk again)."""
+    filler = folder / "filler"
+    fd = os.open(filler, os.O_CREAT | os.O_WRONLY, 0o644)
+    try:
+        block = bytes(2**16)
+        while True:
+            try:
+                os.write(fd, block)
+            except OSError:
+                if len(block) == 1:
+                    break
+                block = block[: len(block) // 2]
+        os.ftruncate(fd, max(0, os.fstat(fd).st_size - leave))
+    finally:
+        os.close(fd)
+    return filler
+
+
+def remount(folder: Path, options: str) -> None:
+    """Mount the file system at ``folder`` again with ``options`` ("ro": read-only)."""
+    done = subprocess.run(
+        ["mount", "-o", f"remount,{options}", str(folder)], capture_output=True, text=True
+    )
+    assert done.returncode == 0, done.stderr
