@@ -15,7 +15,7 @@ import numpy as np
 
 from ..errors import ObjectExistsError, PlanError
 from ..io.filters import FilterSpec
-from ..io.master import dataset_node, describe_storage
+from ..io.master_read import dataset_node, describe_storage
 from ..layout.blockmap import BlockMap
 from ..layout.catalog import Catalog, NodeInfo
 from ..layout.chunking import Member, choose_chunks, extent_chunks

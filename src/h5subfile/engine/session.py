@@ -38,7 +38,8 @@ from ..io import claim as claims
 from ..io.boxes import BoxReader
 from ..io.filters import Compressors
 from ..io.h5 import open_shared_read
-from ..io.master import MasterWriter, open_for_reading, read_record, read_sessions
+from ..io.master import MasterWriter
+from ..io.master_read import open_for_reading, read_record, read_sessions
 from ..io.posix import FilePool, IOStats
 from ..io.subfile import SubfileWriter
 from ..layout.catalog import Catalog, NodeInfo
