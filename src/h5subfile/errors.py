@@ -252,6 +252,27 @@ def errno_in(message: str) -> int | None:
     return int(found.group(1)) if found else None
 
 
+def errno_text(errno: int, strerror: str | None = None) -> str:
+    """``[Errno 28] No space left on device (ENOSPC)``: the errno by number (which ranks
+    read back, :func:`errno_in`), in words and by name (what a user looks up)."""
+    name = errnos.errorcode.get(errno)
+    words = strerror or os.strerror(errno)
+    return f"[Errno {errno}] {words}" + (f" ({name})" if name else "")
+
+
+def _oserror_message(exc: OSError) -> str:
+    """``str(exc)`` with the errno's name after its words: ``[Errno 28] No space left on
+    device (ENOSPC): '/run/x.h5'``."""
+    if not isinstance(exc.errno, int) or not exc.strerror:
+        return str(exc)
+    text = errno_text(exc.errno, exc.strerror)
+    if exc.filename is not None:
+        text += f": {exc.filename!r}"
+    if exc.filename2 is not None:
+        text += f" -> {exc.filename2!r}"
+    return text
+
+
 def keep_errno(error: H5SubfileError, errno: int | None) -> H5SubfileError:
     """Give an OSError-derived ``error`` its ``errno`` and ``strerror`` (``str(error)`` stays
     the message)."""
@@ -271,6 +292,8 @@ def as_error(exc: BaseException) -> H5SubfileError:
     mro_names = [c.__name__ for c in type(exc).__mro__ if getattr(builtins, c.__name__, None) is c]
     cls = error_class(mro_names[0] if mro_names else type(exc).__name__, errno)
     message = str(exc.args[0]) if isinstance(exc, KeyError) and exc.args else str(exc)
+    if isinstance(exc, OSError):
+        message = _oserror_message(exc)
     error = keep_errno(cls(f"{type(exc).__name__}: {message}"), errno)
     if isinstance(error, OSError) and isinstance(exc, OSError):
         error.filename = exc.filename

@@ -68,6 +68,10 @@ def test_failures_from_elsewhere_map_into_the_hierarchy() -> None:
         if expected not in (errors.RankIOError, errors.RankFailedError):
             assert isinstance(mapped, type(original))  # except ...Error: still catches it
     assert isinstance(errors.as_error(PermissionError(13, "no")), PermissionError)
+    # the errno by name too, what a user looks up, and the file
+    full = errors.as_error(OSError(errno.ENOSPC, "No space left on device", "/d/run.h5"))
+    assert str(full) == "OSError: [Errno 28] No space left on device (ENOSPC): '/d/run.h5'"
+    assert errors.errno_text(errno.EDQUOT) == "[Errno 122] Disk quota exceeded (EDQUOT)"
 
 
 def test_failures_sent_between_ranks_keep_class_and_errno() -> None:
