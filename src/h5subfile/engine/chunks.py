@@ -18,6 +18,7 @@ import numpy as np
 from mpi4py import MPI
 
 from ..errors import UnsupportedError
+from ..io.causes import hdf5_writing
 from ..io.filters import FilterSpec
 from ..io.h5 import SourceFile
 from ..io.writebehind import Lost
@@ -197,7 +198,8 @@ def _write_chunks(session: Session, chunks: Sequence[CompressedChunk]) -> None:
         written.add(key)
         started = time.perf_counter()
         sink = writing.leader.chunk_sinks[chunk.sink]
-        sink.id.write_direct_chunk(chunk.offset, chunk.data, chunk.mask)
+        with hdf5_writing(_sink_file(session)[1], "write"):
+            sink.id.write_direct_chunk(chunk.offset, chunk.data, chunk.mask)
         stats.write_seconds += time.perf_counter() - started
         stats.writes += 1
         stats.bytes_written += len(chunk.data)

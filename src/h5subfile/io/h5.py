@@ -18,6 +18,7 @@ from ..layout.blocks import Block
 from ..layout.hyperslab import Slab
 from ..layout.validate import Hdf5Facts, Mapping
 from ..profiler.counters import PosixRecord, Profile, replay_hdf5_log
+from .causes import hdf5_writes
 from .posix import block_size
 from .regular import require_regular
 
@@ -575,11 +576,14 @@ def _sendable(obj: h5py.HLObject, value: Any) -> Any:
 
 class SourceFile:
     """An HDF5 file open on one rank in which source datasets are created: a group leader's
-    subfile, or the master of a single-group session. Subclasses open ``h5``."""
+    subfile, or the master of a single-group session. Subclasses open ``h5``; a failure of
+    HDF5's writes names ``path`` and its cause (:mod:`.causes`)."""
 
     h5: h5py.File
     groups: Groups
+    path: str  # the file, as its user knows it
 
+    @hdf5_writes("write")
     def create(
         self, path: str, shape: tuple[int, ...], dtype: np.dtype, fill: bytes | None = None
     ) -> int:
@@ -587,6 +591,7 @@ class SourceFile:
         its data's byte offset."""
         return create_early_dataset(self.groups, path, shape, dtype, fill)
 
+    @hdf5_writes("write")
     def create_chunked(
         self,
         path: str,
@@ -599,5 +604,6 @@ class SourceFile:
         """A chunked dataset, filled later with whole compressed chunks."""
         return create_chunked_dataset(self.groups, path, shape, dtype, chunks, filters, fill)
 
+    @hdf5_writes("write")
     def flush(self) -> None:
         self.h5.flush()

@@ -3,6 +3,7 @@ records, atomic commit); how readers scan it is :mod:`.master_read`."""
 
 from __future__ import annotations
 
+import contextlib
 import datetime as _dt
 import os
 import posixpath
@@ -19,6 +20,7 @@ from ..layout.names import SUBFILE_NAME, names_master, partial_path, subfile_fol
 from ..layout.record import LAYOUT_ATTR, ROOT_ATTR, DatasetLayout, FileRecord, Session
 from ..profiler.counters import Profile
 from ..profiler.reduction import record_id
+from .causes import close_hdf5, hdf5_writes, hdf5_writing, let_go, os_error
 from .claim import Claim
 from .h5 import (
     META_BLOCK_SIZE,
@@ -92,6 +94,24 @@ class MasterWriter(SourceFile):
         self.path = os.path.abspath(path)
         self.partial = partial_path(self.path)
         self.folder = subfile_folder(self.path)
+        self.h5, created = self._open(mode, alignment)
+        try:
+            with hdf5_writing(self.path, "write"):
+                if created:
+                    self.catalog = Catalog({"/": NodeInfo("group")}, FileRecord())
+                elif known is not None:
+                    self.catalog = known
+                else:
+                    self.catalog = scan(self.h5, self.path, self.data_path, self.profile)
+                self._begin(mode, session_info)
+        except BaseException:
+            let_go(self.h5)  # the caller releases the claim
+            raise
+
+    def _open(self, mode: str, alignment: int | None) -> tuple[h5py.File, bool]:
+        """The master's HDF5 file for this session and whether it is new; and how it is
+        committed: a new file (as ``.partial``), a copy (``.partial``) or the master itself
+        (in place)."""
         exists = os.path.exists(self.path)
         if mode in ("w-", "x") and exists:
             raise FileExistsH5SubfileError(
@@ -101,28 +121,35 @@ class MasterWriter(SourceFile):
             raise MissingFileError(f"{self.path} does not exist (mode 'r+' needs an existing file)")
         if os.path.exists(self.partial):
             os.remove(self.partial)  # left by a crashed session: never part of the file
+        self.commit_mode, self.data_path = "replace", self.partial
         if mode == "w" or not exists:
             if exists:
                 os.remove(self.path)
             remove_subfiles(self.folder)
-            self.h5 = create_file(self.partial, alignment, META_BLOCK_SIZE, profile)
-            self.commit_mode = "replace"
-            self.data_path = self.partial
-            self.catalog = Catalog({"/": NodeInfo("group")}, FileRecord())
+            with hdf5_writing(self.path, "create"):
+                return create_file(self.partial, alignment, META_BLOCK_SIZE, self.profile), True
+        if not h5py.is_hdf5(self.path):
+            raise CorruptFileError(f"{self.path} is not an HDF5 file; cannot append to it")
+        limit = int(os.environ.get(COPY_LIMIT_ENV, DEFAULT_COPY_LIMIT))
+        if os.path.getsize(self.path) <= limit:
+            self._copy()
         else:
-            if not h5py.is_hdf5(self.path):
-                raise CorruptFileError(f"{self.path} is not an HDF5 file; cannot append to it")
-            limit = int(os.environ.get(COPY_LIMIT_ENV, DEFAULT_COPY_LIMIT))
-            if os.path.getsize(self.path) <= limit:
-                shutil.copyfile(self.path, self.partial)
-                self.commit_mode, self.data_path = "replace", self.partial
-            else:
-                self.commit_mode, self.data_path = "in-place", self.path
-            self.h5 = open_file_rw(self.data_path, alignment, profile)
-            if known is not None:
-                self.catalog = known
-            else:
-                self.catalog = scan(self.h5, self.path, self.data_path, self.profile)
+            self.commit_mode, self.data_path = "in-place", self.path
+        with hdf5_writing(self.path, "append to"):
+            return open_file_rw(self.data_path, alignment, self.profile), False
+
+    def _copy(self) -> None:
+        """The ``.partial`` copy of the master a replacing append writes (removed when the
+        copy fails: a full disk gets its room back)."""
+        try:
+            shutil.copyfile(self.path, self.partial)
+        except OSError as exc:
+            with contextlib.suppress(OSError):
+                os.remove(self.partial)
+            raise os_error(exc, self.path, "append to") from exc
+
+    def _begin(self, mode: str, session_info: dict[str, Any]) -> None:
+        """The session's record, in the catalogue and, appending in place, in the master."""
         self.groups = Groups(self.h5)
         #: whether :meth:`commit` has published the master (renamed, or closed in place)
         self.published = False
@@ -135,31 +162,35 @@ class MasterWriter(SourceFile):
             mode=mode,
             started=now(),
             commit=self.commit_mode,
-            uuid=claim.session,
+            uuid=self.claim.session,
             **session_info,
         )
         record.sessions.append(self.session)
-        if claim.recovered:
-            self.catalog.problems.append(claim.recovered)
-            claim.recovered = None  # said once, not again by the next session of a commit
+        if self.claim.recovered:
+            self.catalog.problems.append(self.claim.recovered)
+            self.claim.recovered = None  # said once, not again by the next session of a commit
         remove_subfiles(self.folder, self.session.id)  # orphans of a crashed session
         if self.commit_mode == "in-place":
             self._write_record()
             self.h5.flush()
 
+    @hdf5_writes("write")
     def _write_record(self) -> None:
         write_text_attr(self.h5, ROOT_ATTR, self.catalog.record.to_json())
 
     # structure -----------------------------------------------------------------------------
+    @hdf5_writes("write")
     def create_group(self, path: str) -> None:
         self.groups.require(path)
 
+    @hdf5_writes("write")
     def set_attr(self, path: str, name: str, value: Any) -> Any:
         self._make_pending(path)
         obj = self.h5[path]
         obj.attrs[name] = value
         return obj.attrs[name]
 
+    @hdf5_writes("write")
     def delete_attr(self, path: str, name: str) -> None:
         self._make_pending(path)
         del self.h5[path].attrs[name]
@@ -168,6 +199,7 @@ class MasterWriter(SourceFile):
         """Unlink a dataset left by an unfinished session so that its name can be reused."""
         self.unlink(path)
 
+    @hdf5_writes("write")
     def unlink(self, path: str) -> None:
         """Remove a group or dataset from the master, if it is there (data it points to in
         subfiles stays on disk, unreferenced)."""
@@ -186,6 +218,7 @@ class MasterWriter(SourceFile):
                 self.unlink(path)
 
     # datasets ------------------------------------------------------------------------------
+    @hdf5_writes("write")
     def publish_dataset(
         self,
         path: str,
@@ -231,6 +264,7 @@ class MasterWriter(SourceFile):
             shape, dtype, maxshape, fill = made
             create_virtual_dataset(self.groups, path, shape, dtype, [], maxshape, fill)
 
+    @hdf5_writes("write")
     def map_pieces(self, path: str, shape: tuple[int, ...], layout: DatasetLayout) -> None:
         """A dataset whose layout was learned, once its pieces are known (close, commit): its
         virtual dataset made with one mapping per piece (made again, its attributes kept,
@@ -264,10 +298,12 @@ class MasterWriter(SourceFile):
         """Virtual datasets of learned layouts not made yet (:meth:`map_pieces` makes them)."""
         return list(self.pending)
 
+    @hdf5_writes("write")
     def write_layout(self, path: str, layout: DatasetLayout) -> None:
         write_text_attr(h5py.h5o.open(self.h5.id, path.encode()), LAYOUT_ATTR, layout.to_json())
 
     # commit --------------------------------------------------------------------------------
+    @hdf5_writes("write")
     def commit(
         self, subfiles: list[str], fsync: bool, steps: list[str], keep_claim: bool = False
     ) -> None:
@@ -278,7 +314,7 @@ class MasterWriter(SourceFile):
         self.session.extra[STEPS_KEY] = steps
         self.session.closed = now()
         self._write_record()
-        self.h5.close()
+        close_hdf5(self.h5, self.path)
         # A killed job cannot break the rename (the page cache survives it); fsync (the plan's
         # option) adds durability against power loss: data before the rename, rename after.
         if fsync:
@@ -299,9 +335,11 @@ class MasterWriter(SourceFile):
             self.claim.release()
 
     def abandon(self) -> None:
-        """Close without publishing (after a failure on some rank): the old file stays as it was."""
-        try:
-            self.h5.close()
-        except Exception:  # noqa: BLE001 - best effort on an already failing path
-            pass
+        """Close without publishing (after a failure on some rank): the old file stays as it was
+        (HDF5 lets go of it even when its close fails: a later open starts afresh), and the
+        ``.partial`` copy, never part of the file, is removed (a full disk gets its room back)."""
+        let_go(self.h5)
+        if self.commit_mode == "replace" and not self.published:
+            with contextlib.suppress(OSError):
+                os.remove(self.partial)
         self.claim.release()

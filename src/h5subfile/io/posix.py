@@ -19,6 +19,7 @@ import numpy as np
 
 from ..errors import MissingFileError, TruncatedFileError
 from ..profiler.counters import PosixRecord, Profile
+from .causes import os_error
 from .regular import open_regular
 from .writebehind import Lost, QueuedFile, WriteBehind, kept_error
 
@@ -375,12 +376,16 @@ class RawFile:
             total = sum(len(b) for b in buffers)
             done = 0
             while done < total:
-                if record is None:
-                    count = call(self.fd, _remaining(buffers, done), offset + done)
-                else:
-                    count = self._profiled(
-                        record, call, _remaining(buffers, done), offset + done, address + done
-                    )
+                try:
+                    if record is None:
+                        count = call(self.fd, _remaining(buffers, done), offset + done)
+                    else:
+                        count = self._profiled(
+                            record, call, _remaining(buffers, done), offset + done, address + done
+                        )
+                except OSError as exc:  # the system call's: it names no file
+                    doing = "write" if call is os.pwritev else "read"
+                    raise os_error(exc, self.path, doing) from exc
                 if count <= 0:
                     failed(offset + done, offset + total)
                 done += count
@@ -421,7 +426,10 @@ class RawFile:
         assert self.fd is not None
         start = time.perf_counter()
         started = time.monotonic() if self.record is not None else 0.0
-        os.fsync(self.fd)
+        try:
+            os.fsync(self.fd)
+        except OSError as exc:
+            raise os_error(exc, self.path, "sync") from exc
         if self.record is not None:
             self.record.record_fsync(started, time.monotonic())
         self.stats.syncs += 1

@@ -8,6 +8,7 @@ import numpy as np
 
 from ..layout.integrity import IDENTITY_DATASET, SubfileInfo
 from ..profiler.counters import Profile
+from .causes import close_hdf5, hdf5_writing, let_go
 from .h5 import META_BLOCK_SIZE, Groups, SourceFile, create_file
 from .posix import fsync_path
 
@@ -30,11 +31,18 @@ class SubfileWriter(SourceFile):
         self.path = path
         os.makedirs(os.path.dirname(path), exist_ok=True)
         self.profile = profile
-        self.h5 = create_file(path, alignment, META_BLOCK_SIZE, profile)
+        with hdf5_writing(path, "create"):
+            self.h5 = create_file(path, alignment, META_BLOCK_SIZE, profile)
         self.groups = Groups(self.h5)
         self.closed = False
-        self.identity_offset = self.create(IDENTITY_DATASET, (len(identity),), np.dtype("u1"))
-        self.h5[IDENTITY_DATASET][...] = np.frombuffer(identity, dtype=np.uint8)
+        try:
+            with hdf5_writing(path, "write"):
+                offset = self.create(IDENTITY_DATASET, (len(identity),), np.dtype("u1"))
+                self.h5[IDENTITY_DATASET][...] = np.frombuffer(identity, dtype=np.uint8)
+        except BaseException:
+            let_go(self.h5)
+            raise
+        self.identity_offset = offset
 
     def info(self) -> SubfileInfo:
         """Its size and identity offset, for the record (once closed)."""
@@ -44,7 +52,7 @@ class SubfileWriter(SourceFile):
     def close(self, fsync: bool = False) -> None:
         if self.closed:
             return
-        self.h5.close()
-        self.closed = True
+        self.closed = True  # once HDF5 has let go of it, whether its close failed or not
+        close_hdf5(self.h5, self.path)
         if fsync:
             fsync_path(self.path, self.profile)

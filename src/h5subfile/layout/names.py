@@ -33,6 +33,12 @@ def partial_path(master_path: str) -> str:
     return master_path + ".partial"
 
 
+def user_path(path: str) -> str:
+    """The file a user knows ``path`` as, for messages: a master's ``.partial`` copy (a name
+    h5subfile writes on the way, :func:`partial_path`) is the master; any other path itself."""
+    return path[: -len(".partial")] if path.endswith(".partial") else path
+
+
 def claim_path(master_path: str) -> str:
     """The claim file of a master's write session, beside it: ``run.h5`` -> ``run.h5.lock``."""
     return master_path + ".lock"
