@@ -7,12 +7,13 @@ and the user's file, never an internal name. The disks are tmpfs mounts of their
 from __future__ import annotations
 
 import errno
+import json
 import os
 from pathlib import Path
 
 import pytest
 
-from conftest import fill, remount, run_cli
+from conftest import fill, remount, run_cli, run_mpi
 
 ENOSPC = "No space left on device (ENOSPC)"
 
@@ -36,6 +37,34 @@ def test_vpic_on_a_full_disk_names_enospc_and_the_file(small_disk: Path, plan: l
     assert line.endswith(ENOSPC) or f"{ENOSPC} (HDF5: " in line, line
     assert ".partial" not in line and "Errno" not in line
     assert sorted(os.listdir(small_disk)) == []  # the failed session's files are gone
+
+
+def test_in_place_appends_on_a_full_disk_say_so_and_change_nothing(small_disk: Path) -> None:
+    """A master appended to in place (copy limit 0) on a disk with one page left: each append
+    fails with ENOSPC naming the master before the master changes (was: HDF5's ``Unable to
+    flush file``, then ``slist already enabled?`` for the next append in the same process,
+    the master grown by each and left with unfinished sessions). Once room is made, the same
+    process appends."""
+    path = small_disk / "run.h5"
+    env = {"H5SUBFILE_MASTER_COPY_LIMIT": "0"}
+    run_mpi(2, "full_disk_append.py", path, "w", 1, env=env)
+    size = path.stat().st_size
+    filler = fill(small_disk, leave=4096)  # room for the claim file, not for the append
+    said = appends(path, 2, env)
+    for attempt in said:
+        assert attempt["class"] == "RankIOError" and attempt["errno"] == errno.ENOSPC, said
+        assert f"cannot append to {path}: [Errno 28] {ENOSPC}" in attempt["message"], said
+    assert path.stat().st_size == size  # nothing written, nothing left behind
+    info = run_cli(1, "info", path, "--json")
+    assert info.returncode == 0 and json.loads(info.stdout)["problems"] == [], info.stdout
+    filler.unlink()
+    assert appends(path, 1, env) == [{"ok": True}]
+
+
+def appends(path: Path, count: int, env: dict[str, str]) -> list[dict]:
+    """``count`` appends to ``path`` in one 2-rank job: what each said."""
+    job = run_mpi(2, "full_disk_append.py", path, "a", count, env=env)
+    return [json.loads(line) for line in job.stdout.splitlines() if line.startswith("{")]
 
 
 def test_hdf5_failures_are_given_their_cause(small_disk: Path, tmp_path: Path) -> None:

@@ -139,6 +139,30 @@ def _allocate(fd: int, offset: int, length: int) -> bool:
     return True
 
 
+def reserve_space(path: str, nbytes: int, doing: str) -> int:
+    """Allocate ``nbytes`` after the end of the file ``path`` (it grows by as many zeros), so
+    that the writes that follow there find room however full the disk gets meanwhile; returns
+    its size before. HDF5 opening it afterwards writes its metadata into that room and
+    truncates the file to what it uses at its next flush or close. Raises the error of the
+    hierarchy naming ``path`` (for ``doing``) when there is no room (ENOSPC, EDQUOT) or no
+    writing (EROFS, EACCES, EIO), the file then as it was. Where the file system cannot
+    allocate ahead, nothing is reserved."""
+    try:
+        fd = os.open(path, os.O_WRONLY)
+    except OSError as exc:
+        raise os_error(exc, path, doing) from exc
+    try:
+        size = os.fstat(fd).st_size
+        _allocate(fd, size, nbytes)
+    except OSError as exc:
+        with contextlib.suppress(OSError):
+            os.ftruncate(fd, size)  # what was allocated before the room ran out
+        raise os_error(exc, path, doing, f": it needs {nbytes} bytes free to start") from exc
+    finally:
+        os.close(fd)
+    return size
+
+
 @contextlib.contextmanager
 def hdf5_writing(path: str, doing: str) -> Iterator[None]:
     """Run HDF5 calls that write ``path`` (``doing``: what they do to it, for the message):

@@ -20,7 +20,7 @@ from ..layout.names import SUBFILE_NAME, names_master, partial_path, subfile_fol
 from ..layout.record import LAYOUT_ATTR, ROOT_ATTR, DatasetLayout, FileRecord, Session
 from ..profiler.counters import Profile
 from ..profiler.reduction import record_id
-from .causes import close_hdf5, hdf5_writes, hdf5_writing, let_go, os_error
+from .causes import close_hdf5, hdf5_writes, hdf5_writing, let_go, os_error, reserve_space
 from .claim import Claim
 from .h5 import (
     META_BLOCK_SIZE,
@@ -42,6 +42,9 @@ COPY_LIMIT_ENV = "H5SUBFILE_MASTER_COPY_LIMIT"
 #: A master up to this size is copied and replaced atomically when appended to; a larger one
 #: (it holds raw data) is changed in place under an open-session marker.
 DEFAULT_COPY_LIMIT = 64 * 2**20
+#: Bytes an in-place append reserves after the master's end before HDF5 opens it: room for
+#: the session's first metadata (its record), however full the disk (docs/FORMAT.md, *Commit*).
+IN_PLACE_RESERVE = 2**20
 
 
 def now() -> str:
@@ -111,7 +114,8 @@ class MasterWriter(SourceFile):
     def _open(self, mode: str, alignment: int | None) -> tuple[h5py.File, bool]:
         """The master's HDF5 file for this session and whether it is new; and how it is
         committed: a new file (as ``.partial``), a copy (``.partial``) or the master itself
-        (in place)."""
+        (in place, once room for HDF5's metadata is reserved after its end, so that a full
+        disk is said before the master changes: docs/FORMAT.md, *Commit*)."""
         exists = os.path.exists(self.path)
         if mode in ("w-", "x") and exists:
             raise FileExistsH5SubfileError(
@@ -131,12 +135,19 @@ class MasterWriter(SourceFile):
         if not h5py.is_hdf5(self.path):
             raise CorruptFileError(f"{self.path} is not an HDF5 file; cannot append to it")
         limit = int(os.environ.get(COPY_LIMIT_ENV, DEFAULT_COPY_LIMIT))
+        size = None
         if os.path.getsize(self.path) <= limit:
             self._copy()
         else:
             self.commit_mode, self.data_path = "in-place", self.path
-        with hdf5_writing(self.path, "append to"):
-            return open_file_rw(self.data_path, alignment, self.profile), False
+            size = reserve_space(self.path, IN_PLACE_RESERVE, "append to")
+        try:
+            with hdf5_writing(self.path, "append to"):
+                return open_file_rw(self.data_path, alignment, self.profile), False
+        except BaseException:
+            if size is not None:
+                os.truncate(self.path, size)  # the room, never written by HDF5
+            raise
 
     def _copy(self) -> None:
         """The ``.partial`` copy of the master a replacing append writes (removed when the
