@@ -11,6 +11,7 @@ claim: tests/test_crash_and_damage.py.
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import socket
@@ -21,7 +22,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import MPIEXEC, SCRIPTS, finish_job, run_mpi
+from conftest import MPIEXEC, SCRIPTS, fill, finish_job, remount, run_mpi
 
 ROUNDS = 10
 GAP = 0.5  # seconds between rounds; a round's writes take a few tens of ms
@@ -326,3 +327,48 @@ def test_claim_in_a_missing_folder_names_it(tmp_path: Path) -> None:
 
     with pytest.raises(MissingFileError, match=f"its folder {tmp_path / 'no'} does not exist"):
         claim.take(str(tmp_path / "no" / "run.h5"), "a" * 32, "w")
+
+
+def test_a_dangling_link_in_the_claims_place_is_named(tmp_path: Path) -> None:
+    """A symbolic link to nothing where the claim file goes takes the claim's name and cannot
+    be read: said as such, with the way out (was: "other writers kept claiming it")."""
+    from h5subfile.errors import NotRegularFileError
+    from h5subfile.io import claim
+
+    path = tmp_path / "run.h5"
+    os.symlink(tmp_path / "nowhere", f"{path}.lock")
+    with pytest.raises(NotRegularFileError) as refused:
+        claim.take(str(path), "a" * 32, "w")
+    message = str(refused.value)
+    assert (
+        f"claim file {path}.lock is a dangling symbolic link (to {tmp_path / 'nowhere'}" in message
+    )
+    assert f"remove it (rm {path}.lock)" in message and "attempts" not in message
+    assert claim.claim_state(str(path)) == ("none", None)  # readers are not refused
+    os.unlink(f"{path}.lock")
+    claim.take(str(path), "a" * 32, "w").release()
+
+
+@pytest.mark.parametrize("disk", ["read-only", "full"])
+def test_a_claim_that_cannot_be_made_names_the_claim_file_and_why(
+    small_disk: Path, disk: str
+) -> None:
+    """The claim is made under a unique internal name first: a failure names the claim file
+    and the errno, never that name (was: ``Read-only file system: '.../.run.h5.lock.<uuid>'``)."""
+    from h5subfile.errors import PermissionDeniedError, RankIOError
+    from h5subfile.io import claim
+
+    if disk == "read-only":
+        remount(small_disk, "ro")
+    else:
+        fill(small_disk)
+    path = small_disk / "run.h5"
+    expected = PermissionDeniedError if disk == "read-only" else RankIOError
+    with pytest.raises(expected) as refused:
+        claim.take(str(path), "a" * 32, "w")
+    code = errno.EROFS if disk == "read-only" else errno.ENOSPC
+    assert refused.value.errno == code
+    message = str(refused.value)
+    assert message.startswith(f"cannot write {path}: its claim file {path}.lock: [Errno {code}]")
+    assert message.endswith(f"({errno.errorcode[code]})") and ".run.h5.lock." not in message
+    assert not [name for name in os.listdir(small_disk) if ".lock" in name]

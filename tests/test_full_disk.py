@@ -67,6 +67,16 @@ def appends(path: Path, count: int, env: dict[str, str]) -> list[dict]:
     return [json.loads(line) for line in job.stdout.splitlines() if line.startswith("{")]
 
 
+def test_vpic_on_a_read_only_disk_names_the_claim_file_and_erofs(small_disk: Path) -> None:
+    """Was ``Read-only file system: '.../.run.h5.lock.<uuid>'``: the claim's internal name."""
+    remount(small_disk, "ro")
+    path = small_disk / "run.h5"
+    line = one_line(run_cli(2, "vpic", path, "--particles", "1000", "--quiet"))
+    assert f"cannot write {path}: its claim file {path}.lock: " in line, line
+    assert line.endswith("Read-only file system (EROFS)"), line
+    assert ".run.h5.lock." not in line
+
+
 def test_hdf5_failures_are_given_their_cause(small_disk: Path, tmp_path: Path) -> None:
     """The errno HDF5's detail names, else the one a probe of the folder meets; the user's
     file named (a ``.partial`` copy is the master); no cause found: HDF5's words, the file

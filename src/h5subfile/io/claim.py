@@ -38,9 +38,10 @@ import struct
 import time
 from dataclasses import dataclass
 
-from ..errors import FileBusyError, MissingFileError, PermissionDeniedError
+from ..errors import FileBusyError, H5SubfileError, MissingFileError, NotRegularFileError
 from ..layout.names import claim_path
 from ..profiler.counters import Profile
+from .causes import os_error
 from .filesystem import find_mount, local_type, read_mountinfo
 from .posix import FileCalls
 
@@ -173,21 +174,21 @@ def take(master_path: str, session: str, mode: str, profile: Profile | None = No
     for _ in range(ATTEMPTS):
         try:
             fd, written = _create(path, owner, synced, calls)
+            found = None if fd is not None else _inspect(path, scope, breaking=True, calls=calls)
         except FileNotFoundError:
             raise MissingFileError(
                 f"cannot write {master_path}: its folder {os.path.dirname(path)} does not exist"
             ) from None
-        except PermissionError as exc:
-            raise PermissionDeniedError(
-                f"cannot write {master_path}: its claim file cannot be made in "
-                f"{os.path.dirname(path)} ([Errno {exc.errno}] {exc.strerror})"
-            ) from exc
+        except H5SubfileError:
+            raise
+        except OSError as exc:  # a read-only mount, a full disk, a quota, no permission...
+            raise os_error(exc, path, f"write {master_path}: its claim file") from exc
         if fd is not None:
             claim = Claim(path, key, fd, written, recovered, calls)
             _HELD[key] = claim
             return claim
-        found = _inspect(path, scope, breaking=True, calls=calls)
         if found is None:
+            _refuse_dangling(master_path, path)
             continue  # it went away meanwhile
         state, other, why = found
         described = "whose record cannot be read" if other is None else f"{other.describe()}"
@@ -202,6 +203,23 @@ def take(master_path: str, session: str, mode: str, profile: Profile | None = No
         f"{master_path}: other writers kept claiming it ({ATTEMPTS} attempts); "
         "one write session at a time may open a file"
     )
+
+
+def _refuse_dangling(master_path: str, path: str) -> None:
+    """Raise NotRegularFileError when the claim's name is a symbolic link to nothing: the
+    claim cannot be made there (its name is taken) nor read, so no writer could ever claim
+    the file until the link is removed."""
+    try:
+        target = os.readlink(path)
+    except OSError:
+        return  # not a link (or gone): the claim file went away meanwhile
+    if not os.path.exists(path):
+        raise NotRegularFileError(
+            errno.ENOENT,
+            f"{CLAIM_FILE} {path} is a dangling symbolic link (to {target}, which does not "
+            f"exist): no write session can claim {master_path} while it is there. h5subfile "
+            f"never makes such a link; remove it (rm {path}) and open the file again",
+        )
 
 
 def _busy_message(master_path: str, path: str, state: str, described: str, why: str) -> str:
