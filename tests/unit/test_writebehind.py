@@ -12,7 +12,8 @@ import numpy as np
 import pytest
 
 from h5subfile.errors import MissingFileError, RankIOError
-from h5subfile.io.posix import FilePool, IOStats, RawFile
+from h5subfile.io.pool import FilePool
+from h5subfile.io.posix import IOStats, RawFile
 from h5subfile.io.writebehind import Lost, QueuedFile, WriteBehind, byte_ranges, split
 
 

@@ -40,7 +40,8 @@ from ..io.filters import Compressors
 from ..io.h5 import open_shared_read
 from ..io.master import MasterWriter
 from ..io.master_read import open_for_reading, read_record, read_sessions
-from ..io.posix import FilePool, IOStats
+from ..io.pool import FilePool
+from ..io.posix import IOStats
 from ..io.subfile import SubfileWriter
 from ..layout.catalog import Catalog, NodeInfo
 from ..layout.grouping import NODE_RULE, RankGrouping, plan_groups

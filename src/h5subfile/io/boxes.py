@@ -27,7 +27,8 @@ from ..layout.record import DatasetLayout, FileRecord, StoredExtent
 from ..layout.runs import box_runs
 from .filters import load_plugins
 from .h5 import open_shared_read
-from .posix import FilePool, IOStats, Piece, RawFile, as_bytes
+from .pool import FilePool
+from .posix import IOStats, Piece, RawFile, as_bytes
 
 #: Bytes read per call when hashing stored bytes without keeping them.
 HASH_BATCH = 32 * 2**20

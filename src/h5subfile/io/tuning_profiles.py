@@ -27,7 +27,7 @@ from typing import Any
 
 from ..errors import CorruptFileError, H5SubfileError, error_class, keep_errno
 from ..plan import Plan, parse_positive_int
-from .posix import open_regular
+from .regular import open_regular
 
 #: The profile files' format version; files of another version are refused.
 FORMAT_VERSION = 1

@@ -40,14 +40,12 @@ import time
 from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
 from ..errors import as_error, keep_errno
-
-if TYPE_CHECKING:
-    from .posix import IOStats, Piece, RawFile
+from .posix import IOStats, Piece, RawFile
 
 #: Seconds :meth:`WriteBehind.stop` waits for the job under way to end (it cannot be cut).
 STOP_WAIT = 30.0
@@ -374,7 +372,7 @@ def _writer(
 
 
 class QueuedFile:
-    """A file of a write-behind pool (:class:`~.posix.FilePool`): ``write_pieces`` hands the
+    """A file of a write-behind pool (:class:`~.pool.FilePool`): ``write_pieces`` hands the
     pieces to the queue and returns; the file is opened and written in the background."""
 
     def __init__(self, path: str, queue: WriteBehind) -> None:
