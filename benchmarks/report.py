@@ -476,7 +476,7 @@ def paper_summary(result: dict) -> list[tuple[str, str, str]]:
     against_raw = []
     nulls = []
     for g in vpic:
-        ranks = g.split(", ")[1]
+        ranks = f"[{g.split(', ')[1]}]({anchor(g)})"  # each number one click from its table
         for text, a, b in pe.vpic_ratios(samples, g, groups[g]):
             if text.startswith("best subfiling / best parallel"):
                 for access in ("write", "read"):
@@ -533,14 +533,14 @@ def paper_summary(result: dict) -> list[tuple[str, str, str]]:
                 "file per process",
                 f"write **{pe.fmt_ratio(pe.ratio(samples, size, one, raw, 'write'))}**, "
                 f"read **{pe.fmt_ratio(pe.ratio(samples, size, one, raw, 'read'))}**",
-                title,
+                f"{title} » {size}",
             )
         )
     out.append(
         (
             "64 KiB transfers (4 ranks): h5subfile / raw POSIX, shared file, write",
             "; ".join(f"{a.split(', ')[1]}: **{r}**" for a, r in small),
-            title,
+            f"{title} » {transfer}",
         )
     )
     out.append(
@@ -562,7 +562,7 @@ def metadata_summary(record: dict) -> list[tuple[str, str, str]]:
     label, run = list(record["runs"].items())[-1]
     runs, key = run["scaling"], "metadata_seconds"
     out = []
-    title = "Metadata at scale"
+    title = f"Metadata at scale » {label}"  # the latest run's table
     counts = sorted(
         {
             r["ranks"]
@@ -826,8 +826,13 @@ def summary(data: dict[str, dict]) -> str:
         "|---|---|---|",
     ]
     for question, answer, title in rows:
-        short = SHORT.get(title, title.split(":")[0])
-        lines.append(f"| {question} | {answer} | [{short}]({anchor(title)}) |")
+        # a row from one table of a section: "section » table's heading" links to the table
+        section, _, heading = title.partition(" » ")
+        short = SHORT.get(section, section.split(":")[0])
+        link = f"[{short}]({anchor(section)})"
+        if heading:
+            link = f"[{short}, *{heading}*]({anchor(heading)})"
+        lines.append(f"| {question} | {answer} | {link} |")
     lines += [
         "",
         "The first section and *Metadata at scale* ran with "

@@ -163,3 +163,15 @@ def test_the_repack_crossover_follows_the_ratios(data: dict[str, dict]) -> None:
     assert said(0.95, 1.05, 1.07) == f"{level} at 512 MiB, 1 GiB, 2 GiB"
     assert said(1.2, 1.3, 1.8) == f"{faster} at 512 MiB, 1 GiB, 2 GiB"
     assert said(0.7, 1.2, 0.8) == f"{slower} at 512 MiB; {faster} at 1 GiB; {slower} at 2 GiB"
+
+
+def test_every_link_of_the_summary_leads_to_a_heading_of_the_document() -> None:
+    """One click from a summary number to its section or table: every ``(#anchor)`` of the
+    summary is the anchor of exactly one heading (GitHub's, as report.anchor makes it)."""
+    text = report.MARKDOWN.read_text()
+    summary, _ = summary_and_body(text)
+    headings = [line.lstrip("#").strip() for line in text.splitlines() if line.startswith("#")]
+    anchors = [report.anchor(h) for h in headings]
+    links = re.findall(r"\]\((#[^)]+)\)", summary)
+    assert links
+    assert [link for link in links if anchors.count(link) != 1] == []
