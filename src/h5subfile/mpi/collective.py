@@ -279,14 +279,15 @@ def _star_agreement(
 
 
 # Object collectives, polled: with more ranks than cores, MPI's blocking collectives spin and
-# starve the ranks that still work (a blocking barrier of 128 ranks on 2 cores took 1.6 s, a
-# polled round 0.12 s). Each round costs every rank a wake-up, so bytes travel in fixed-size
-# slots (:mod:`.slots`): one round when they fit.
+# starve the ranks that still work (docs/BENCHMARKS.md, *Cost of a collective call*). Each
+# round costs every rank a wake-up, so bytes travel in fixed-size slots (:mod:`.slots`): one
+# round when they fit.
 def barrier(comm: MPI.Comm) -> None:
     """Collective, polled: return once every rank has arrived (CollectiveTimeoutError after the
     timeout). Where ranks must start timed work together: with more ranks than cores, MPI's
-    blocking barrier spins, and ranks left it 280-400 ms apart at 128 ranks on 2 cores (a
-    polled one: 40-220 ms), which the first timed round then counted as its own."""
+    blocking barrier spins, and ranks leave it far apart, a spread the first timed round would
+    count as its own (docs/BENCHMARKS.md, *Metadata at scale*, run *after polled kernel
+    barriers*)."""
     rounds.barrier(comm)
 
 

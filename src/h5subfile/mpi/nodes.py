@@ -66,8 +66,8 @@ def locate_nodes(comm: MPI.Comm, every_rank: bool = False) -> Nodes:
     """Collective: this rank's node, its ranks, and how many nodes there are.
 
     A node is a processor name (``MPI_Get_processor_name``, the host name with MPICH and Open
-    MPI), where splitting by shared memory (``MPI_COMM_TYPE_SHARED``) costs 5-30 ms per file on
-    a laptop. Rank 0 gathers the names and tells each rank its own node (:func:`share_nodes`):
+    MPI), where splitting by shared memory (``MPI_COMM_TYPE_SHARED``) costs milliseconds per
+    file. Rank 0 gathers the names and tells each rank its own node (:func:`share_nodes`):
     one ``root_decides`` (a star round; a gather and a scatter where the rounds are MPI's), and
     no rank but rank 0 receives more than its node's ranks.
     ``every_rank``: every rank also learns every rank's node (``of_rank``, one broadcast of

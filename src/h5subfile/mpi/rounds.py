@@ -38,7 +38,7 @@ T = TypeVar("T")
 TIMEOUT_VARIABLE = "H5SUBFILE_COLLECTIVE_TIMEOUT"
 DEFAULT_TIMEOUT = 600.0  # seconds; 0 (or less): wait for ever
 #: Polling: spin on MPI_Test this long, then sleep between tests, doubling from FIRST_SLEEP to
-#: LAST_SLEEP (seconds; docs/BENCHMARKS.md measures the cost).
+#: LAST_SLEEP (seconds; docs/BENCHMARKS.md, *Cost of a collective call*).
 SPIN = 50e-6
 YIELD_FOR = 2e-3  # then yield the CPU between tests (sched_yield) until this, then sleep
 #: ... or until this when the node has a core for each of its ranks (:func:`yield_for`): no
@@ -46,40 +46,39 @@ YIELD_FOR = 2e-3  # then yield the CPU between tests (sched_yield) until this, t
 #: answers at once when the rank it waits for has worked a few milliseconds (opening files).
 YIELD_FOR_UNDERSUBSCRIBED = 50e-3
 #: ... or not at all when the node has more ranks than cores: a yielding rank stays runnable,
-#: so every waiting rank took a share of the cores from the ranks it waited for (sleeping at
-#: once: VPIC metadata 5-25 % shorter at 4-128 ranks on 2 cores, docs/ARCHITECTURE.md).
+#: so every waiting rank takes a share of the cores from the ranks it waits for
+#: (docs/BENCHMARKS.md, *Metadata at scale*, run *after sleeping at once when oversubscribed*).
 YIELD_FOR_OVERSUBSCRIBED = 0.0
 #: What MPI launchers say of the ranks on this node (MPICH's Hydra, Open MPI, Slurm).
 LOCAL_SIZE_VARIABLES = ("MPI_LOCALNRANKS", "OMPI_COMM_WORLD_LOCAL_SIZE", "SLURM_NTASKS_PER_NODE")
 FIRST_SLEEP = 20e-6
 LAST_SLEEP = 1e-3
 #: A rank that has waited t seconds sleeps up to PATIENCE * t between tests (at most
-#: LONGEST_SLEEP): with more ranks than cores, ranks waking every millisecond to test took most
-#: of the CPU from the rank they waited for (a 16 ms plan took 0.5 s at 128 ranks on 2 cores);
-#: since each wake-up also probes (see :func:`_wait`), 0.05 wakes often enough to relay a tree
-#: collective promptly (0.1: the VPIC write's metadata at 128 ranks took 10-25 % longer).
+#: LONGEST_SLEEP): with more ranks than cores, ranks waking every millisecond to test take most
+#: of the CPU from the rank they wait for; since each wake-up also probes (see :func:`_wait`),
+#: 0.05 wakes often enough to relay a tree collective promptly (0.1 made the VPIC write's
+#: metadata longer).
 PATIENCE = 0.05
 LONGEST_SLEEP = 0.05
 #: A *patient* round's pauses grow to this instead of LAST_SLEEP: the others wait for one rank's
 #: work of unknown length (rank 0 scanning a master before a read, ``root_first``), so waking
-#: every millisecond only takes the CPU from it (an open for reading at 64 ranks on 2 cores:
-#: 0.117-0.123 -> 0.103-0.111 s; 2 ms: 0.113-0.118, 10 ms: 0.110-0.120, docs/ARCHITECTURE.md).
+#: every millisecond only takes the CPU from it (with more ranks than cores, an open for reading
+#: was about a tenth shorter than with LAST_SLEEP, and no shorter with 2 or 10 ms).
 PATIENT_SLEEP = 5e-3
 #: ... doubling from this, not FIRST_SLEEP: such work takes milliseconds at least, and the
-#: shorter first pauses were a quarter of the waiting ranks' wake-ups (64 ranks on 2 cores:
-#: about 23 per open; the open 0.100 -> 0.095 s, medians of 10 alternated pairs).
+#: shorter first pauses were a quarter of the waiting ranks' wake-ups, all for nothing.
 PATIENT_FIRST_SLEEP = 1e-3
 #: ``H5SUBFILE_DOORBELLS=0`` keeps MPI's non-blocking collectives for every round (the
-#: baseline of docs/BENCHMARKS.md); otherwise, on a communicator whose ranks all share one node
-#: with more ranks than cores, rounds of small messages are star rounds (:mod:`.star`), and
-#: their waiting ranks sleep on their doorbells (:mod:`.doorbell`): a ring wakes them, so the
-#: pauses of a rung round are a fallback only. A rank whose own messages of the round have all
-#: gone waits for the ring of the one it receives and sleeps LONGEST_SLEEP at once: pauses
-#: doubling from 1 ms woke each waiting rank 6-7 times a round for nothing at 128 ranks on 2
-#: cores, and took the CPU from the ranks at work (VPIC metadata 0.84-0.93 s against 0.57-0.64
-#: s, file per process, alternated). A rank with a message still queued (the centre's answers,
-#: when MPI could not send them at once) needs MPI's progress to send it, which no ring
-#: brings: its pauses double from RUNG_FIRST_SLEEP.
+#: baseline of docs/BENCHMARKS.md, *Opening for reading at scale*); otherwise, on a
+#: communicator whose ranks all share one node with more ranks than cores, rounds of small
+#: messages are star rounds (:mod:`.star`), and their waiting ranks sleep on their doorbells
+#: (:mod:`.doorbell`): a ring wakes them, so the pauses of a rung round are a fallback only. A
+#: rank whose own messages of the round have all gone waits for the ring of the one it receives
+#: and sleeps LONGEST_SLEEP at once: pauses doubling from 1 ms wake each waiting rank several
+#: times a round for nothing, and take the CPU from the ranks at work (docs/BENCHMARKS.md,
+#: *Metadata at scale*, run *sleeping until rung*). A rank with a message still queued (the
+#: centre's answers, when MPI could not send them at once) needs MPI's progress to send it,
+#: which no ring brings: its pauses double from RUNG_FIRST_SLEEP.
 DOORBELLS_VARIABLE = "H5SUBFILE_DOORBELLS"
 RUNG_FIRST_SLEEP = 1e-3
 AFTER_RING = 50e-6  # after a ring, pauses double again from this
@@ -89,7 +88,7 @@ _NOTICE = 1  # the tag of timeout notices on a communicator's status duplicate
 _TREE = 2  # the tag of tree broadcasts (:class:`TreeBroadcast`) on the same duplicate
 #: Broadcasts of more bytes than this go down a binomial tree of point-to-point messages
 #: (:func:`broadcast`); MPICH broadcasts them by scatter and allgather, in steps that each
-#: wait for a sleeping rank (docs/BENCHMARKS.md, "Opening for reading at scale"). Smaller ones
+#: wait for a sleeping rank (docs/BENCHMARKS.md, *Opening for reading at scale*). Smaller ones
 #: are MPI's, a binomial tree already.
 TREE_BYTES = 8192
 
@@ -595,7 +594,8 @@ def _wait(
 
     After each sleep the rank first probes its channel (:meth:`_Channel.progress`): MPI's
     progress then moves every message that arrived while it slept, which a test of this
-    request alone did not always do (with more ranks than cores, rounds took 10-35 % longer)."""
+    request alone does not always do (without the probe, rounds with more ranks than cores
+    took longer)."""
     timeout = collective_timeout()
     yielding = yield_for()
     started = time.monotonic()

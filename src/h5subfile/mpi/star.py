@@ -4,12 +4,13 @@ of every rank it has answered (docs/ARCHITECTURE.md, "Collective discipline").
 
 MPI's non-blocking collectives pass messages through intermediate ranks (binomial trees,
 recursive doubling), so a waiting rank must wake often to relay them, and with more ranks than
-cores those wake-ups took most of the CPU from the ranks being waited for. Here no rank relays
-anything: a rank that only sends is done once its message is out, a rank that waits for an
-answer waits for one message and sleeps on its bell until it comes, and the centre is woken by
-the ring of each part that arrives. The centre does O(P) sends and receives per round, which
-is what one node's ranks can afford (:mod:`.rounds` uses it only when every rank of the
-communicator shares one oversubscribed node).
+cores those wake-ups take most of the CPU from the ranks being waited for (docs/BENCHMARKS.md,
+*Metadata at scale*, run *star rounds and doorbells*). Here no rank relays anything: a rank
+that only sends is done once its message is out, a rank that waits for an answer waits for
+one message and sleeps on its bell until it comes, and the centre is woken by the ring of each
+part that arrives. The centre does O(P) sends and receives per round, which is what one
+node's ranks can afford (:mod:`.rounds` uses it only when every rank of the communicator shares
+one oversubscribed node).
 """
 
 from __future__ import annotations
