@@ -36,8 +36,8 @@ from .session import Session, Writing
 
 _POOL: ThreadPoolExecutor | None = None
 #: Writes hashing fewer bytes than this in all are hashed at once, in the calling thread:
-#: xxh3 hashes 1 MiB in about 20 us, less than handing it to the thread costs (15-40 us on an
-#: idle core, milliseconds when every core is busy and the thread waits for one).
+#: hashing them costs less than handing them to the thread, which waits for a core when every
+#: core is busy (hashing speed: docs/BENCHMARKS.md, *Cost of the checksums*).
 INLINE_HASH_BYTES = 1 << 20
 #: What a rank reports at close: its pieces (dataset, extent start, checksum) and, for a
 #: leader, its subfile's (relative path, size and identity offset).

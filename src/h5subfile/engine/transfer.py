@@ -101,9 +101,9 @@ def _writes_in_place(session: Session, requests: Sequence[WriteRequest]) -> bool
     same on every rank: from the catalogue and the plan). Each rank's bytes then go to their
     own place without an exchange, and the call has no closing round: no rank writes before
     every rank has entered the call (its agreement round), but a rank leaves it without
-    waiting for the slowest one's write (BENCHMARKS.md, *Datasets without declared blocks*);
-    what this rank's writes meet is raised by every rank at the next collective call, as
-    writing behind raises its errors."""
+    waiting for the slowest one's write (docs/BENCHMARKS.md, *Datasets without declared
+    blocks*); what this rank's writes meet is raised by every rank at the next collective
+    call, as writing behind raises its errors."""
     writing = session.writing
     assert writing is not None
     if not requests or session.plan.aggregators is not None:
@@ -118,10 +118,10 @@ def _writes_in_place(session: Session, requests: Sequence[WriteRequest]) -> bool
 
 def _open_direct_files(session: Session, writes: Sequence[PreparedWrite]) -> None:
     """Open the files this rank writes directly before the hashing thread starts: with as
-    many busy threads as cores (2 ranks on 2 cores), an open made after it waited for a core
-    behind the hashing, up to 5 ms on the first write of a session. Writing behind, this
-    only makes the queue's handles (its thread opens the files). Errors are left for the
-    write itself to meet (and agree)."""
+    many busy threads as cores, an open made after it waits for a core behind the hashing
+    (docs/BENCHMARKS.md, *Metadata at scale*, run *after shared coalescing and early opens*).
+    Writing behind, this only makes the queue's handles (its thread opens the files). Errors
+    are left for the write itself to meet (and agree)."""
     writing = session.writing
     if writing is None:
         return
