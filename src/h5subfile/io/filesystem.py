@@ -219,9 +219,9 @@ def romio_hints(
       collective buffering on for writes (its aggregators write whole stripes) and data sieving
       off for writes (it locks and rewrites whole regions).
     - One local disk (ext4, xfs, btrfs, tmpfs, overlay, ...): collective buffering and data
-      sieving off for writes and collective buffering off for reads, as measured in
-      docs/BENCHMARKS.md, *MPI-IO hints* (collective writes with collective buffering on ran at
-      48 MiB/s against 1278 MiB/s with both off).
+      sieving off for writes and collective buffering off for reads: collective writes were
+      slowest with collective buffering on and fastest with both off (docs/BENCHMARKS.md,
+      *MPI-IO hints*).
     - NFS: data sieving off for writes (it needs byte-range locks, which NFS serves slowly).
     - Others: no hints (the MPI library's defaults).
     """
@@ -256,8 +256,8 @@ def starting_points(
     On Lustre, the subfiling paper's recommendations: subfiling factors 8 to 64 (those below
     ``ranks``), datasets aligned to the stripe size (:func:`stripe_size_for` of
     ``block_bytes``, the bytes each rank writes per dataset). On one local disk, the defaults
-    measured in docs/BENCHMARKS.md (one subfile per node, direct writes: aggregation was
-    slower on one node). Elsewhere, the defaults.
+    (one subfile per node, direct writes: aggregation was slower on one node,
+    docs/BENCHMARKS.md, *Storage strategies*). Elsewhere, the defaults.
     """
     if fs.name == "lustre":
         stripe = stripe_size_for(block_bytes)

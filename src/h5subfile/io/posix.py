@@ -32,10 +32,10 @@ MAX_BUFFERS = 1024
 #: in the profile's (and Darshan's) 1M-4M size bucket, not among the small requests.
 HASH_SLICE = 1280 << 10
 #: The largest write system call to h5subfile's data files when the plan sets no
-#: ``transfer_size`` (reads are not cut): steps written into the page cache in calls of 2 MiB or
-#: more took longer, and were more often slow, than in calls of at most 1.5 MiB
-#: (docs/BENCHMARKS.md, *Write system call sizes*). Above a hash slice plus a file-system block,
-#: so that :meth:`RawFile.write_hashed` makes one call per slice.
+#: ``transfer_size`` (reads are not cut): in larger calls, steps written into the page cache
+#: take longer and are more often slow (docs/BENCHMARKS.md, *Write system call sizes*). Above a
+#: hash slice plus a file-system block, so that :meth:`RawFile.write_hashed` makes one call per
+#: slice.
 WRITE_SLICE = 1536 << 10
 
 #: A piece of positioned I/O: (byte offset in the file, the bytes or the buffer to fill).

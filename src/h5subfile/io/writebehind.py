@@ -6,8 +6,9 @@ performs the session's writes in the order they were submitted, while the caller
   library made for the write and never touches again are handed over without a copy
   (``owned=True``: two-phase windows, compressed chunks). The copies go into one ring buffer
   of ``limit`` bytes, allocated on the first copy and reused for the session's life: its
-  pages are faulted in once, not on every step (a fresh buffer per write cost more in page
-  faults than the copy itself).
+  pages are faulted in once, not on every step (a fresh buffer per write costs more in page
+  faults than the copy itself: docs/BENCHMARKS.md, *Write patterns against their baselines,
+  before and after*).
 - **Hashing.** A write may come with a hasher (:meth:`WriteBehind.submit`): the background
   thread feeds it each slice of the copy just before writing that slice (as
   :meth:`~.posix.RawFile.write_hashed` does in the caller), so the caller's share is the copy
