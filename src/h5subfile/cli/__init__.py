@@ -93,9 +93,9 @@ def main(argv: Sequence[str] | None = None) -> int:
 def load_numpy_with_one_blas_thread() -> None:
     """Import numpy with OpenBLAS told to start one thread (unless the user chose a number):
     the ranks of a job on one node would otherwise each start a thread per core while they
-    start, which on 2 cores made a 2-rank job's numpy import take 0.16 s instead of 0.10 s.
-    The variable is put back as it was, so that commands the verbs start (``profile``) see
-    the user's environment."""
+    start, and slow each other's import (by half again at 2 ranks on 2 cores). The variable
+    is put back as it was, so that commands the verbs start (``profile``) see the user's
+    environment."""
     if "numpy" in sys.modules or BLAS_THREADS_VARIABLE in os.environ:
         return
     os.environ[BLAS_THREADS_VARIABLE] = "1"
