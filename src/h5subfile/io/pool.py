@@ -15,7 +15,8 @@ from .writebehind import Lost, QueuedFile, WriteBehind, kept_error
 #: Writes smaller than this that continue the one before them in the same file are combined in
 #: a buffer of :data:`WRITE_SLICE` bytes (at most the plan's ``buffer_size``) and written in one
 #: call (:class:`FilePool`): fewer calls, each holding a shared file's write lock once
-#: (docs/BENCHMARKS.md, *Write patterns against their baselines*, the 64 KiB row).
+#: (docs/BENCHMARKS.md, *Write patterns against their baselines, before and after*, the
+#: 64 KiB row).
 COMBINE_BELOW = 256 << 10
 
 
