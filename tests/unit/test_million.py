@@ -5,7 +5,7 @@ no rank is sent more than its own blocks plus a constant (a leader: plus its tas
 
 The million-rank plan runs in a subprocess so that its peak memory (ru_maxrss) is its own. The
 10 s bound is on CPU time (process_time), which a loaded machine stretches far less than wall
-time; docs/ARCHITECTURE.md ("Sizes at 10K and 1M ranks") gives the measured numbers.
+time; docs/DESIGN-NOTES.md ("Sizes at 10K and 1M ranks") gives the measured numbers.
 """
 
 from __future__ import annotations

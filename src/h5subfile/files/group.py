@@ -118,7 +118,7 @@ class Group(Node):
         Without ``block``/``start``/``count`` on any rank (h5py's programs), the dataset's
         layout is learned from the writes: any rank writes any selection with
         ``dset[sel] = x``, independently or inside ``with dset.collective:``, and each group's
-        subfile holds what its ranks wrote (docs/ARCHITECTURE.md, *Datasets written where
+        subfile holds what its ranks wrote (docs/DESIGN-NOTES.md, *Datasets written where
         each rank writes*). ``maxshape`` (None: unlimited) lets :meth:`Dataset.resize` grow
         it; ``fillvalue`` is what elements never written read as. ``data`` (the same array on
         every rank, as with h5py's mpio driver) gives shape, dtype and content: rank 0

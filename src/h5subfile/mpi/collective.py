@@ -9,7 +9,7 @@ Every collective call of a file starts with one agreement round (:func:`agree` w
 and number and of its arguments, polled (:mod:`.rounds`). Ranks whose calls or arguments
 differ all raise CollectiveMismatchError naming them; ranks that wait longer than
 ``H5SUBFILE_COLLECTIVE_TIMEOUT`` seconds raise CollectiveTimeoutError naming the ranks that
-never arrived (docs/ARCHITECTURE.md, "Collective discipline"). The object collectives
+never arrived (docs/DESIGN-NOTES.md, "The agreement round" and "Timeouts"). The object collectives
 (:func:`gather`, :func:`bcast`, :func:`allgather`) and rank 0's protocols (:func:`root_only`,
 :func:`root_decides`) are polled rounds too; where the rounds are stars, a call's question
 to rank 0 rides with its agreement round (:func:`agree_asking`).

@@ -1,5 +1,5 @@
 """A doorbell per process: what a rank waiting in a polled round sleeps on, and what the rank it
-waits for rings once its message is sent (docs/ARCHITECTURE.md, "Collective discipline").
+waits for rings once its message is sent (docs/DESIGN-NOTES.md, "Star rounds and doorbells").
 
 The bell is a Unix datagram socket bound to a name in Linux's abstract namespace (no file to
 clean up: the name goes with the process), so ringing it is one ``sendto`` of an empty

@@ -1,5 +1,5 @@
 """One polled round: a non-blocking collective operation started on every rank and polled to
-completion, with a timeout (docs/ARCHITECTURE.md, "Collective discipline").
+completion, with a timeout (docs/DESIGN-NOTES.md, "Polled rounds" and "Timeouts").
 
 MPI's blocking collectives spin; with more ranks than cores a spinning rank takes the CPU from
 the ranks still working. A waiting rank here tests its request, spinning briefly, then yielding

@@ -1,6 +1,6 @@
 """One round through one rank, the centre, in point-to-point messages: each other rank sends its
 part up to the centre, which answers each rank down, and rings the doorbell (:mod:`.doorbell`)
-of every rank it has answered (docs/ARCHITECTURE.md, "Collective discipline").
+of every rank it has answered (docs/DESIGN-NOTES.md, "Star rounds and doorbells").
 
 MPI's non-blocking collectives pass messages through intermediate ranks (binomial trees,
 recursive doubling), so a waiting rank must wake often to relay them, and with more ranks than
