@@ -15,6 +15,9 @@ by :func:`error_class` (by the class name and errno, as ranks send them to each 
 ``strerror`` kept, ``KeyError`` :class:`ObjectNotFoundError`, ``IndexError``
 :class:`SelectionError`, ``ValueError`` and ``TypeError`` :class:`RankValueError` and
 :class:`RankTypeError`, anything else :class:`RankFailedError`.
+
+:func:`mapped` wraps a local (not collective) operation so that any exception leaving it is
+one of the hierarchy.
 """
 
 from __future__ import annotations

@@ -3,6 +3,9 @@
 One table (:data:`PLAN_FIELDS`) declares each tunable once; it feeds the ``File`` arguments, the CLI
 flags (``--subfiles``...), the environment overrides (``H5SUBFILE_SUBFILES``...) and the JSON record
 stored in every file.
+
+The same table gives the tuner its search space: each field's ``candidates`` for a rank count
+(docs/TUNING.md).
 """
 
 from __future__ import annotations

@@ -1,4 +1,8 @@
-"""Parsing human-friendly counts, byte sizes and durations for the API and the CLI."""
+"""Parsing human-friendly counts, byte sizes and durations for the API and the CLI.
+
+:func:`parse_count` takes ``1024``, ``4M`` (10**6) and ``8Mi`` (2**20); :func:`parse_size`
+bytes with k/m/g (binary, as IOR); :func:`parse_duration` seconds (``0.5s``, ``500ms``, ``0.5``).
+"""
 
 from __future__ import annotations
 

@@ -7,6 +7,10 @@ transfer start, close = last close end - first close start, total = last close e
 start, and bandwidth = aggregate bytes / total. Data checks (-W, -R) are separate, untimed passes.
 With a profile folder, each timed phase is profiled (the checks are not): a backend that counts
 its own calls starts its profile before the phase's barrier and writes it after the phase.
+
+:func:`run_interleaved` runs several APIs in turns, repetition by repetition (``-a
+posix,mpiio,subfile``, ``-a all``), so that a slow spell of a shared machine falls on every API
+alike.
 """
 
 from __future__ import annotations

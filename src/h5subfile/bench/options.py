@@ -1,4 +1,9 @@
-"""Benchmark options, with IOR's flags and meanings."""
+"""Benchmark options, with IOR's flags and meanings.
+
+:class:`BenchOptions` holds every flag; MPI-IO hints come from ``--hint k=v`` and, as in IOR,
+from ``IOR_HINT__MPI__*`` variables; :data:`ROMIO9` is the CURIE study's nine
+``romio_cb``/``romio_ds`` configurations (``hints = ["romio9"]`` in a sweep).
+"""
 
 from __future__ import annotations
 

@@ -1,4 +1,8 @@
-"""IOR-style text output, JSON and CSV for a benchmark run."""
+"""IOR-style text output, JSON and CSV for a benchmark run.
+
+Each CSV column comes from one named source: the API's name in ``api``, its version in
+``api_version``, the options, the machine and every library's version in columns of their own.
+"""
 
 from __future__ import annotations
 

@@ -21,6 +21,9 @@ The matrix comes from a TOML file (see ``benchmarks/sweep.toml``)::
 Each configuration runs as ``mpiexec -n P <python> -m h5subfile bench ... --json`` (a sweep
 itself is not run under mpiexec). Results go to ``results.json`` with every run's full record,
 and PNG plots are drawn from the medians over repetitions.
+
+Before the first run, matplotlib is checked (``plots.require``) and the APIs that cannot run
+here are named once and left out, so that hours of runs never end in an error.
 """
 
 from __future__ import annotations

@@ -11,6 +11,10 @@ Every verb reports an error the same way: one line, printed once (by rank 0), ev
 with the same exit status: 0 success; 1 the command failed (or info/verify found the file
 damaged); 2 the command line is wrong; 130 interrupted; 141 the output's reader went away.
 H5SUBFILE_DEBUG=1 (or --debug) adds the traceback.
+
+Before any verb runs, numpy is loaded with one OpenBLAS thread
+(:func:`load_numpy_with_one_blas_thread`): no verb does linear algebra, and the ranks of a job
+on one node each started a thread per core.
 """
 
 from __future__ import annotations

@@ -6,6 +6,10 @@ Exit statuses (README, *Command line*): 0 success; 1 the command failed (an erro
 ``verify`` found the file damaged); 2 the command line is wrong (an unknown option, a value that
 cannot be right, a missing argument); 130 interrupted; 141 the reader of the output went away
 (``| head``).
+
+Progress: :func:`progress_line` gives the verb's :class:`~h5subfile.progress.Progress`, shown
+as ``progress_wanted`` decides. Profiling: :func:`add_profile_flags` and :func:`profiling` are
+the ``--profile DIR`` / ``--profile-trace`` flags of ``vpic``, ``bdcats``, ``bench`` and ``demo``.
 """
 
 from __future__ import annotations

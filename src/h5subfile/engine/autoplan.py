@@ -9,6 +9,11 @@ Without one the plan is what it would be without ``plan="auto"``. The reason (wh
 or that none fitted, and the better ones that did not fit) is recorded in the write session's
 record. A write on Lustre also stripes the subfile folder and aligns the datasets to the
 stripe size.
+
+:func:`resolve` is collective, and runs only when every rank asked for ``plan="auto"`` (the
+open's agreement round compares ``plan=``); the nodes it locates for the profile's node count
+also make the grouping, so the open makes one node round (two only when aggregators need every
+rank's node on every rank).
 """
 
 from __future__ import annotations

@@ -8,6 +8,9 @@ process), the last scatter goes. Each rank's assignment then already says what t
 know of the datasets, all but the offset of its extent, which it learns by creating its source
 (:func:`~.creation_plan.own_views`); a failure to publish is raised by the write's closing
 round (:class:`Created`).
+
+After such a call failed, :func:`settle` has rank 0 say whether it published; if not, every
+rank forgets the call's datasets and the groups made for them, as rank 0 removed them.
 """
 
 from __future__ import annotations

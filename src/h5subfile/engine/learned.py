@@ -15,6 +15,10 @@ are written.
 - :func:`sync` (collective: ``File.flush``, collective reads): every rank sends rank 0 its
   pieces; rank 0 refuses two ranks' writes of the same element (``OverlapError``) and sends
   every rank every rank's pieces, so that independent reads see them.
+
+- :func:`close_report` and :func:`publish_on_root` (close and commit): each rank's pieces with
+  their final checksums go to rank 0, which checks overlaps again, marks a dataset incomplete
+  when a write of it failed or overlapped, and maps the virtual dataset piece by piece.
 """
 
 from __future__ import annotations

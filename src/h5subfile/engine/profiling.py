@@ -3,6 +3,10 @@
 :class:`~h5subfile.profiler.counters.Profile` on each rank; its close gathers the ranks' profiles on
 rank 0, which writes ``DIR/<file name>.<mode>.json`` and ``.txt``. Unprofiled sessions never
 enter this module after the open.
+
+The profile starts after the open's agreement round (the folder is one of the arguments every
+rank must pass alike) and rides on the session's ``IOStats``. The close of a profiled file is
+collective even when the file was opened for reading.
 """
 
 from __future__ import annotations

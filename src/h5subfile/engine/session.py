@@ -9,6 +9,11 @@
 - :class:`RootRole` (rank 0, in a write session): the master.
 
 :func:`open_session` builds them (collective).
+
+:meth:`Session.enter` is the agreement round that starts every collective call on the file
+(:func:`~h5subfile.mpi.collective.agree_asking`). A rank without an error of its own brings the
+one its background writes met (``async_writes``), so that every rank raises it at the same
+call (docs/DESIGN-NOTES.md, "Write-behind").
 """
 
 from __future__ import annotations

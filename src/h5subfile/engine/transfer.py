@@ -9,6 +9,13 @@ engines do ``Put`` -> ``DoPut``:
 - ``TWO_PHASE``: the plan's aggregators of each subfile gather its bytes and write large
   pieces (:mod:`.exchange`).
 - ``CHUNKED``: ranks compress whole chunks; the group's leader writes them (:mod:`.chunks`).
+
+:func:`put_independent` (``dset[box] = data``) writes without communication, its failures
+mapped on this rank. A collective write whose datasets all have their layout learned and are
+written directly makes no closing round: the error it meets is kept and raised by every rank at
+the next collective call (:func:`_writes_in_place`). :func:`note_learned` accounts for each
+write of such a dataset and feeds its piece's hasher; :func:`flush` (collective) waits for the
+background writes, agrees their errors and shares what every rank wrote of such datasets.
 """
 
 from __future__ import annotations

@@ -1,4 +1,11 @@
-"""``Dataset``: a dataset of an open file, like ``h5py.Dataset``."""
+"""``Dataset``: a dataset of an open file, like ``h5py.Dataset``.
+
+Reads (``d[sel]``, :meth:`Dataset.read`, :meth:`Dataset.read_direct`, ``np.asarray(d)``) are
+independent; :meth:`Dataset.write` is collective (this rank's block), ``d[sel] = x`` independent,
+or collective inside ``with d.collective:``. Also :meth:`Dataset.write_direct`,
+:meth:`Dataset.read_partition`, :meth:`Dataset.read_collective`, :meth:`Dataset.resize`, and
+h5py's properties (``shape``, ``dtype``, ``maxshape``, ``fillvalue``, ``chunks``...).
+"""
 
 from __future__ import annotations
 

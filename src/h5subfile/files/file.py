@@ -1,5 +1,10 @@
 """``File``: an open h5subfile file (collective open and close, flush, commit, verify), the
-root group of its objects, like ``h5py.File`` with the ``mpio`` driver."""
+root group of its objects, like ``h5py.File`` with the ``mpio`` driver.
+
+h5py's ``File`` keywords are accepted (``driver="mpio"``, ``comm``), accepted and not used
+(caches, MPI hints, ``libver``...), or refused with ``UnsupportedError`` (``swmr=True``,
+``userblock_size``, ``track_order=True``): README, *Coming from parallel h5py*.
+"""
 
 from __future__ import annotations
 

@@ -1,4 +1,10 @@
-"""``Group``: a group of an open file, like ``h5py.Group``; creating groups and datasets."""
+"""``Group``: a group of an open file, like ``h5py.Group``; creating groups and datasets.
+
+:meth:`Group.create_dataset` takes h5py's signature (``data=``, and ``g[name] = array``),
+with declared blocks (``block=`` or ``start=``/``count=``) as a fast path; also
+``require_dataset``, ``write_dataset(s)`` (create and write in one call), ``create_datasets``,
+``create_group``/``require_group`` and h5py's navigation.
+"""
 
 from __future__ import annotations
 

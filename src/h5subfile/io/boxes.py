@@ -1,4 +1,12 @@
-"""Moving boxes of a dataset between numpy buffers and the extents that store them."""
+"""Moving boxes of a dataset between numpy buffers and the extents that store them.
+
+:func:`box_pieces` turns a box to write into (file offset, bytes) pieces of the caller's buffer.
+:class:`BoxReader` reads boxes straight from the stored bytes, or through h5py (chunked,
+compressed or foreign datasets); it checks each subfile's identity and size the first time it
+reads from it, found by the name the read resolved (so that opening a file resolves no subfile
+path, and no file is resolved by every rank at open), and with ``verify`` each touched piece's
+checksum. :func:`hash_stored` hashes a stored piece from the file.
+"""
 
 from __future__ import annotations
 

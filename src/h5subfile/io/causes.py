@@ -16,6 +16,9 @@ probe of the file's folder meets now (:func:`probe_folder`). Our own calls on fi
 Every method of ours whose HDF5 calls write runs under :func:`hdf5_writing` (or the decorator
 :func:`hdf5_writes`), and closes through :func:`close_hdf5`, which also makes HDF5 let go of a
 file whose close failed (:func:`let_go`).
+
+:func:`reserve_space` allocates room after a file's end before HDF5 writes there (an in-place
+append), so that a full disk is met before anything changes.
 """
 
 from __future__ import annotations

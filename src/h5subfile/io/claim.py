@@ -23,6 +23,10 @@ The claims this process holds are in ``_HELD``: a nested open (the same job open
 twice) is busy without looking at the file, and this module never opens a claim file its
 process holds (where only POSIX locks exist, closing any descriptor of a file drops all of the
 process's locks on it).
+
+The claim's record is synced before it is linked only where other hosts may read it
+(:func:`record_synced`); :func:`claim_state` tells readers (``follow``) whether a writer is at
+work, taking no claim.
 """
 
 from __future__ import annotations

@@ -9,6 +9,9 @@ the system; everything else is pure, and tests pass fake probes.
 Lustre is pure logic here: :func:`lustre_stripe_command` builds the ``lfs setstripe`` command
 for the subfile folder, :func:`romio_hints` the MPI-IO hints, :func:`starting_points` the
 plans the tuner tries first. Nothing here runs a command.
+
+:func:`find_mount` (the longest mount point holding a path) is also what :mod:`.claim` reads a
+mount's type and options from.
 """
 
 from __future__ import annotations

@@ -1,4 +1,15 @@
-"""Small helpers over h5py's low-level API shared by the subfile and master writers."""
+"""Small helpers over h5py's low-level API shared by the subfile and master writers.
+
+- Our files' access properties: library version bounds, alignment, metadata blocks, and no
+  small-data aggregation, set in the HDF5 library h5py runs on, which h5py does not expose.
+- Early-allocated, unfilled datasets (the ranks write their bytes at their offsets), chunked
+  ones with filters, virtual datasets, and whether a dataset's bytes can be read directly
+  (:func:`direct_offset`).
+- What HDF5 says of a dataset, for the record checks (:func:`hdf5_facts`), and whether a file's
+  HDF5 structure is damaged (:func:`structure_problem`, for ``verify``).
+- In profiled sessions, HDF5's log driver (:func:`logged`, :func:`collect_hdf5_logs`): HDF5's
+  own reads and writes replayed into the profile.
+"""
 
 from __future__ import annotations
 

@@ -1,5 +1,12 @@
 """The master file as rank 0 writes it during a write session (groups, attributes, VDS, layout
-records, atomic commit); how readers scan it is :mod:`.master_read`."""
+records, atomic commit); how readers scan it is :mod:`.master_read`.
+
+:meth:`MasterWriter.publish_dataset` writes a dataset's VDS and layout record; the session
+ends with an atomic commit (the master written as ``NAME.h5.partial``, then renamed), except
+an append to a master larger than ``H5SUBFILE_MASTER_COPY_LIMIT`` (it holds raw data): that
+master is changed in place, after room for HDF5's metadata is reserved
+(:data:`IN_PLACE_RESERVE`), so that a full disk fails the append before the master changes.
+"""
 
 from __future__ import annotations
 

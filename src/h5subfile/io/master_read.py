@@ -1,6 +1,12 @@
 """The master as readers see it: rank 0 scans it (every group, dataset, attribute and layout
 record, each record checked against HDF5's view of the file and the subfiles it names) into
-the catalogue broadcast to every rank, and ranks read records checked at open again."""
+the catalogue broadcast to every rank, and ranks read records checked at open again.
+
+:func:`open_for_reading` is that scan on rank 0. Another rank that needs a layout withheld
+from the broadcast reads it again with :func:`read_record` (and the sessions naming its
+subfiles with :func:`read_sessions`), refused unless its SHA-256 is the one rank 0 computed
+when it checked it.
+"""
 
 from __future__ import annotations
 

@@ -3,6 +3,12 @@ positioned read, sync, close. Every call is counted in :class:`IOStats`, so it c
 
 Linux moves at most about 2 GiB per system call; each call here moves at most
 :data:`MAX_TRANSFER` bytes and loops, so a single read or write of any size works.
+
+:class:`RawFile` merges the pieces of one call that are neighbours on disk into one vectored
+call (``pwritev``/``preadv``) of at most ``transfer_size`` bytes (a data file's writes: at most
+:data:`WRITE_SLICE` unless the plan sets it); :meth:`RawFile.write_hashed` writes in slices of
+:data:`HASH_SLICE`, each hashed just before it is written. In a profiled session each system
+call is also recorded in the session's profile (:mod:`h5subfile.profiler.counters`).
 """
 
 from __future__ import annotations

@@ -1,7 +1,11 @@
 """Files that must be regular files (masters, subfiles, claims, profiles, Darshan logs): a
 FIFO, socket, device or folder in their place is refused with NotRegularFileError naming it,
 before anything opens it in a way that could block (a FIFO's open waits for its other end,
-its read for data that never comes)."""
+its read for data that never comes).
+
+:func:`open_regular` opens non-blocking and checks with ``fstat`` before anything reads;
+:func:`require_regular` checks with ``stat`` before HDF5 opens a path.
+"""
 
 from __future__ import annotations
 

@@ -1,4 +1,9 @@
-"""The group leader's side of a subfile: HDF5 creates the datasets, ranks write the bytes."""
+"""The group leader's side of a subfile: HDF5 creates the datasets, ranks write the bytes.
+
+The leader creates each source dataset early-allocated and unfilled and returns its byte
+offset, where every rank of the group then writes its bytes itself (:mod:`.posix`); a chunked
+source has no such offset: the leader writes the compressed chunks the ranks send it.
+"""
 
 from __future__ import annotations
 

@@ -1,4 +1,11 @@
-"""Blocks: the N-D region (start, count) of a dataset that one rank writes."""
+"""Blocks: the N-D region (start, count) of a dataset that one rank writes.
+
+A block is given as slices (``block=``) or as a corner and a count (``start=``, ``count=``):
+:func:`parse_block`. :func:`check_blocks` refuses blocks outside the shape or overlapping
+(:func:`first_overlap` names two); :func:`prefix_blocks` places each rank's length along axis 0
+at the exclusive prefix sum (``write_datasets`` without ``start``), :func:`corner_block` a local
+array at a corner.
+"""
 
 from __future__ import annotations
 

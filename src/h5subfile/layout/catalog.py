@@ -2,6 +2,10 @@
 
 Rank 0 builds it (by scanning the master, or while creating objects) and every rank holds
 the same copy, so that navigation and reads need no communication.
+
+Each dataset is a :class:`NodeInfo`; its layout travels as bytes and is unpickled when a
+rank first uses it. A damaged dataset carries a :data:`Problem`, raised when it is read
+(:func:`raise_problem`), so a file with one bad dataset still opens.
 """
 
 from __future__ import annotations

@@ -1,4 +1,9 @@
-"""Which numpy dtypes h5subfile stores, with a clear error for the others."""
+"""Which numpy dtypes h5subfile stores, with a clear error for the others.
+
+:func:`check_dtype` accepts bool, integers, floats, complex, fixed-length byte strings,
+compound types and sub-arrays of these, and refuses Unicode, object and datetime arrays with
+advice; :func:`dtype_text` and :func:`dtype_from_text` carry a dtype through the JSON record.
+"""
 
 from __future__ import annotations
 

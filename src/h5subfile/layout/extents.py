@@ -4,6 +4,9 @@ A group's blocks that are consecutive along axis 0 and cover the same region on 
 are coalesced into one extent (one source dataset, one VDS mapping). In C order each block is then
 one contiguous byte range of its extent, so every rank writes its block with one positioned write.
 For the VPIC pattern (1-D, prefix-sum blocks, contiguous groups) each group gets one extent.
+
+:func:`plan_extent_map` finds every group's extents and each block's place in its extent with
+numpy, O(P log P) in the ranks.
 """
 
 from __future__ import annotations

@@ -1,4 +1,10 @@
-"""Grouping: which rank writes which subfile."""
+"""Grouping: which rank writes which subfile.
+
+:func:`plan_groups` groups the ranks as the plan says (M subfiles of contiguous ranks, k ranks
+per subfile, one subfile per node, one per rank) into a :class:`Grouping`;
+:class:`RankGrouping` is the grouping as one rank knows it (its group and that group's ranks,
+the others counted), and :func:`aggregators_of` spreads a group's aggregators over its ranks.
+"""
 
 from __future__ import annotations
 

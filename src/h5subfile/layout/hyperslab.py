@@ -11,6 +11,11 @@ in several parts in C order (row by row, element by element). A run is then one
 
 A piece's bytes, for its checksum, are its blocks in C order of their index in the grid, each
 block's bytes in C order: the order in which a run is written.
+
+:class:`Slab` also answers the questions of overlap and reads: :meth:`Slab.within` (only the
+blocks that meet a box), :func:`slabs_meet` and :func:`first_shared` (two owners' slabs sharing
+an element: a sweep, then an exact test per axis), :meth:`Slab.count_in` (how many elements of a
+selection, given per axis, a slab holds).
 """
 
 from __future__ import annotations

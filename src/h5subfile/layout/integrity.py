@@ -10,6 +10,11 @@
   filtered bytes. 64 bits: a random change goes unnoticed with probability 2**-64.
 
 Pure: hashing a buffer is computation, not I/O.
+
+- **Hashers a write feeds.** :class:`FedHash` is a hasher the write feeds as its bytes go out;
+  :class:`BlockStream` one for a block written piecewise in C order, hashed as written;
+  :class:`FedSum` a whole block's hasher, read at close. :class:`PieceSum` is a stored piece's
+  checksum, :class:`SubfileInfo` a subfile's recorded size and identity offset.
 """
 
 from __future__ import annotations

@@ -1,4 +1,10 @@
-"""File names: the subfile folder beside the master, subfile names, and the path-safety rule."""
+"""File names: the subfile folder beside the master, subfile names, and the path-safety rule.
+
+:class:`SourcePaths` is the one place where a recorded source path becomes a file path
+(``""`` or ``"."`` is the master itself); :func:`resolve_inside` refuses a path that escapes
+the master's folder, following symbolic links: the one function of ``layout/`` that asks the
+file system anything.
+"""
 
 from __future__ import annotations
 

@@ -5,6 +5,10 @@ the blocks against the shape and each other, and coalesces each group's blocks i
 (one source dataset and one VDS mapping each), all with numpy on a :class:`~.blockmap.BlockMap`.
 ``engine/create.py`` calls it for every dataset a creation call names; the same call plans a
 million ranks in ``tests/unit/test_million.py`` and ``benchmarks/plan_sizes.py``.
+
+The datasets of one call whose blocks are alike (a VPIC step's eight: the same lengths per
+rank) share one block map, checked and coalesced once (:func:`coalesce`); :func:`vds_sources`
+turns the extents into the virtual dataset's mappings.
 """
 
 from __future__ import annotations

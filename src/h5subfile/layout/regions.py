@@ -5,6 +5,10 @@ box, so writing the same part twice leaves the rest missing (counting elements w
 it). The common case, the whole block written at once, needs none of this (the caller drops
 the entry), and pieces written in order keep the list short: writing row after row of a block
 leaves one box.
+
+:class:`Remaining` keeps a cursor while the pieces come in C order (:func:`c_order_tail` gives
+the rest as boxes) and becomes disjoint boxes, each later write subtracted (:func:`subtract`),
+once one comes out of order. Close reads it to name the regions never written.
 """
 
 from __future__ import annotations

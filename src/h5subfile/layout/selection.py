@@ -4,6 +4,11 @@ Supported, as in h5py: integers, slices with positive steps, ``...``, and one ax
 list/array of integers or a boolean mask of that axis. Integer lists may be in any order and repeat.
 Along axis 0, a strided slice or an integer list is split into several boxes where the gaps are
 large, so that a sparse selection does not read the whole range.
+
+Writes: :func:`selection_box` turns a selection of integers and step-1 slices into one box
+(writes into a declared block), and :func:`plan_write` any selection h5py writes (slices with
+steps, one increasing index list, numpy broadcasting) into boxes, for datasets whose layout is
+learned from the writes.
 """
 
 from __future__ import annotations

@@ -7,6 +7,10 @@ the layouts it broadcasts: the catalogue every rank receives stays the same size
 number of ranks that wrote the file. A collective read then sends each rank the extents its
 selection touches (:func:`touched_layout`) with the identities of their subfiles
 (:func:`identities_of`): no rank receives more than its own share plus a constant.
+
+The limit is :data:`BROADCAST_EXTENTS` (256), or ``H5SUBFILE_BROADCAST_EXTENTS``;
+:class:`ExtentIndex` finds the extents a box touches in O(log E) (extents sorted along the first
+axis).
 """
 
 from __future__ import annotations

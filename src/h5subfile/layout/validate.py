@@ -1,11 +1,15 @@
 """Cross-checks of a dataset's layout record against what HDF5 says of the dataset (pure).
 
-Rank 0's scan (``io/master.py``) collects what HDF5 says (the dataset's shape, dtype and storage,
-its VDS mappings, the byte offset of data stored in the master) into :class:`Hdf5Facts` and asks
-:func:`layout_problem` whether the record may be trusted; :func:`byte_overlaps` then compares the
-byte ranges of every dataset stored in one file. A record that fails is reported as a
-``CorruptFileError`` naming the dataset, raised when the dataset is read (docs/FORMAT.md,
-"Checks made by readers").
+Rank 0's scan (``io/master_read.py``) collects what HDF5 says (the dataset's shape, dtype and
+storage, its VDS mappings, the byte offset of data stored in the master) into
+:class:`Hdf5Facts` and asks :func:`layout_problem` whether the record may be trusted;
+:func:`byte_overlaps` then compares the byte ranges of every dataset stored in one file. A
+record that fails is reported as a ``CorruptFileError`` naming the dataset, raised when the
+dataset is read (docs/FORMAT.md, "Checks made by readers").
+
+What is checked: the record's own digest, its dtype against the dataset's, its extents inside
+the shape and not overlapping, sane offsets, counts and ranks, and the VDS mappings (or, for data
+stored in the master, the master's own byte offset).
 """
 
 from __future__ import annotations

@@ -13,6 +13,13 @@ never arrived (docs/DESIGN-NOTES.md, "The agreement round" and "Timeouts"). The 
 (:func:`gather`, :func:`bcast`, :func:`allgather`) and rank 0's protocols (:func:`root_only`,
 :func:`root_decides`) are polled rounds too; where the rounds are stars, a call's question
 to rank 0 rides with its agreement round (:func:`agree_asking`).
+
+Rank 0's protocols, each one outcome on every rank: :func:`root_only` (rank 0's work, its
+result or exception broadcast), :func:`root_first` (rank 0's work done before the agreement
+round, which carries its size, then one broadcast of exactly that size), :func:`root_decides`
+(every rank's input to rank 0, which answers each rank or all), :func:`root_collects` (every
+rank's message to rank 0 in one round with no answer: each rank returns its error for a later
+round of the call to agree) and :func:`check_same` (one signature on every rank).
 """
 
 from __future__ import annotations

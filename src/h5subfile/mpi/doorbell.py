@@ -7,6 +7,10 @@ datagram, and waiting on it is a ``select`` with a timeout. A bell never decides
 ring missed, late or spurious costs a wake-up or a pause, never an answer, since the waiting
 rank still tests its request after every wake-up. Where abstract sockets do not exist (not
 Linux) there is no bell, and ranks sleep between tests as before.
+
+Each rank's :meth:`Doorbell.address` (host key, process id, token, flags) is exchanged once
+per communicator, with its first round (:mod:`.rounds`); the flags say whether the rank's node
+runs more ranks than cores, and star rounds need every rank to say so on one host.
 """
 
 from __future__ import annotations

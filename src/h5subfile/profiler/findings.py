@@ -4,6 +4,9 @@ each rank's time windows, the trace's operations and the aggregate rate over tim
 *findings*: problems a user can act on, each with the measured evidence, why it matters and
 the plan field to change. Pure: a profile document (``reduce_profiles``, ``from_json``) in,
 plain data out.
+
+Each finding's threshold is a named constant of this module (``SMALL_SHARE``,
+``IMBALANCE``...).
 """
 
 from __future__ import annotations

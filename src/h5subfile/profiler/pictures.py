@@ -1,6 +1,9 @@
 """The report of a profile (docs/PROFILING.md, *Report*): PNG pictures drawn with matplotlib
 (the ``plots`` extra, imported only here and only when drawing) and one Markdown page,
 ``report.md``, that shows them with the findings and the per-rank and per-file tables.
+
+matplotlib draws on the Agg backend; without it, drawing raises an error naming the extra to
+install. :func:`format_page` (pure) makes the page's Markdown.
 """
 
 from __future__ import annotations

@@ -10,6 +10,10 @@ need). The tuner never changes what a file holds or how safe it is, only how it 
 
 A *point* is a dict from field names to values, None meaning the field's default; the default
 point (every value None) is ``Plan()``. Pure: no MPI, no I/O.
+
+:func:`plan_from_point` refuses the points not worth trying (a buffer size without
+aggregators, as many aggregators as ranks per subfile); :func:`format_space` prints the tables of
+docs/TUNING.md.
 """
 
 from __future__ import annotations

@@ -5,6 +5,9 @@ plans of a round interleaved, and timed as IOR times a write phase (first open t
 Collective: every rank runs the same search on the same (agreed) times, so every rank returns
 the same result; rank 0 saves the tuning profile, in a folder it checked it can write before
 the search (so that a long search does not end in an error), and every rank raises its error.
+
+A trial writes a :class:`Pattern` (VPIC-IO's step by default); :func:`save_result` has rank
+0 save the profile that :func:`profile_from_result` makes of the run.
 """
 
 from __future__ import annotations
