@@ -63,6 +63,8 @@ DATA = {
     "patterns": "write-patterns.json",
     "patterns_overlap": "write-patterns-overlap.json",
     "slices": "write-slices.json",
+    "patterns_trust": "write-patterns-trust.json",
+    "patterns_trust_big": "write-patterns-trust-big.json",
 }
 PAPER_TITLE = paper_experiment.TITLE
 SHORT = {PAPER_TITLE: "VPIC-IO / IOR"}
@@ -804,6 +806,8 @@ def summary(data: dict[str, dict]) -> str:
         + write_patterns.summary_rows(data["patterns"])
         + write_patterns.summary_rows(data["patterns_overlap"])
         + write_slices.summary_rows(data["slices"])
+        + write_patterns.summary_rows(data["patterns_trust"])
+        + write_patterns.summary_rows(data["patterns_trust_big"])
     )
     other = sorted(
         {
@@ -879,6 +883,8 @@ others run `report.py`):
 | [Write patterns against their baselines, before and after]({patterns}) | `docs/write-patterns.json` | `.venv/bin/python benchmarks/write_patterns.py --checkout BASE=/tmp/base/src --checkout NEW=src --reps 5 --json docs/write-patterns.json` (BASE: a worktree of the commit before) |
 | [Writing behind at its benchmark's configuration, before and after]({patterns_overlap}) | `docs/write-patterns-overlap.json` | the same script with `--only own0.5_default own0.5_async own0.5_zero_copy own0.2_default own0.2_async own0.2_zero_copy --title "Writing behind at its benchmark's configuration, before and after"` |
 | [Write system call sizes]({slices}) | `docs/write-slices.json` | `.venv/bin/python benchmarks/write_slices.py --reps 12 --json docs/write-slices.json` |
+| [Write patterns after the trust and structure work]({patterns_trust}) | `docs/write-patterns-trust.json` | the first script's default series, `--title "Write patterns after the trust and structure work, against the commit before"` (BASE: a worktree of the commit before the work) |
+| [Large VPIC writes after the trust and structure work, a second series]({patterns_trust_big}) | `docs/write-patterns-trust-big.json` | the same script with `--reps 9 --only big_plain big_profiled vpic_2 --title "Large VPIC writes after the trust and structure work, a second series"` |
 
 Every figure shows the median over repetitions with the minimum and maximum as whiskers or
 error bars."""
@@ -906,6 +912,8 @@ def build(data: dict[str, dict]) -> str:
         "patterns": anchor(write_patterns.TITLE),
         "patterns_overlap": anchor(data["patterns_overlap"]["title"]),
         "slices": anchor(write_slices.TITLE),
+        "patterns_trust": anchor(data["patterns_trust"]["title"]),
+        "patterns_trust_big": anchor(data["patterns_trust_big"]["title"]),
     }
     parts = [
         HEADER.format(**anchors),
@@ -928,6 +936,8 @@ def build(data: dict[str, dict]) -> str:
         write_patterns.render(data["patterns"]),
         write_patterns.render(data["patterns_overlap"]),
         write_slices.render(data["slices"]),
+        write_patterns.render(data["patterns_trust"]),
+        write_patterns.render(data["patterns_trust_big"]),
     ]
     return "\n\n".join(parts) + "\n"
 

@@ -469,8 +469,8 @@ def summary_rows(data: dict) -> list[tuple[str, str, str]]:
     if direct:
         rows.append(
             (
-                f"VPIC write after the write-pattern work: {new} / {base} (observed s; above 1 "
-                "slower)",
+                f"VPIC write, {'after the write-pattern work' if title == TITLE else title[0].lower() + title[1:]}: "
+                f"{new} / {base} (observed s; above 1 slower)",
                 direct,
                 title,
             )
