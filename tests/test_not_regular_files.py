@@ -143,3 +143,9 @@ def test_a_fifo_where_the_profile_is_written_is_refused(tmp_path: Path) -> None:
     )  # fmt: skip
     message = f"profile {folder / 'run.h5.write.json'} is a FIFO (named pipe), not a regular file"
     assert status != 0 and message in said, said
+
+
+def test_tune_like_a_fifo_is_refused(tmp_path: Path) -> None:
+    os.mkfifo(tmp_path / "job.json")
+    status, said = run(1, "tune", tmp_path / "t", "--like", tmp_path / "job.json", "--no-save")
+    assert status == 1 and f"profile {tmp_path / 'job.json'} is a FIFO" in said, said

@@ -115,12 +115,12 @@ def _pattern(args: argparse.Namespace) -> Any:
     import json
 
     from ..errors import PlanError
+    from ..io.regular import read_regular
     from ..tune.tuning import Pattern, pattern_like
 
     if args.like:
         try:
-            with open(args.like) as found:
-                like = pattern_like(json.load(found), args.fsync)
+            like = pattern_like(json.loads(read_regular(args.like, "profile")), args.fsync)
         except (OSError, ValueError, PlanError) as exc:  # unreadable, not JSON, not a profile
             raise PlanError(f"--like {args.like}: {exc}") from None
         transfer = args.transfer or like.block
