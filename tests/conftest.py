@@ -312,14 +312,22 @@ def run_python(code: str, *args: str, timeout: float = 120) -> subprocess.Comple
     )
 
 
-def run_cli(ranks: int, *args: str, timeout: float = 240) -> subprocess.CompletedProcess[str]:
-    """Run ``h5subfile ARGS`` under ``mpiexec -n ranks`` (not checked: tests look at the status)."""
-    return subprocess.run(
-        [str(MPIEXEC), "-n", str(ranks), sys.executable, "-m", "h5subfile", *map(str, args)],
-        capture_output=True,
+def run_cli(
+    ranks: int, *args: object, timeout: float = 240, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    """Run ``h5subfile ARGS`` under ``mpiexec -n ranks`` (not checked: tests look at the status),
+    in its own session: a job that hangs is killed whole, ranks included, and fails the test."""
+    command = [str(MPIEXEC), "-n", str(ranks), sys.executable, "-m", "h5subfile", *map(str, args)]
+    process = subprocess.Popen(
+        command,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
         text=True,
-        timeout=timeout,
+        start_new_session=True,
+        env=None if env is None else dict(os.environ, **env),
     )
+    stdout, stderr = finish_job(process, timeout, f"h5subfile {' '.join(map(str, args))}")
+    return subprocess.CompletedProcess(command, process.returncode, stdout, stderr)
 
 
 def finish_job(process: subprocess.Popen[str], timeout: float, what: str) -> tuple[str, str]:

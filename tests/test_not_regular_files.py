@@ -5,46 +5,28 @@ opened in a way that blocks: each job here runs under a timeout that fails the t
 from __future__ import annotations
 
 import os
-import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-from conftest import MPIEXEC, finish_job
+from conftest import run_cli, run_python
+from damage import copy_file
 
 TIMEOUT = 60  # s: a job that blocks on a FIFO is killed and fails its test
 PARTICLES = 300
 
 
-def run(ranks: int, *args: object, env: dict[str, str] | None = None) -> tuple[int, str]:
-    """``h5subfile ARGS`` on ``ranks`` ranks, in its own session (killed whole if it hangs):
-    its exit status and its output (stdout then stderr)."""
-    command = [str(MPIEXEC), "-n", str(ranks), sys.executable, "-m", "h5subfile", *map(str, args)]
-    process = subprocess.Popen(
-        command,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        start_new_session=True,
-        env=None if env is None else dict(os.environ, **env),
-    )
-    out, err = finish_job(process, TIMEOUT, " ".join(map(str, args)))
-    return process.returncode, out + err
+def run(ranks: int, *args: object) -> tuple[int, str]:
+    """``h5subfile ARGS`` on ``ranks`` ranks (killed whole if it hangs): its exit status and
+    its output (stdout then stderr)."""
+    done = run_cli(ranks, *args, timeout=TIMEOUT)
+    return done.returncode, done.stdout + done.stderr
 
 
 def run_code(code: str, *args: object) -> tuple[int, str]:
     """``code`` in a separate Python process importing h5subfile, killed if it hangs."""
-    process = subprocess.Popen(
-        [sys.executable, "-c", code, *map(str, args)],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        start_new_session=True,
-    )
-    out, err = finish_job(process, TIMEOUT, "python -c")
-    return process.returncode, out + err
+    done = run_python(code, *map(str, args), timeout=TIMEOUT)
+    return done.returncode, done.stdout + done.stderr
 
 
 @pytest.fixture(scope="module")
@@ -56,12 +38,6 @@ def written(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return path
 
 
-def _copy(written: Path, folder: Path) -> Path:
-    shutil.copy(written, folder / written.name)
-    shutil.copytree(written.with_suffix(".subfiles"), folder / "run.subfiles")
-    return folder / written.name
-
-
 def _subfiles(path: Path) -> list[Path]:
     return sorted(path.with_suffix(".subfiles").iterdir())
 
@@ -70,7 +46,7 @@ def _subfiles(path: Path) -> list[Path]:
 def test_a_subfile_that_is_not_a_regular_file_is_reported_by_verify_and_info(
     written: Path, tmp_path: Path, kind: str
 ) -> None:
-    path = _copy(written, tmp_path)
+    path = copy_file(written, tmp_path)
     subfile = _subfiles(path)[0]
     subfile.unlink()
     os.mkfifo(subfile) if kind == "fifo" else subfile.mkdir()
@@ -116,7 +92,7 @@ def test_a_claim_that_is_a_fifo_is_refused_by_writers_and_ignored_by_readers(
     message = f"claim file {tmp_path / 'new.h5.lock'} is a FIFO (named pipe), not a regular file"
     assert status != 0 and message in said, said
     assert not fresh.exists()
-    path = _copy(written, tmp_path)
+    path = copy_file(written, tmp_path)
     os.mkfifo(tmp_path / "run.h5.lock")
     status, said = run(1, "info", path)  # a reader takes no claim: it reads the file
     assert status == 0 and "problems" not in said, said
