@@ -32,6 +32,7 @@ from .common import (
     DEBUG_VARIABLE,
     EXIT_BROKEN_PIPE,
     Parser,
+    abort_job,
     broken_pipe,
     debugging,
     describe_failure,
@@ -191,8 +192,5 @@ def _world_size() -> int:
 
 def _abort(verb: str, rank: int, failure: Failure) -> None:
     """End the whole job from one rank whose peers are stuck (never returns)."""
-    from mpi4py import MPI
-
-    if failure[1] is not None:
-        print(f"h5subfile {verb}: error: [rank {rank}] {failure[1]}", file=sys.stderr, flush=True)
-    MPI.COMM_WORLD.Abort(failure[0])
+    said = "" if failure[1] is None else f"h5subfile {verb}: error: [rank {rank}] {failure[1]}\n"
+    abort_job(failure[0], said)

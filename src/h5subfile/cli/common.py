@@ -15,11 +15,15 @@ the ``--profile DIR`` / ``--profile-trace`` flags of ``vpic``, ``bdcats``, ``ben
 from __future__ import annotations
 
 import argparse
+import array
 import errno
+import fcntl
 import json
 import os
 import re
+import stat
 import sys
+import termios
 import time
 from dataclasses import dataclass
 from typing import Any, NoReturn
@@ -68,6 +72,46 @@ def launched_size() -> int:
         if os.environ.get(name, "").isdigit():
             return int(os.environ[name])
     return 1
+
+
+#: How long a rank ending the job waits, at most, for the launcher to read what it printed:
+#: MPI_Abort kills every process at once, and bytes still in the pipe to the launcher are lost.
+ABORT_DRAIN_SECONDS = 2.0
+
+
+def abort_job(status: int, text: str) -> NoReturn:
+    """Print TEXT on stderr, then end the whole job with MPI_Abort(STATUS) once the launcher has
+    read it (its pipe is empty), or after :data:`ABORT_DRAIN_SECONDS`. TEXT goes out in one write,
+    so another rank's output cannot cut it."""
+    from mpi4py import MPI
+
+    sys.stderr.flush()
+    data = text.encode(errors="replace")
+    try:
+        while data:
+            data = data[os.write(2, data) :]
+    except OSError:
+        pass  # stderr is gone: nothing more can be said
+    _wait_until_read(2, ABORT_DRAIN_SECONDS)
+    MPI.COMM_WORLD.Abort(status)
+    raise SystemExit(status)  # MPI_Abort does not return; for type checkers
+
+
+def _wait_until_read(fd: int, seconds: float) -> None:
+    """Wait until the pipe at FD holds no unread bytes (at most SECONDS); at once if FD is not a
+    pipe."""
+    try:
+        if not stat.S_ISFIFO(os.fstat(fd).st_mode):
+            return
+        unread = array.array("i", [0])
+        end = time.monotonic() + seconds
+        while time.monotonic() < end:
+            fcntl.ioctl(fd, termios.FIONREAD, unread)
+            if unread[0] == 0:
+                return
+            time.sleep(0.005)
+    except OSError:
+        return
 
 
 # ---------------------------------------------------------------------------------------------

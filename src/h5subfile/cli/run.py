@@ -17,7 +17,7 @@ import sys
 import traceback
 from typing import Any
 
-from .common import add_plan_flags, plan_arguments
+from .common import abort_job, add_plan_flags, plan_arguments
 
 
 def add_parser(verbs: Any) -> None:
@@ -78,9 +78,8 @@ def _main(start: Any) -> int:
     except BaseException:  # noqa: BLE001 - the program's own error: shown, then the job ends
         from mpi4py import MPI
 
-        traceback.print_exc()
-        sys.stderr.flush()
         if MPI.COMM_WORLD.size > 1:
-            MPI.COMM_WORLD.Abort(1)
+            abort_job(1, traceback.format_exc())
+        traceback.print_exc()
         return 1
     return 0
