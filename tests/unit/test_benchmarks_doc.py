@@ -175,3 +175,21 @@ def test_every_link_of_the_summary_leads_to_a_heading_of_the_document() -> None:
     links = re.findall(r"\]\((#[^)]+)\)", summary)
     assert links
     assert [link for link in links if anchors.count(link) != 1] == []
+
+
+def test_the_best_possible_overlap_hides_every_write_but_the_last_steps() -> None:
+    """4 steps of 0.5 s per step with 0.5 s of compute after each but the last: the default
+    takes T = 2 s, C = 1.5 s, so writing behind can at best take 1.5 + 0.5 / 4 = 1.625 s."""
+    import write_patterns
+
+    data = {
+        "samples": [
+            {"rep": 0, "command": "steps_default", "checkout": "NEW", "value": 0.5},
+            {"rep": 1, "command": "steps_default", "checkout": "NEW", "value": 0.4},
+        ]
+    }
+    assert write_patterns.steps_and_compute("steps_default") == (4, 0.5)
+    assert write_patterns.steps_and_compute("t16m_subfiles2") is None
+    bounds = write_patterns.best_overlap(data, "steps_default", "NEW")
+    assert bounds == pytest.approx([1.625 / 2.0, (1.5 + 0.1 / 4) / 1.6])
+    assert write_patterns.best_overlap(data, "t16m_subfiles2", "NEW") == []
