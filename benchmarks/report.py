@@ -65,6 +65,7 @@ DATA = {
     "slices": "write-slices.json",
     "patterns_trust": "write-patterns-trust.json",
     "patterns_trust_big": "write-patterns-trust-big.json",
+    "patterns_quiet": "write-patterns-quiet.json",
 }
 PAPER_TITLE = paper_experiment.TITLE
 SHORT = {PAPER_TITLE: "VPIC-IO / IOR"}
@@ -808,6 +809,7 @@ def summary(data: dict[str, dict]) -> str:
         + write_slices.summary_rows(data["slices"])
         + write_patterns.summary_rows(data["patterns_trust"])
         + write_patterns.summary_rows(data["patterns_trust_big"])
+        + write_patterns.summary_rows(data["patterns_quiet"])
     )
     other = sorted(
         {
@@ -885,6 +887,7 @@ others run `report.py`):
 | [Write system call sizes]({slices}) | `docs/write-slices.json` | `.venv/bin/python benchmarks/write_slices.py --reps 12 --json docs/write-slices.json` |
 | [Write patterns after the trust and structure work]({patterns_trust}) | `docs/write-patterns-trust.json` | the first script's default series, `--title "Write patterns after the trust and structure work, against the commit before"` (BASE: a worktree of the commit before the work) |
 | [Large VPIC writes after the trust and structure work, a second series]({patterns_trust_big}) | `docs/write-patterns-trust-big.json` | the same script with `--reps 9 --only big_plain big_profiled vpic_2 --title "Large VPIC writes after the trust and structure work, a second series"` |
+| [Write patterns on a quiet machine, seven repetitions]({patterns_quiet}) | `docs/write-patterns-quiet.json` | the same script with `--reps 7 --title "Write patterns on a quiet machine, seven repetitions"`, nothing else running (BASE: a worktree of the commit before) |
 
 Every figure shows the median over repetitions with the minimum and maximum as whiskers or
 error bars."""
@@ -914,6 +917,7 @@ def build(data: dict[str, dict]) -> str:
         "slices": anchor(write_slices.TITLE),
         "patterns_trust": anchor(data["patterns_trust"]["title"]),
         "patterns_trust_big": anchor(data["patterns_trust_big"]["title"]),
+        "patterns_quiet": anchor(data["patterns_quiet"]["title"]),
     }
     parts = [
         HEADER.format(**anchors),
@@ -938,6 +942,7 @@ def build(data: dict[str, dict]) -> str:
         write_slices.render(data["slices"]),
         write_patterns.render(data["patterns_trust"]),
         write_patterns.render(data["patterns_trust_big"]),
+        write_patterns.render(data["patterns_quiet"]),
     ]
     return "\n\n".join(parts) + "\n"
 

@@ -499,11 +499,17 @@ def summary_rows(data: dict) -> list[tuple[str, str, str]]:
         + ")"
         for row in ratio_rows(data)
     )
+    measured = set(data["commands"])
+    kinds = {kind for _, top, bottom, _, kind in RATIOS if {top, bottom} <= measured}
+    legend = (
+        "bandwidth ratios: above 1 faster; time ratios: below 1 faster"
+        if "bandwidth" in kinds
+        else "time ratios: below 1 faster"
+    )
     question = (
-        "Write patterns at 2 ranks against their baselines (bandwidth ratios: above 1 faster; "
-        "time ratios: below 1 faster), before and after"
+        f"Write patterns at 2 ranks against their baselines ({legend}), before and after"
         if title == TITLE
-        else f"{title} (time ratios: below 1 faster)"
+        else f"{title} ({legend})"
     )
     rows = [(question, answer, title)]
     direct = "; ".join(
