@@ -81,8 +81,8 @@ ABORT_DRAIN_SECONDS = 2.0
 
 def abort_job(status: int, text: str) -> NoReturn:
     """Print TEXT on stderr, then end the whole job with MPI_Abort(STATUS) once the launcher has
-    read it (its pipe is empty), or after :data:`ABORT_DRAIN_SECONDS`. TEXT goes out in one write,
-    so another rank's output cannot cut it."""
+    read it (its pipe is empty), or after :data:`ABORT_DRAIN_SECONDS`. TEXT goes out in one write
+    where the pipe takes it whole (up to PIPE_BUF bytes), so another rank's output cannot cut it."""
     from mpi4py import MPI
 
     sys.stderr.flush()
