@@ -5,6 +5,7 @@ other h5py file to h5py."""
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import re
 import shutil
@@ -20,6 +21,7 @@ from conftest import MPIEXEC, run_python
 
 ROOT = Path(__file__).resolve().parent
 PROGRAM = ROOT / "programs" / "h5py_mpio.py"
+DERIVED = ROOT / "programs" / "h5py_derived.py"
 H5SUBFILE = Path(sys.executable).parent / "h5subfile"
 
 
@@ -138,26 +140,30 @@ def test_an_uncaught_exception_ends_the_job(tmp_path: Path) -> None:
 
 
 def test_the_stand_ins_leave_other_files_to_h5py(tmp_path: Path) -> None:
+    from h5py import h5
+
     from h5subfile import dropin
 
-    real = h5py.File
+    real, real_config = h5py.File, h5.get_config
+    track_order = real_config().track_order
     dropin.install(subfiles=1)
     try:
         config = h5py.get_config()
-        assert config.mpi and config.track_order == real_config().track_order
+        assert config.mpi and h5.get_config().mpi and h5.get_config() is config
+        assert config.track_order == real_config().track_order
+        assert h5py._hl.files.mpi == real_config().mpi  # h5py's modules: what h5py was built as
+        config.track_order = True  # set through, to h5py's config
+        assert real_config().track_order
         with h5py.File(tmp_path / "plain.h5", "w") as f:
             assert type(f) is real and isinstance(f, h5py.File)
             f["x"] = np.arange(3)
+            f["a"] = np.arange(2)
             assert isinstance(f["x"], h5py.Dataset) and isinstance(f, h5py.Group)
+            assert list(f) == ["x", "a"]  # track_order reached h5py
     finally:
+        real_config().track_order = track_order
         dropin.uninstall()
-    assert h5py.File is real
-
-
-def real_config():
-    from h5py import h5
-
-    return h5.get_config()
+    assert h5py.File is real and h5py.get_config is real_config and h5.get_config is real_config
 
 
 @pytest.mark.skipif(
@@ -182,3 +188,83 @@ def test_a_file_held_open_by_h5py_in_the_same_process_is_named_busy(tmp_path: Pa
     assert done.returncode == 0, done.stderr
     assert "open in this process already" in done.stdout and "close it first" in done.stdout
     assert done.stdout.splitlines()[-1] == "[0, 1, 2]"
+
+
+@pytest.fixture(scope="module")
+def derived(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, subprocess.CompletedProcess]:
+    """tests/programs/h5py_derived.py run once under ``h5subfile run`` on 2 ranks, a subfile
+    per rank: its folder and the job (one job for the tests below; each checks its program)."""
+    folder = tmp_path_factory.mktemp("derived")
+    return folder, run(2, "--subfiles", "rank", str(DERIVED), str(folder))
+
+
+def read_back(folder: Path, *names: str) -> None:
+    """The named files of h5py_derived.py, every dataset bit for bit, with plain h5py."""
+    spec = importlib.util.spec_from_file_location("h5py_derived", DERIVED)
+    assert spec is not None and spec.loader is not None
+    program = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(program)
+    expected = program.expected(2)
+    for name in names:
+        with h5py.File(folder / f"{name}.h5", "r") as f:
+            assert type(f) is h5py._hl.files.File
+            for key, want in expected[name].items():
+                got = f[key][()]
+                assert got.shape == want.shape and got.dtype == want.dtype, (name, key)
+                assert got.tobytes() == want.tobytes(), (name, key, got, want)
+
+
+def test_every_way_of_asking_whether_h5py_is_parallel_says_yes(
+    derived: tuple[Path, subprocess.CompletedProcess],
+) -> None:
+    # What a program cannot be told, and why: h5py's compiled low-level API of a serial build
+    # (h5py.h5p.PropFAID.set_fapl_mpio, PropDXID.set_dxpl_mpio, h5f.FileID.get_mpi_atomicity):
+    # its types are immutable, and h5subfile's files have no low-level ids to call them on;
+    # h5py.h5fd.MPIO is there already (in a serial build, HDF5's invalid id). h5py's private
+    # module flags (h5py._hl.files.mpi, h5py._hl.dataset.MPI) stay False: h5py's own code read
+    # them at import and reads them to serve its own files, which a serial build must still do.
+    # h5py.version.info says nothing of MPI.
+    folder, done = derived
+    line = next((s for s in done.stdout.splitlines() if s.startswith("asks: ")), None)
+    assert line is not None, done.stderr
+    said = dict(word.split("=", 1) for word in line.split()[1:])
+    assert said.pop("plain") == "h5py._hl.files.File"  # no driver: h5py's own file
+    assert said and set(said.values()) == {"True"}, said
+    assert (folder / "asks.subfiles").is_dir()  # the parallel writer ran, not the serial fallback
+    read_back(folder, "asks", "plain_0", "plain_1")
+
+
+def test_a_derived_file_class_keeps_its_methods(
+    derived: tuple[Path, subprocess.CompletedProcess],
+) -> None:
+    folder, done = derived
+    assert "methods ok" in done.stdout.splitlines(), done.stderr
+    assert (folder / "snapshot.subfiles").is_dir()  # driver="mpio": h5subfile's
+    assert not (folder / "snapshot_0.subfiles").exists()  # no driver: h5py's
+    read_back(folder, "snapshot", "snapshot_0", "snapshot_1")
+    with h5py.File(folder / "snapshot.h5", "r") as f:
+        assert f.attrs["kind"] == "snapshot"
+
+
+def test_a_derived_file_class_opening_in_its_own_init(
+    derived: tuple[Path, subprocess.CompletedProcess],
+) -> None:
+    folder, done = derived
+    assert "own init ok" in done.stdout.splitlines(), done.stderr
+    assert (folder / "checkpoint.subfiles").is_dir()
+    read_back(folder, "checkpoint", "checkpoint_4")  # create_dataset's override reached
+    with h5py.File(folder / "checkpoint.h5", "r") as f:
+        assert f.attrs["step"] == 3 and list(f) == ["step_3"]
+
+
+def test_derived_group_and_dataset_classes(
+    derived: tuple[Path, subprocess.CompletedProcess],
+) -> None:
+    # Not covered: h5py making a program's classes for what it opens (f["x"] is never a
+    # program's Dataset, as in h5py); MyDataset(f["x"].id) on h5subfile's objects, which have no
+    # low-level id (MyDataset(f["x"]) wraps them instead).
+    folder, done = derived
+    assert "nodes ok" in done.stdout.splitlines(), done.stderr
+    assert done.returncode == 0, done.stderr
+    with h5py.File(folder / "nodes.h5", "r") as f:
+        assert f["g/x"][()].tobytes() == np.arange(4.0).tobytes()
