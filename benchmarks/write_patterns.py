@@ -140,6 +140,16 @@ COMMANDS: dict[str, tuple[int, list[str], str, str]] = {
         "observed_seconds",
         "VPIC write, 4 ranks (oversubscribed), default plan (observed s)",
     ),
+    "vpic_h5py_2": (
+        2,
+        [
+            *["vpic", "{dir}/run.h5", "--particles", "4Mi", "--steps", "2", "--json"],
+            *["--style", "h5py-collective", "--subfiles", "2"],
+        ],
+        "observed_seconds",
+        "VPIC write as an h5py program writes it (undeclared slabs), 2 ranks, 2 subfiles "
+        "(observed s)",
+    ),
 }
 #: (label, numerator, denominator, target, "bandwidth" or "time")
 RATIOS: list[tuple[str, str, str, str, str]] = [
@@ -183,7 +193,7 @@ RATIOS: list[tuple[str, str, str, str, str]] = [
     ),
 ]
 #: Compared between checkouts directly (NEW / BASE): the VPIC write must not get slower.
-DIRECT = ["vpic_2", "vpic_4"]
+DIRECT = ["vpic_2", "vpic_4", "vpic_h5py_2"]
 
 
 VERSIONS = (

@@ -65,6 +65,7 @@ STAGES = (
             "test_star_rounds.py",
             "test_nodes.py",
             "test_h5py_programs.py",
+            "test_metadata_model.py",
         ),
     ),
     Stage(

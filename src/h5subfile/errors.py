@@ -50,6 +50,11 @@ class CollectiveMismatchError(H5SubfileError, ValueError):
     files: tuple[str, ...] = ()
 
 
+class DifferentValuesWarning(UserWarning):
+    """Ranks set an attribute to different values (a time stamp, a host name): the file keeps
+    rank 0's."""
+
+
 class CollectiveTimeoutError(H5SubfileError, TimeoutError):
     """Some ranks did not arrive at a collective call within ``H5SUBFILE_COLLECTIVE_TIMEOUT``
     seconds; the message names them and where the others waited, and, in a write session,

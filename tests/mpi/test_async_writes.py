@@ -192,8 +192,9 @@ def test_a_full_disk_is_raised_on_every_rank_and_close_keeps_what_was_stored(
         with raises_on_every_rank(comm, hs.RankIOError, "No space left on device") as info:
             f.flush()
         assert info.value.errno == errno.ENOSPC and "in the background" in str(info.value)
+        f.create_group("s2")  # a metadata call: no round, so nothing to raise it in
         with raises_on_every_rank(comm, hs.RankIOError, "No space left on device"):
-            f.create_group("s2")  # kept: every later collective call raises it
+            f.flush()  # kept: every later collective call raises it
         with raises_on_every_rank(
             comm, hs.RankIOError, "No space left on device", "not stored by background writes"
         ) as info:
@@ -221,7 +222,7 @@ def test_a_removed_folder_is_raised_at_the_next_collective_call(
     with pytest.raises(hs.MissingFileError, match="in the background"):
         d[10 * rank : 10 * rank + 10]  # a read waits for this rank's writes
     with raises_on_every_rank(comm, hs.MissingFileError, "(in the background: async_writes)"):
-        f.create_group("next")  # already known on every rank: no waiting needed
+        f.create_dataset("next", (size,), "f8")  # already known on every rank: no waiting
     with raises_on_every_rank(comm, hs.MissingFileError, "gone.subfiles"):
         f.close()  # the subfiles are gone: nothing of the session is published
     assert not same_on_every_rank(comm, path.exists(), "the master exists")

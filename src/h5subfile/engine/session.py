@@ -61,6 +61,7 @@ from ..plan import READ_FIELDS, Plan
 from ..profiler.counters import Profile
 from . import autoplan
 from .learned_state import Book, LearnedTarget
+from .ledger import Ledger, keep_root_values
 from .messages import WriteTarget
 from .profiling import new_profile, start_profile
 
@@ -213,6 +214,8 @@ class Session:
         #: plan="auto": which tuning profile gave the plan, or that none matched ("" otherwise)
         self.plan_source = ""
         self.calls = 0  # collective calls made on this file so far (the same on every rank)
+        #: metadata calls made since the last collective call, compared at the next one
+        self.ledger = Ledger()
         #: where this session's profile goes (None: not profiled), and rank 0's wall-clock
         #: time of the open (engine/profiling.py)
         self.profile_folder: str | None = None
@@ -316,7 +319,9 @@ class Session:
         A ``question`` for rank 0 (the call's next step: :func:`collective.agree_asking`)
         rides with the agreement where the rounds are stars; returns its answer, or None.
         """
-        call = Call(name, self.calls, detail, args, self.path)
+        structure, values = self.ledger.digests()
+        earlier = self.ledger.described() if structure else ()
+        call = Call(name, self.calls, detail, args, self.path, structure, values, earlier)
         self.calls += 1
         profile = self.stats.profile
         behind = None
@@ -325,11 +330,16 @@ class Session:
         if background and error is None and self.writing is not None:
             error = behind = self.writing.pool.error() or self.writing.kept
         try:
-            if profile is None:
-                _, answered = agree_asking(self.comm, error, call, question)
-            else:
-                with profile.phases.timed("agree"):
-                    _, answered = agree_asking(self.comm, error, call, question)
+            try:
+                if profile is None:
+                    _, answered, values_differ = agree_asking(self.comm, error, call, question)
+                else:
+                    with profile.phases.timed("agree"):
+                        _, answered, values_differ = agree_asking(self.comm, error, call, question)
+            finally:
+                made = self.ledger.take()  # compared: the next call starts a new ledger
+            if values_differ:
+                keep_root_values(self.comm, self.catalog, made, self.path)
             return answered()
         except CollectiveTimeoutError as exc:
             self.abandon()
@@ -433,6 +443,7 @@ def open_session(
     fields: dict[str, Any],
     profile: str | None = None,
     choice: str | None = None,
+    track_order: bool = False,
 ) -> Session:
     """Collective: open ``path`` in ``mode`` on every rank of ``comm``.
 
@@ -442,7 +453,8 @@ def open_session(
     ranks arrive, and broadcasts the catalogue in the next (:func:`root_first`: two rounds
     whatever its size). ``profile``: the folder of this session's profile
     (engine/profiling.py), None when not profiled. ``choice="auto"``: the plan fields not
-    given come from the matching tuning profile (engine/autoplan.py).
+    given come from the matching tuning profile (engine/autoplan.py). ``track_order``: a
+    master created now keeps its root group's creation order (h5py's ``track_order``).
     """
     plan, error, profiled = None, None, None
     path = os.path.abspath(path)
@@ -454,6 +466,7 @@ def open_session(
         error = exc
     # Compared by hash in the round (a rank whose plan failed raises its error instead).
     signature = "" if plan is None else repr((mode, plan.to_dict(), profile, f"plan={choice}"))
+    signature += " track_order" if track_order else ""
     call = Call("File", 0, f"(mode {mode!r})", args=f"{path} {signature}", file=path)
     whole: list[Catalog] = []  # rank 0's, when reading: every layout and identity
 
@@ -478,7 +491,7 @@ def open_session(
         session = Session(path, mode, comm, plan, whole[0] if whole else catalog)
         session.fetch_withheld()
     else:
-        session = _begin_writing(path, mode, comm, plan, profiled, source, located)
+        session = _begin_writing(path, mode, comm, plan, profiled, source, located, track_order)
     session.plan_source = source
     session.stats.profile = profiled  # before any RawFile opens (they open on first use)
     session.profile_folder, session.profile_started = profile, started
@@ -496,10 +509,13 @@ def _begin_writing(
     profile: Profile | None = None,
     source: str = "",
     located: Nodes | None = None,
+    track_order: bool = False,
 ) -> Session:
     """Collective: the grouping, then rank 0 opens the master."""
     grouping = group_ranks(comm, plan, located)
-    opened = _open_master(path, mode, comm, plan, grouping, profile, source)
+    opened = _open_master(
+        path, mode, comm, plan, grouping, profile, source, track_order=track_order
+    )
     session = Session(path, mode, comm, plan, opened.catalog, opened.data_path)
     _attach_writing(session, grouping, opened, profile)
     return session
@@ -562,6 +578,7 @@ def _open_master(
     source: str,
     claim: claims.Claim | None = None,
     known: Catalog | None = None,
+    track_order: bool = False,
 ) -> _Opened:
     """Collective: rank 0 claims the file (or renews the ``claim`` it holds) and opens the
     master for a new write session; every rank learns the catalogue and the session.
@@ -585,7 +602,9 @@ def _open_master(
                 held = claims.take(path, uuid.uuid4().hex, mode, profile)
             else:
                 held.renew(uuid.uuid4().hex)
-            master = MasterWriter(path, mode, info, held, plan.alignment, profile, known)
+            master = MasterWriter(
+                path, mode, info, held, plan.alignment, profile, known, track_order
+            )
         except BaseException:
             if held is not None:
                 held.release()

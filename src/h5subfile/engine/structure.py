@@ -1,51 +1,91 @@
-"""Groups and attributes (collective): rank 0 changes the master, every rank learns the result.
+"""Groups and attributes (collective, without a round): every rank checks and applies the
+call to its catalogue on its own, rank 0 also makes it in the master.
 
-Each call's agreement round (:meth:`.session.Session.enter`) also checks that every rank passed
-the same arguments; rank 0's change is the call's question (:meth:`.Question.of_root`): where
-the rounds are stars rank 0 makes it in that round once every rank agrees, and the answer (the
-result or the error) comes back in it, one round in all; otherwise a broadcast follows."""
+Every rank holds the same catalogue, so a check made on each rank gives the same answer on
+each: an error (a group that exists, an attribute that is missing, a value HDF5 cannot store)
+is raised by every rank at the call, and marked agreed. The call goes into the session's
+ledger (engine/ledger.py), compared at the next collective call: a rank that made other
+metadata calls fails that call on every rank, and nothing of the session is published. A
+failure of rank 0's own write of the master (a full disk) is kept and raised by every rank at
+the next collective call. Attribute values are stored as HDF5 stores them
+(:func:`~h5subfile.io.h5.stored_attribute`), so every rank reads back what the master holds.
+"""
 
 from __future__ import annotations
 
+import functools
 import hashlib
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import numpy as np
 
-from ..errors import ObjectExistsError, ObjectNotFoundError
+from ..errors import H5SubfileError, ObjectExistsError, ObjectNotFoundError, as_error
+from ..io.attributes import stored_attribute
 from ..io.master import MasterWriter
 from ..layout.catalog import NodeInfo
 from ..layout.record import is_reserved
-from ..mpi.collective import Question
-from ..mpi.failures import Failure, describe, rebuild
+from .ledger import Entry
 from .session import Session
 
 
-def _master(session: Session) -> MasterWriter:
-    """Rank 0's master writer (only called on rank 0, inside a root-only step)."""
+def _agreed(exc: BaseException) -> H5SubfileError:
+    """``exc`` as the hierarchy's error, marked as raised alike on every rank (its check ran
+    on identical catalogues; the ledger catches ranks that were not)."""
+    error = as_error(exc)
+    error.collective = True
+    return error
+
+
+def _on_root(session: Session, change: Callable[[MasterWriter], Any], what: str) -> None:
+    """Rank 0 makes ``change`` in the master; a failure is kept (``Writing.kept``) and raised
+    by every rank at the next collective call, ``what`` naming the call."""
     writing = session.writing
-    assert writing is not None and writing.root is not None
-    return writing.root.master
+    assert writing is not None
+    if writing.root is None:
+        return
+    try:
+        change(writing.root.master)
+    except Exception as exc:  # noqa: BLE001 - raised by every rank at the next collective call
+        if writing.kept is None:
+            error = as_error(exc)
+            error.args = (f"{error} ({what})",)
+            error.__cause__ = exc  # shown on rank 0 where it is raised
+            writing.kept = error
 
 
-def create_group(session: Session, path: str) -> None:
-    """Collective: create group ``path`` and its missing parents."""
+def create_group(session: Session, path: str, track_order: bool = False) -> None:
+    """Collective: create group ``path`` and its missing parents (no round: the next
+    collective call checks that every rank made it); ``track_order``: h5py's, for the group
+    itself (its members and attributes listed in creation order)."""
     session.require_writable("create_group")
     catalog = session.catalog
-
-    def create_on_root() -> list[str]:
+    try:
         if path in catalog.nodes:
             raise ObjectExistsError(f"{path} already exists in {session.path}")
         new = catalog.missing_groups(path)
-        _master(session).create_group(path)
-        return new
+    except H5SubfileError as exc:
+        raise _agreed(exc) from None
+    if track_order:
+        _on_root(session, lambda master: master.groups.tracked.add(path), "track_order")
+    _on_root(session, lambda master: master.create_group(path), f"creating group {path}")
+    for new_path in new:
+        catalog.nodes[new_path] = NodeInfo("group", track_order=track_order and new_path == path)
+    session.ledger.record(Entry(f"create_group {path}{' track_order' if track_order else ''}"))
 
-    # The same path on every rank, checked in the call's round, which also brings rank 0's answer.
-    question = Question.of_root(create_on_root)
-    created = session.enter("create_group", detail=path, args=path, question=question)
-    for new_path in created:
-        catalog.nodes[new_path] = NodeInfo("group")
+
+def track_order(session: Session, path: str) -> None:
+    """Collective, before dataset ``path`` is created (no round: the creation's own round
+    compares it): the dataset keeps its attributes' creation order (h5py's ``track_order``)."""
+    session.require_writable("track_order")
+    _on_root(session, lambda master: master.groups.tracked.add(path), "track_order")
+    session.ledger.record(Entry(f"track_order {path}"))
+
+
+def tracking_order(session: Session, path: str) -> None:
+    """Local, after dataset ``path`` was created with ``track_order``: list its attributes in
+    creation order."""
+    session.node(path).track_order = True
 
 
 def value_signature(value: Any) -> Any:
@@ -61,36 +101,34 @@ def value_signature(value: Any) -> Any:
 
 
 def set_attrs(session: Session, path: str, values: Mapping[str, Any]) -> None:
-    """Collective: set the attributes ``values`` (name -> value) of ``path`` in one call,
-    whatever their number (every rank passes the same names and values, in the same
-    order). Rank 0 sets them in order; the first that fails stops it, and its error is
-    raised on every rank, the ones before it set."""
+    """Collective: set the attributes ``values`` (name -> value) of ``path``, in order (no
+    round: the next collective call checks that every rank set the same names with the same
+    types and shapes; values that differ keep rank 0's, with a warning). The first that
+    fails stops the call, on every rank alike, the ones before it set."""
     items = list(values.items())
     session.require_writable(f"setting attributes {[n for n, _ in items]!r}")
-    for name, _ in items:
+    try:
+        node = session.node(path)
+    except H5SubfileError as exc:
+        raise _agreed(exc) from None
+    for name, value in items:
         if not isinstance(name, str) or not name or is_reserved(name):
             raise ValueError(f"attribute name {name!r} is invalid or reserved for h5subfile")
-    where = ", ".join(f"{path}.attrs[{n!r}]" for n, _ in items)
-    # The same object, names and values on every rank, checked in the call's own round.
-    signature = "; ".join(f"{n!r} = {value_signature(v)!r}" for n, v in items)
-    cause: list[BaseException] = []
-
-    def set_on_root() -> tuple[dict[str, Any], Failure | None]:
-        master, done = _master(session), {}
-        for name, value in items:
-            try:
-                done[name] = master.set_attr(path, name, value)
-            except Exception as exc:  # noqa: BLE001 - raised on every rank below
-                cause.append(exc)
-                kind, message = describe(exc)  # the errno, if any, stays in front
-                return done, (kind, f"{message} (setting attribute {name!r} of {path})")
-        return done, None
-
-    args, question = f"{path}: {signature}", Question.of_root(set_on_root)
-    done, failure = session.enter("attrs set", detail=where, args=args, question=question)
-    session.node(path).attrs.update(done)  # the same on every rank, failed or not
-    if failure is not None:
-        raise rebuild([(0, failure)], 1) from (cause[0] if cause else None)
+        try:
+            stored, kind = stored_attribute(value)
+        except Exception as exc:  # noqa: BLE001 - the same on every rank
+            error = _agreed(exc)
+            error.args = (f"{error} (setting attribute {name!r} of {path})",)
+            raise error from exc
+        _on_root(
+            session,
+            functools.partial(MasterWriter.set_attr, path=path, name=name, value=value),
+            f"setting attribute {name!r} of {path}",
+        )
+        node.attrs[name] = stored
+        signature = repr(value_signature(stored))
+        described = f"attrs set {path}.attrs[{name!r}] {kind}"
+        session.ledger.record(Entry(described, path, name, stored, signature))
 
 
 def set_attr(session: Session, path: str, name: str, value: Any) -> None:
@@ -99,12 +137,15 @@ def set_attr(session: Session, path: str, name: str, value: Any) -> None:
 
 
 def delete_attr(session: Session, path: str, name: str) -> None:
-    """Collective: delete attribute ``name`` of ``path``."""
+    """Collective: delete attribute ``name`` of ``path`` (no round, as :func:`set_attrs`)."""
     session.require_writable(f"deleting attribute {name!r}")
     attrs = session.node(path).attrs
     if name not in attrs:
-        raise ObjectNotFoundError(f"no attribute {name!r} on {path}")
-    where = f"{path}.attrs[{name!r}]"
-    question = Question.of_root(lambda: _master(session).delete_attr(path, name))
-    session.enter("attrs delete", detail=where, args=f"del {where}", question=question)
+        raise _agreed(ObjectNotFoundError(f"no attribute {name!r} on {path}"))
+    _on_root(
+        session,
+        lambda master: master.delete_attr(path, name),
+        f"deleting attribute {name!r} of {path}",
+    )
     del attrs[name]
+    session.ledger.record(Entry(f"attrs delete {path}.attrs[{name!r}]"))

@@ -22,12 +22,16 @@ from ..engine.session import Session
 from ..io.filters import FilterSpec
 from ..layout.blocks import Block
 from ..layout.catalog import NodeInfo
+from ..layout.names import names_master
 from ..layout.record import DatasetLayout
+from .h5py_surface import ReadView, as_str, fields_of
 from .node import Node
 
 
 class Dataset(Node):
     """A dataset, like ``h5py.Dataset``. Reading is independent; writing is collective."""
+
+    _h5py_kind = "Dataset"
 
     def _info(self) -> NodeInfo:
         self._session.require_open()
@@ -109,6 +113,69 @@ class Dataset(Node):
             name: str | None = self._session.reader.h5py_dataset(self._path).compression
             return name
         return None
+
+    def _h5py_or(self, name: str, ours: Any) -> Any:
+        """h5py's property ``name`` for a dataset read through h5py (a file other programs
+        wrote), else ``ours``."""
+        info = self._info()
+        if info.via_h5py and self.shape:
+            return getattr(self._session.reader.h5py_dataset(self._path), name)
+        return ours
+
+    @property
+    def compression_opts(self) -> Any:
+        """The compression's options, as h5py gives them: gzip's level, None for lzf or no
+        compression, the filter's options (HDF5's cd_values) for another filter."""
+        spec = self.filters
+        ours = spec.options[0] if spec.name == "gzip" else spec.options or None
+        return self._h5py_or("compression_opts", None if spec.name == "lzf" else ours)
+
+    @property
+    def shuffle(self) -> bool:
+        """Whether the shuffle filter is applied (h5py's ``shuffle``)."""
+        return bool(self._h5py_or("shuffle", self.filters.shuffle))
+
+    @property
+    def fletcher32(self) -> bool:
+        """Whether the Fletcher-32 checksum filter is applied (h5py's ``fletcher32``)."""
+        return bool(self._h5py_or("fletcher32", self.filters.fletcher32))
+
+    @property
+    def scaleoffset(self) -> int | None:
+        """None: h5subfile applies no scale-offset filter (h5py's ``scaleoffset``)."""
+        found: int | None = self._h5py_or("scaleoffset", None)
+        return found
+
+    @property
+    def external(self) -> Any:
+        """None: h5subfile stores no dataset in external raw files (h5py's ``external``)."""
+        return self._h5py_or("external", None)
+
+    @property
+    def is_virtual(self) -> bool:
+        """Whether HDF5 sees this dataset as a virtual dataset: for other programs, one stored
+        in subfiles (or grown by ``resize``) is the master's virtual dataset over them."""
+        info = self._info()
+        if info.via_h5py and self.shape:
+            return bool(self._session.reader.h5py_dataset(self._path).is_virtual)
+        layout = info.layout
+        return layout is not None and any(not names_master(e.file) for e in layout.extents)
+
+    def astype(self, dtype: Any) -> ReadView:
+        """``d.astype(dtype)[sel]``: what is read, converted to ``dtype`` (h5py's)."""
+        wanted = np.dtype(dtype)
+        return ReadView(self, lambda value: np.asarray(value).astype(wanted)[()])
+
+    def asstr(self, encoding: str | None = None, errors: str = "strict") -> ReadView:
+        """``d.asstr()[sel]``: byte strings read as ``str`` (h5py's; UTF-8 by default)."""
+        if self.dtype.kind != "S":
+            raise TypeError("dset.asstr() can only be used on datasets with an HDF5 string type")
+        return ReadView(self, as_str(encoding, errors))
+
+    def fields(self, names: str | list[str]) -> ReadView:
+        """``d.fields(name)[sel]`` (or a list of names): fields of a compound dataset, read
+        alone (h5py's)."""
+        return ReadView(self, fields_of(self.dtype, names))
 
     @property
     def filters(self) -> FilterSpec:

@@ -3,7 +3,7 @@ root group of its objects, like ``h5py.File`` with the ``mpio`` driver.
 
 h5py's ``File`` keywords are accepted (``driver="mpio"``, ``comm``), accepted and not used
 (caches, MPI hints, ``libver``...), or refused with ``UnsupportedError`` (``swmr=True``,
-``userblock_size``, ``track_order=True``): README, *Coming from parallel h5py*.
+``userblock_size``): README, *Coming from parallel h5py*. ``track_order`` is h5py's.
 """
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ import os
 import sys
 from typing import Any
 
+import h5py
 from mpi4py import MPI
 
 from ..engine import commit, transfer
@@ -20,6 +21,7 @@ from ..engine import verify as verification
 from ..engine.profiling import profile_folder
 from ..engine.session import Session, open_session, warn_problems
 from ..errors import H5SubfileError, UnsupportedError
+from ..io.h5 import LIBVER_NAMES, META_BLOCK_SIZE
 from ..io.posix import IOStats
 from ..layout.grouping import RankGrouping
 from ..plan import Plan
@@ -53,7 +55,6 @@ REFUSED = {
     "userblock_size": "h5subfile writes no user block (its masters start with the superblock)",
     "swmr": "single-writer/multiple-reader mode is HDF5's; follow a file being written with "
     "h5subfile.follow() (File.commit publishes each step)",
-    "track_order": "h5subfile lists members by name, as h5py does without track_order",
 }
 
 
@@ -112,14 +113,23 @@ class File(Group):
         profile: str | os.PathLike[str] | None = None,
         plan: str | None = None,
         driver: str | None = None,
+        track_order: bool | None = None,
         **plan_fields: Any,
     ):
         comm = MPI.COMM_WORLD if comm is None else comm
         plan_fields = h5py_options(driver, plan_fields)
         fields = dict(plan_fields, subfiles=subfiles, ranks_per_subfile=ranks_per_subfile)
         folder = profile_folder(profile)
+        if track_order is None:
+            track_order = h5py.get_config().track_order  # h5py's default, as h5py.File has it
         session = open_session(
-            os.fspath(path), mode, comm, dict(fields, fsync=fsync), folder, choice=plan
+            os.fspath(path),
+            mode,
+            comm,
+            dict(fields, fsync=fsync),
+            folder,
+            choice=plan,
+            track_order=bool(track_order),
         )
         session.verify = bool(verify)
         self._driver = "mpio" if driver == "mpio" else "h5subfile"
@@ -133,6 +143,34 @@ class File(Group):
         obj._driver = "h5subfile"
         Group.__init__(obj, session, "/")
         return obj
+
+    _h5py_kind = "File"
+
+    @property
+    def libver(self) -> tuple[str, str]:
+        """The HDF5 format versions h5subfile writes its masters and subfiles with (h5py's
+        ``libver``)."""
+        return LIBVER_NAMES
+
+    @property
+    def userblock_size(self) -> int:
+        """0: h5subfile's masters have no user block."""
+        return 0
+
+    @property
+    def swmr_mode(self) -> bool:
+        """False: SWMR is HDF5's (``h5subfile.follow`` reads a file as it is written)."""
+        return False
+
+    @property
+    def meta_block_size(self) -> int:
+        """The metadata block size h5subfile gives its masters, in bytes."""
+        return META_BLOCK_SIZE
+
+    @property
+    def in_memory(self) -> bool:
+        """False: an h5subfile file is on disk."""
+        return False
 
     @property
     def driver(self) -> str:

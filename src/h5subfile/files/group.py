@@ -23,8 +23,15 @@ from .dataset import Dataset
 from .node import Node, join, valid_paths
 
 
+def _tracking(track_order: bool | None) -> bool:
+    """h5py's ``track_order`` argument: None is h5py's ``get_config().track_order``."""
+    return bool(h5py.get_config().track_order if track_order is None else track_order)
+
+
 class Group(Node):
     """A group: a container of groups and datasets, like ``h5py.Group``."""
+
+    _h5py_kind = "Group"
 
     # navigation (local) ----------------------------------------------------------------------
     def __getitem__(self, name: str) -> Group | Dataset:
@@ -77,17 +84,58 @@ class Group(Node):
                     return result
         return None
 
+    def visit_links(self, fn: Any) -> Any:
+        """h5py's ``visit_links``: every link below this group (h5subfile makes only hard
+        links, one per object, so the same names as :meth:`visit`)."""
+        return self.visit(fn)
+
+    def visititems_links(self, fn: Any) -> Any:
+        """h5py's ``visititems_links``: ``fn(name, link)`` for every link below this group."""
+        return self.visit(lambda name: fn(name, h5py.HardLink()))
+
+    def update(self, other: Any = (), /, **more: Any) -> None:
+        """Collective: ``group[name] = value`` for each pair (a mapping or pairs, then the
+        keywords), as ``MutableMapping.update`` does for h5py's groups."""
+        pairs = list(other.items() if isinstance(other, Mapping) else other)
+        for name, value in [*pairs, *more.items()]:
+            self[name] = value
+
+    def setdefault(self, name: str, default: Any = None) -> Any:
+        """Collective: ``group[name]``, made from ``default`` first if missing."""
+        if name not in self:
+            self[name] = default
+        return self[name]
+
+    def create_dataset_like(self, name: str, other: Any, **changes: Any) -> Dataset:
+        """Collective: a dataset with ``other``'s shape, dtype, chunks, filters, maximum shape
+        and fill value (h5py's or h5subfile's dataset), ``changes`` overriding them."""
+        spec: dict[str, Any] = dict(
+            shape=other.shape,
+            dtype=other.dtype,
+            maxshape=other.maxshape if other.maxshape != other.shape else None,
+            fillvalue=other.fillvalue,
+        )
+        if other.chunks is not None:
+            spec.update(chunks=other.chunks, compression=other.compression)
+            spec.update(shuffle=other.shuffle, fletcher32=other.fletcher32)
+            if other.compression is not None:
+                spec["compression_opts"] = other.compression_opts
+        spec.update(changes)
+        return self.create_dataset(name, **spec)
+
     def __repr__(self) -> str:
         if self._session.closed:
             return f"<Closed h5subfile.Group {self._path!r}>"
         return f"<h5subfile.Group {self._path!r} ({len(self)} members)>"
 
     # structure (collective) ------------------------------------------------------------------
-    def create_group(self, name: str) -> Group:
-        """Collective: create a group (and missing intermediate groups)."""
+    def create_group(self, name: str, track_order: bool | None = None) -> Group:
+        """Collective: create a group (and missing intermediate groups); ``track_order`` (by
+        default h5py's ``get_config().track_order``): its members and attributes listed in
+        creation order, in h5subfile and in the file, as h5py does."""
         path = join(self._path, name)
         commit.step_boundary(self._session, [path])
-        structure.create_group(self._session, path)
+        structure.create_group(self._session, path, _tracking(track_order))
         return Group(self._session, path)
 
     def require_group(self, name: str) -> Group:
@@ -117,6 +165,7 @@ class Group(Node):
         fletcher32: bool | None = None,
         maxshape: Sequence[int | None] | None = None,
         fillvalue: Any = None,
+        track_order: bool | None = None,
     ) -> Dataset:
         """Collective: create a dataset of ``shape`` and ``dtype`` (``"f4"`` by default), as
         h5py's ``create_dataset`` with the ``mpio`` driver.
@@ -142,10 +191,20 @@ class Group(Node):
         ``compression_opts``, ``shuffle``, ``fletcher32``. Without them the plan's default
         compression applies (none unless set). Chunks are compressed by the ranks that hold the
         data and written whole (direct chunk writes); without a filter, a dataset whose
-        layout is learned is stored contiguous (``chunks`` is then None).
+        layout is learned is stored contiguous (``chunks`` is then None). ``track_order`` (by
+        default h5py's ``get_config().track_order``): its attributes listed in creation order.
         """
         if shape is None and data is None:
             raise TypeError("create_dataset: give a shape, or data (as h5py asks)")
+        if _tracking(track_order):
+            structure.track_order(self._session, join(self._path, name))
+            made = self.create_dataset(
+                name, shape, dtype, data, block=block, start=start, count=count, chunks=chunks,
+                compression=compression, compression_opts=compression_opts, shuffle=shuffle,
+                fletcher32=fletcher32, maxshape=maxshape, fillvalue=fillvalue, track_order=False,
+            )  # fmt: skip
+            structure.tracking_order(self._session, made.name)
+            return made
         spec = dict(
             shape=shape,
             dtype=dtype,

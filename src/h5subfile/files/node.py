@@ -7,9 +7,12 @@ import posixpath
 from collections.abc import Callable, Iterable, Iterator, MutableMapping
 from typing import Any, ClassVar
 
+import numpy as np
+
 from ..engine import structure
 from ..engine.session import Session
 from ..errors import ObjectNotFoundError
+from .h5py_surface import refuse
 
 
 def join(base: str, name: str) -> str:
@@ -41,6 +44,35 @@ class AttributeManager(MutableMapping[str, Any]):
         self._session = session
         self._path = path
 
+    def __getattr__(self, name: str) -> Any:
+        raise refuse("AttributeManager", name) or AttributeError(name)
+
+    def create(self, name: str, data: Any = None, shape: Any = None, dtype: Any = None) -> None:
+        """Collective: set attribute ``name`` to ``data`` as ``dtype`` and ``shape`` (h5py's
+        ``attrs.create``; no ``data``: zeros of that shape and type)."""
+        if data is None:
+            value = np.zeros(() if shape is None else shape, dtype=dtype or "f8")
+        else:
+            value = np.asarray(data, dtype=dtype)
+            if shape is not None:
+                value = value.reshape(shape)
+        structure.set_attr(self._session, self._path, name, value)
+
+    def modify(self, name: str, value: Any) -> None:
+        """Collective: change attribute ``name`` keeping its type and shape (h5py's
+        ``attrs.modify``), or create it."""
+        if name not in self:
+            self[name] = value
+            return
+        old = np.asarray(self[name])
+        if old.dtype.kind not in "OUS":
+            new = np.asarray(value, dtype=None if isinstance(value, np.ndarray) else old.dtype)
+            if new.shape != old.shape and not (new.size == 1 and old.size == 1):
+                raise TypeError("Shape of data is incompatible with existing attribute")
+            value = new.astype(old.dtype).reshape(old.shape)
+            value = value[()] if value.ndim == 0 else value
+        self[name] = value
+
     def _values(self) -> dict[str, Any]:
         return self._session.node(self._path).attrs
 
@@ -68,7 +100,7 @@ class AttributeManager(MutableMapping[str, Any]):
         structure.delete_attr(self._session, self._path, name)
 
     def __iter__(self) -> Iterator[str]:
-        return iter(list(self._values()))
+        return iter(self._session.catalog.attribute_names(self._path))
 
     def __len__(self) -> int:
         return len(self._values())
@@ -79,6 +111,14 @@ class AttributeManager(MutableMapping[str, Any]):
 
 class Node:
     """A group or dataset of an open file (h5py's ``HLObject``)."""
+
+    #: The h5py class this one stands for (h5py_surface.REFUSED names what it refuses).
+    _h5py_kind: ClassVar[str] = ""
+
+    def __getattr__(self, name: str) -> Any:
+        raise refuse(self._h5py_kind, name) or AttributeError(
+            f"{type(self).__name__!r} object has no attribute {name!r}"
+        )
 
     #: How a node makes its file and a group (``.file``, ``.parent``): set by files/file.py and
     #: files/group.py, whose classes are built on this one (so it cannot import them).

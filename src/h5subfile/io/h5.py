@@ -37,6 +37,7 @@ from .regular import require_regular
 #: attributes) and nothing newer than 1.10, so that HDF5 1.10 tools (Debian's h5dump 1.10.8)
 #: read every file we write.
 LIBVER = (h5py.h5f.LIBVER_V18, h5py.h5f.LIBVER_V110)
+LIBVER_NAMES = ("v108", "v110")  # the same, as h5py names them (``File.libver``)
 
 
 #: h5py's name for HDF5's log driver with the flags profiling needs: every read and write with
@@ -196,11 +197,31 @@ def create_file(
     alignment: int | None = None,
     meta_block_size: int | None = None,
     profile: Profile | None = None,
+    track_order: bool = False,
 ) -> h5py.File:
     """Create (truncate) an HDF5 file with our properties (:func:`_file_access`), through the
-    low-level API."""
+    low-level API; ``track_order``: its root group keeps its links' and attributes' creation
+    order (h5py's ``File(..., track_order=True)``)."""
     fapl = _file_access(alignment, meta_block_size, log_for(profile, path, created=True))
-    return h5py.File(h5py.h5f.create(path.encode(), h5py.h5f.ACC_TRUNC, fapl=fapl))
+    fcpl = h5py.h5p.create(h5py.h5p.FILE_CREATE)
+    if track_order:
+        track_creation_order(fcpl, links=True)
+    return h5py.File(h5py.h5f.create(path.encode(), h5py.h5f.ACC_TRUNC, fapl=fapl, fcpl=fcpl))
+
+
+def track_creation_order(plist: Any, links: bool) -> None:
+    """Make a creation property list keep (and index) the creation order of the object's
+    attributes and, for a group (``links``), of its members: h5py's ``track_order=True``."""
+    flags = h5py.h5p.CRT_ORDER_TRACKED | h5py.h5p.CRT_ORDER_INDEXED
+    plist.set_attr_creation_order(flags)
+    if links:
+        plist.set_link_creation_order(flags)
+
+
+def tracks_order(obj: Any) -> bool:
+    """Whether an open group or dataset keeps its creation order (``track_order``)."""
+    plist = obj.id.get_create_plist()
+    return bool(plist.get_attr_creation_order() & h5py.h5p.CRT_ORDER_TRACKED)
 
 
 def open_file_rw(
@@ -272,6 +293,7 @@ def create_chunked_dataset(
         dtype=dtype,
         chunks=chunks,
         fillvalue=fill_array(dtype, fill),
+        track_order=path in groups.tracked,
         **filters,
     )
 
@@ -334,6 +356,8 @@ def create_virtual_dataset(
     each source shape (a quarter of the time of new ones for each mapping: rank 0 maps every
     extent of every dataset it publishes)."""
     dcpl = h5py.h5p.create(h5py.h5p.DATASET_CREATE)
+    if path in groups.tracked:
+        track_creation_order(dcpl, links=False)
     if fill is not None:
         dcpl.set_fill_value(np.asarray(fill, dtype=dtype).reshape(()))
     limits = None if not maxshape else tuple(h5py.h5s.UNLIMITED if n < 0 else n for n in maxshape)
@@ -382,11 +406,22 @@ class Groups:
     def __init__(self, h5: h5py.File):
         self.h5 = h5
         self._known: dict[str, h5py.Group] = {"/": h5["/"]}
+        #: paths of the groups and datasets to be created keeping their creation order
+        #: (h5py's ``track_order=True``)
+        self.tracked: set[str] = set()
 
     def require(self, path: str) -> h5py.Group:
         group = self._known.get(path)
         if group is None:
-            group = self._known[path] = self.h5.require_group(path)
+            if path in self.h5:  # not h5.get: HDF5's error for a missing path can be garbage
+                group = self.h5[path]
+                if not isinstance(group, h5py.Group):
+                    raise TypeError(f"Incompatible object ({type(group).__name__}) at {path}")
+            else:
+                parent = self.parent_of(path)
+                name = posixpath.basename(path)
+                group = parent.create_group(name, track_order=path in self.tracked)
+            self._known[path] = group
         return group
 
     def parent_of(self, path: str) -> h5py.Group:
@@ -416,6 +451,8 @@ def create_early_dataset(
     reads as it; only scalars and small datasets are made so).
     """
     dcpl = h5py.h5p.create(h5py.h5p.DATASET_CREATE)
+    if path in groups.tracked:
+        track_creation_order(dcpl, links=False)
     dcpl.set_layout(h5py.h5d.CONTIGUOUS)
     dcpl.set_alloc_time(h5py.h5d.ALLOC_TIME_EARLY)
     dcpl.set_fill_time(h5py.h5d.FILL_TIME_NEVER)

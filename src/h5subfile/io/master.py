@@ -39,6 +39,7 @@ from .h5 import (
     create_virtual_dataset,
     fill_array,
     open_file_rw,
+    tracks_order,
     whole_sources,
     write_text_attr,
 )
@@ -96,19 +97,22 @@ class MasterWriter(SourceFile):
         alignment: int | None = None,
         profile: Profile | None = None,
         known: Catalog | None = None,
+        track_order: bool = False,
     ):
         """``known``: the catalogue of the master as this process just committed it (the
-        next session of the same open file, ``File.commit``), so that it is not scanned again."""
+        next session of the same open file, ``File.commit``), so that it is not scanned again.
+        ``track_order``: a master created now keeps its root group's creation order."""
         self.claim = claim
         self.profile = profile
         self.path = os.path.abspath(path)
         self.partial = partial_path(self.path)
         self.folder = subfile_folder(self.path)
-        self.h5, created = self._open(mode, alignment)
+        self.h5, created = self._open(mode, alignment, track_order)
         try:
             with hdf5_writing(self.path, "write"):
                 if created:
-                    self.catalog = Catalog({"/": NodeInfo("group")}, FileRecord())
+                    root = NodeInfo("group", track_order=track_order)
+                    self.catalog = Catalog({"/": root}, FileRecord())
                 elif known is not None:
                     self.catalog = known
                 else:
@@ -118,7 +122,9 @@ class MasterWriter(SourceFile):
             let_go(self.h5)  # the caller releases the claim
             raise
 
-    def _open(self, mode: str, alignment: int | None) -> tuple[h5py.File, bool]:
+    def _open(
+        self, mode: str, alignment: int | None, track_order: bool = False
+    ) -> tuple[h5py.File, bool]:
         """The master's HDF5 file for this session and whether it is new; and how it is
         committed: a new file (as ``.partial``), a copy (``.partial``) or the master itself
         (in place, once room for HDF5's metadata is reserved after its end, so that a full
@@ -138,7 +144,10 @@ class MasterWriter(SourceFile):
                 os.remove(self.path)
             remove_subfiles(self.folder)
             with hdf5_writing(self.path, "create"):
-                return create_file(self.partial, alignment, META_BLOCK_SIZE, self.profile), True
+                created = create_file(
+                    self.partial, alignment, META_BLOCK_SIZE, self.profile, track_order
+                )
+                return created, True
         if not h5py.is_hdf5(self.path):
             raise CorruptFileError(f"{self.path} is not an HDF5 file; cannot append to it")
         limit = int(os.environ.get(COPY_LIMIT_ENV, DEFAULT_COPY_LIMIT))
@@ -202,11 +211,9 @@ class MasterWriter(SourceFile):
         self.groups.require(path)
 
     @hdf5_writes("write")
-    def set_attr(self, path: str, name: str, value: Any) -> Any:
+    def set_attr(self, path: str, name: str, value: Any) -> None:
         self._make_pending(path)
-        obj = self.h5[path]
-        obj.attrs[name] = value
-        return obj.attrs[name]
+        self.h5[path].attrs[name] = value
 
     @hdf5_writes("write")
     def delete_attr(self, path: str, name: str) -> None:
@@ -260,7 +267,10 @@ class MasterWriter(SourceFile):
             self.groups.parent_of(path)  # its groups exist now, for their attributes
         elif not extents:
             self.groups.parent_of(path).create_dataset(
-                posixpath.basename(path), shape=shape, dtype=dtype
+                posixpath.basename(path),
+                shape=shape,
+                dtype=dtype,
+                track_order=path in self.groups.tracked,
             )
         elif not all(names_master(e.file) for e in extents):
             sources = whole_sources([(e.file, e.dataset, e.start, e.shape) for e in extents])
@@ -303,6 +313,8 @@ class MasterWriter(SourceFile):
         name = posixpath.basename(path)
         scratch = f"{name}.h5subfile-mapping"
         scratch_path = f"{parent.name.rstrip('/')}/{scratch}"
+        if path in self.groups.tracked or tracks_order(old):
+            self.groups.tracked.add(scratch_path)
         fill_value = np.asarray(old.fillvalue, dtype=old.dtype)
         create_virtual_dataset(
             self.groups, scratch_path, shape, old.dtype, sources, maxshape, fill_value
@@ -331,6 +343,7 @@ class MasterWriter(SourceFile):
         self.session.subfiles = subfiles
         self.session.extra[STEPS_KEY] = steps
         self.session.closed = now()
+        self._keep_creation_order()
         self._write_record()
         close_hdf5(self.h5, self.path)
         # A killed job cannot break the rename (the page cache survives it); fsync (the plan's
@@ -351,6 +364,25 @@ class MasterWriter(SourceFile):
                 fsync_path(os.path.dirname(self.path), self.profile)
         if not keep_claim:
             self.claim.release()
+
+    @hdf5_writes("write")
+    def _keep_creation_order(self) -> None:
+        """Groups that keep their members' creation order (``track_order``) list them as the
+        program created them: a dataset whose virtual dataset HDF5 made later (at close, once
+        its pieces are known, or at its first attribute) is moved back into place, with every
+        member after it (HDF5 lists a moved link last)."""
+        for path, node in self.catalog.nodes.items():
+            if node.kind != "group" or not node.track_order:
+                continue
+            group = self.h5[path]
+            have = list(group)
+            want = [name for name in self.catalog.children(path) if name in group]
+            wanted = set(want)
+            have = [name for name in have if name in wanted]
+            first = next((i for i, (a, b) in enumerate(zip(have, want)) if a != b), len(want))
+            for name in want[first:]:
+                group.move(name, f"{name}.h5subfile-order")
+                group.move(f"{name}.h5subfile-order", name)
 
     def abandon(self) -> None:
         """Close without publishing (after a failure on some rank): the old file stays as it was

@@ -48,6 +48,7 @@ from .h5 import (
     open_shared_read,
     read_attrs,
     read_text_attr,
+    tracks_order,
     virtual_sources,
 )
 from .posix import probe_file
@@ -115,7 +116,15 @@ def fill_bytes_of(dataset: h5py.Dataset) -> bytes | None:
 
 
 def _user_attrs(obj: h5py.HLObject) -> dict[str, Any]:
-    return read_attrs(obj, skip=is_reserved)
+    return read_attrs(obj, skip=is_reserved)  # in h5py's order: by name, or as created
+
+
+def _group(obj: h5py.Group) -> NodeInfo:
+    """A group as readers know it; one that keeps its creation order (``track_order``) also
+    lists its members in that order."""
+    if not tracks_order(obj):
+        return NodeInfo("group", _user_attrs(obj))
+    return NodeInfo("group", _user_attrs(obj), track_order=True, order=tuple(obj))
 
 
 class _SizeCheck:
@@ -194,14 +203,14 @@ class _Scan:
             self.record = FileRecord.from_json(read_text_attr(h5, ROOT_ATTR), master_path)
         self.open_sessions = {s.id for s in self.record.open_sessions}
         self.check = _SizeCheck(master_path, master_data_path, self.record, profile)
-        self.nodes: dict[str, NodeInfo] = {"/": NodeInfo("group", _user_attrs(h5))}
+        self.nodes: dict[str, NodeInfo] = {"/": _group(h5["/"])}
         self.ranges: list[ByteRange] = []  # bytes read directly, by file (overlaps: damage)
 
     def visit(self, name: str, obj: h5py.HLObject) -> None:
         path = "/" + name
         try:
             if isinstance(obj, h5py.Group):
-                self.nodes[path] = NodeInfo("group", _user_attrs(obj))
+                self.nodes[path] = _group(obj)
             elif isinstance(obj, h5py.Dataset):
                 self.nodes[path] = self.dataset(path, obj)
         except H5SubfileError:
@@ -211,6 +220,7 @@ class _Scan:
 
     def dataset(self, path: str, obj: h5py.Dataset) -> NodeInfo:
         info = NodeInfo("dataset", _user_attrs(obj), tuple(obj.shape), obj.dtype)
+        info.track_order = tracks_order(obj)
         if LAYOUT_ATTR in obj.attrs:
             self.recorded(path, obj, info, read_text_attr(obj, LAYOUT_ATTR))
         else:

@@ -72,6 +72,10 @@ class NodeInfo:
     record_sha: str = ""  # SHA-256 of the layout record's text as rank 0 read and checked it
     #: the fill value's bytes (one element), what elements never written read as; None: zeros
     fill: bytes | None = None
+    #: h5py's ``track_order``: attributes (and a group's members) listed in creation order,
+    #: not by name; ``order``: a group's members as the file listed them when it was opened
+    track_order: bool = False
+    order: tuple[str, ...] = ()
 
     def __getstate__(self) -> dict[str, Any]:
         state = dict(self.__dict__)
@@ -161,13 +165,25 @@ class Catalog:
         return dataclasses.replace(self, record=record, record_withheld=True)
 
     def children(self, path: str) -> list[str]:
+        """The members of group ``path`` as h5py lists them: by name, or in creation order
+        where the group tracks it (those the file held when opened, then those created since,
+        which the catalogue holds in the order they were made)."""
         prefix = path.rstrip("/") + "/"
-        names = {
+        names = dict.fromkeys(
             p[len(prefix) :].split("/", 1)[0]
             for p in self.nodes
             if p.startswith(prefix) and p != "/"
-        }
-        return sorted(names)
+        )
+        group = self.nodes.get(path)
+        if group is None or not group.track_order:
+            return sorted(names)
+        known = [n for n in group.order if n in names]
+        return known + [n for n in names if n not in set(known)]
+
+    def attribute_names(self, path: str) -> list[str]:
+        """The attributes of ``path`` as h5py lists them: by name, or in creation order."""
+        node = self.nodes[path]
+        return list(node.attrs) if node.track_order else sorted(node.attrs)
 
     def missing_groups(self, path: str) -> list[str]:
         """Groups to create so that ``path`` (a new object) has its parents; refuses datasets."""

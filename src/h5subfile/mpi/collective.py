@@ -33,23 +33,19 @@ from mpi4py import MPI
 
 from .. import errors
 from . import rounds
+from .calls import Call, by_value, call_hash, files_text, ranks_text
 from .failures import Failure, describe, exception_for, rebuild
-from .rounds import (  # noqa: F401 - Call, waited and the timeout names are this module's API too
+from .rounds import (  # noqa: F401 - waited and the timeout names are this module's API too
     DEFAULT_TIMEOUT,
     GRACE,
     TIMEOUT_VARIABLE,
-    Call,
     allgather_array,
     allreduce,
     broadcast,
-    by_value,
-    call_hash,
     channel_of,
     collective_timeout,
-    files_text,
     gather_rows,
     polled,
-    ranks_text,
     waited,
 )
 from .slots import (
@@ -82,6 +78,7 @@ class _Arrival:
     args: str | None
     failure: Failure | None
     agreed: bool  # its error was already agreed on every rank
+    earlier: tuple[str, ...] = ()  # the metadata calls it made since the last collective call
 
 
 def out_of_step(arrivals: Sequence[_Arrival]) -> errors.CollectiveMismatchError:
@@ -89,14 +86,21 @@ def out_of_step(arrivals: Sequence[_Arrival]) -> errors.CollectiveMismatchError:
     files = tuple(sorted({a.file for a in arrivals if a.file}))
     several = len(files) > 1
     parts = []
-    for (call, file, failure), ranks in by_value([(a.call, a.file, a.failure) for a in arrivals]):
-        text = f"[{ranks_text(ranks)}] {call or 'a step inside an earlier call'}"
+    lead = _metadata_leads([a.earlier for a in arrivals])
+    seen = [(lead[r], a.call, a.file, a.failure) for r, a in enumerate(arrivals)]
+    for (before, call, file, failure), ranks in by_value(seen):
+        text = f"[{ranks_text(ranks)}] {before}{call or 'a step inside an earlier call'}"
         if several and file:
             text += f" on {file}"
         if failure is not None and failure[1] not in call:
             text += f", failing with {failure[0]}: {failure[1]}"
         parts.append(text)
     cause = "a rank skipped or reordered a call, or left the file after an error of its own"
+    if any(lead):
+        cause += (
+            "; metadata calls (create_group, setting attributes) make no round of their own: "
+            "they are compared at the next collective call"
+        )
     if several:
         cause = (
             "files open together on one communicator share its collective calls: every rank "
@@ -109,6 +113,22 @@ def out_of_step(arrivals: Sequence[_Arrival]) -> errors.CollectiveMismatchError:
     exc.collective = exc.out_of_step = True
     exc.files = files
     return exc
+
+
+def _metadata_leads(earlier: Sequence[tuple[str, ...]]) -> list[str]:
+    """What each rank's part of an out-of-step message starts with: "" when every rank made
+    the same metadata calls since the last collective call, else the first one that differs
+    ("create_group /g, then "; "no metadata call, then " where a rank made fewer)."""
+    if len(set(earlier)) == 1:
+        return [""] * len(earlier)
+    index = 0
+    while all(index < len(c) for c in earlier) and len({c[index] for c in earlier}) == 1:
+        index += 1
+    alike = f"{index} metadata call(s) alike, then " if index else ""
+    return [
+        f"{alike}{calls[index]}, then " if index < len(calls) else f"{alike}no metadata call, then "
+        for calls in earlier
+    ]
 
 
 def _crossed(ranks: Sequence[int], mine: _Arrival) -> errors.CollectiveMismatchError:
@@ -171,19 +191,24 @@ def agree_asking(
     question: Question | None,
     value: int = 0,
     patient: bool = False,
-) -> tuple[int, Callable[[], Any]]:
+) -> tuple[int, Callable[[], Any], bool]:
     """Collective: :func:`agree`, then ``question`` asked of rank 0 as :func:`root_decides`
-    asks it. Returns agree's value and the function (collective, called by every rank next)
-    that returns this rank's answer or raises the question's error: so the caller tells the
-    agreement's errors from the answer's. Where the rounds are stars, the question rides
+    asks it. Returns agree's value, the function (collective, called by every rank next)
+    that returns this rank's answer or raises the question's error (so the caller tells the
+    agreement's errors from the answer's), and whether the ranks' ``call.values`` differ
+    (the values of the metadata calls before it; their structures, ``call.earlier``, must
+    match like the call's name). Where the rounds are stars, the question rides
     with the agreement and rank 0 answers it in the same round once every rank agrees: one
     round instead of agree's and root_decides'. Every agreement round in a star has that
     one shape, with or without a question, so ranks in different calls still meet in it."""
     agreed = isinstance(error, errors.H5SubfileError) and error.collective
     flag = 0 if error is None else 2 if agreed else 1
-    key = 0 if call is None else call_hash(f"{call.name}\0{call.seq}\0{call.file}")
+    key = 0
+    if call is not None:
+        key = call_hash(f"{call.name}\0{call.seq}\0{call.file}\0{call.earlier}")
     args = 0 if call is None or call.args is None else call_hash(call.args)
-    sent = np.array([flag, key, -key, args, -args, value], dtype=np.int64)
+    values = 0 if call is None else call.values
+    sent = np.array([flag, key, -key, args, -args, value, values, -values], dtype=np.int64)
     answered: Callable[[], Any] | None = None
     if channel_of(comm).star:
         try:
@@ -194,8 +219,9 @@ def agree_asking(
     else:
         got = allreduce(comm, sent, call=call, patient=patient)
     if _in_agreement(got):
+        differ = bool(got[6] != -got[7])
         if question is None:
-            return int(got[5]), lambda: None  # no question: no answer
+            return int(got[5]), lambda: None, differ  # no question: no answer
         if answered is None:
             asked = question
 
@@ -204,13 +230,14 @@ def agree_asking(
                     return _root_answers(comm, asked)
                 return root_decides(comm, asked.local, asked.error, asked.decide, asked.per_rank)
 
-        return int(got[5]), _after_agreement(answered)
+        return int(got[5]), _after_agreement(answered), differ
     mine = _Arrival(
         "" if call is None else call.describe(),
         "" if call is None else call.file,
         None if call is None else call.args,
         None if error is None else describe(error),
         agreed,
+        () if call is None else call.earlier_calls,
     )
     arrivals: list[_Arrival] = comm.allgather(mine)
     crossed = [r for r, a in enumerate(arrivals) if not isinstance(a, _Arrival)]

@@ -19,21 +19,19 @@ doorbells (:mod:`.doorbell`) instead of waking to relay MPI's trees.
 
 from __future__ import annotations
 
-import hashlib
 import os
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Protocol, TypeVar
+from typing import Any, Protocol
 
 import numpy as np
 from mpi4py import MPI
 
 from .. import errors
+from .calls import Call, by_value, files_text, ranks_text
 from .doorbell import ADDRESS_FIELDS, MANY, OVERSUBSCRIBED, Doorbell, own_bell
 from .star import Star, reduction
-
-T = TypeVar("T")
 
 TIMEOUT_VARIABLE = "H5SUBFILE_COLLECTIVE_TIMEOUT"
 DEFAULT_TIMEOUT = 600.0  # seconds; 0 (or less): wait for ever
@@ -140,53 +138,6 @@ def collective_timeout() -> float | None:
     except ValueError:
         seconds = DEFAULT_TIMEOUT  # not worth failing one rank over: ranks share it anyway
     return seconds if seconds > 0 else None
-
-
-@dataclass(frozen=True)
-class Call:
-    """A collective call, as the ranks agree on it at its start.
-
-    ``name``, ``seq`` (its number on its file) and ``file`` (absolute: files open together on
-    one communicator share its rounds) must be the same on every rank, else they are out of step.
-    ``args``, when given, must be the same too (the datasets of a write...), else it is an
-    argument mismatch. ``detail`` is only shown in messages.
-    """
-
-    name: str
-    seq: int
-    detail: str = ""
-    args: str | None = None
-    file: str = ""
-
-    def describe(self) -> str:
-        return f"{self.name}{' ' + self.detail if self.detail else ''} (call #{self.seq})"
-
-
-def call_hash(text: str) -> int:
-    """A positive 62-bit hash of ``text``, the same in every process (unlike ``hash``)."""
-    digest = hashlib.blake2b(text.encode(), digest_size=8).digest()
-    return (int.from_bytes(digest, "little") >> 2) or 1
-
-
-def ranks_text(ranks: Sequence[int]) -> str:
-    if len(ranks) == 1:
-        return f"rank {ranks[0]}"
-    if len(ranks) <= 8:
-        return "ranks " + ", ".join(map(str, ranks))
-    return f"{len(ranks)} ranks: {ranks[0]}, {ranks[1]}, ... {ranks[-1]}"
-
-
-def by_value(values: Sequence[T]) -> list[tuple[T, list[int]]]:
-    """Each distinct value with the ranks that hold it, in order of first appearance."""
-    grouped: dict[T, list[int]] = {}
-    for rank, value in enumerate(values):
-        grouped.setdefault(value, []).append(rank)
-    return list(grouped.items())
-
-
-def files_text(files: Sequence[str]) -> str:
-    named = sorted({f for f in files if f})
-    return f" on {', '.join(named)}" if named else ""
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,126 @@
+"""h5py's object model in a write session, as parallel HDF5 serves it on every rank:
+``track_order`` (members and attributes in creation order, in h5subfile and for plain h5py),
+and attributes whose values differ between ranks (a time stamp, a host name)."""
+
+from __future__ import annotations
+
+import json
+import socket
+import time
+import warnings
+from pathlib import Path
+
+import numpy as np
+import pytest
+from mpi4py import MPI
+from ranks import plain_h5py, same_on_every_rank
+
+import h5subfile as hs
+
+#: What plain h5py lists of the file, in its own order (h5subfile's reserved attributes left out)
+LISTING = """
+import json, sys, h5py
+def attrs(obj):
+    return [a for a in obj.attrs if not a.startswith("h5subfile")]
+with h5py.File(sys.argv[1]) as f:
+    out = {"/": [list(f), attrs(f)]}
+    f.visititems(lambda name, obj: out.__setitem__(
+        name, [list(obj) if isinstance(obj, h5py.Group) else obj[...].tolist(), attrs(obj)]))
+print(json.dumps(out, sort_keys=True))
+"""
+
+
+def _listing(f: hs.File, values: bool = True) -> dict[str, list]:
+    """The same listing, through h5subfile (``values``: datasets' values, else None)."""
+    out = {"/": [list(f), list(f.attrs)]}
+
+    def visit(name: str, obj: hs.Group | hs.Dataset) -> None:
+        first = list(obj) if isinstance(obj, hs.Group) else obj[...].tolist() if values else None
+        out[name] = [first, list(obj.attrs)]
+
+    f.visititems(visit)
+    return json.loads(json.dumps(out, sort_keys=True))
+
+
+@pytest.mark.parametrize("subfiles", [1, 2])
+def test_track_order_lists_members_and_attributes_as_created(
+    comm: MPI.Comm, shared_tmp: Path, subfiles: int
+) -> None:
+    """A file, groups and datasets made with ``track_order=True`` list members and attributes
+    in creation order, others by name; a dataset whose layout is learned from the writes (made
+    again at close with several subfiles) keeps its place; plain h5py lists the same, and so
+    does h5subfile reading the file back at any rank count."""
+    rank, size = comm.rank, comm.size
+    path = shared_tmp / "ordered.h5"
+    with hs.File(path, "w", comm=comm, subfiles=min(subfiles, size), track_order=True) as f:
+        for name in ("zeta", "alpha", "mid"):
+            f.create_group(name)
+        f.attrs["title"] = "run"
+        f.attrs["Conventions"] = "CF-1.8"
+        g = f.create_group("vars", track_order=True)
+        x = g.create_dataset("x", (4 * size,), "f8", track_order=True)
+        x.attrs["units"] = "m"
+        x.attrs["_FillValue"] = -1.0
+        x.attrs["axis"] = "X"
+        x[4 * rank : 4 * rank + 4] = np.arange(4.0) + 10 * rank
+        g.create_dataset("a", data=np.arange(3, dtype="i4"))
+        g.create_dataset("m", (size,), "i8", block=slice(rank, rank + 1)).write(np.array([rank]))
+        by_name = f.create_group("by_name", track_order=False)
+        by_name.create_group("b")
+        by_name.create_group("a")
+        by_name.attrs["y"] = 1
+        by_name.attrs["x"] = 2
+        in_session = same_on_every_rank(comm, _listing(f, values=False))
+    with hs.File(path, "r", comm=comm) as back:
+        written = same_on_every_rank(comm, _listing(back))
+    groups = ("/", "vars", "by_name", "alpha", "mid", "zeta", "by_name/a", "by_name/b")
+    assert in_session == {k: [v[0] if k in groups else None, v[1]] for k, v in written.items()}
+    assert written["/"] == [["zeta", "alpha", "mid", "vars", "by_name"], ["title", "Conventions"]]
+    assert written["vars"][0] == ["x", "a", "m"]
+    assert written["vars/x"][1] == ["units", "_FillValue", "axis"]
+    assert written["by_name"] == [["a", "b"], ["x", "y"]]
+    plain = json.loads(plain_h5py(comm, LISTING, str(path)))
+    assert plain == written, (plain, written)
+
+
+def test_track_order_of_a_file_plain_h5py_wrote(comm: MPI.Comm, shared_tmp: Path) -> None:
+    """h5subfile lists a plain HDF5 file's members as h5py does, by creation order where the
+    file tracks it; appending keeps the order, new members last."""
+    path = shared_tmp / "plain.h5"
+    make = (
+        "import sys, h5py\n"
+        "with h5py.File(sys.argv[1], 'w', track_order=True) as f:\n"
+        "    for n in ('c', 'a', 'b'): f.create_group(n)\n"
+        "    f.attrs['z'] = 1; f.attrs['a'] = 2\n"
+    )
+    plain_h5py(comm, make, str(path))
+    with hs.File(path, "a", comm=comm) as f:
+        assert list(f) == ["c", "a", "b"] and list(f.attrs) == ["z", "a"]
+        f.create_group("0")
+        f.attrs["m"] = 3
+    with hs.File(path, "r", comm=comm) as f:
+        assert list(f) == ["c", "a", "b", "0"] and list(f.attrs) == ["z", "a", "m"]
+
+
+def test_attributes_that_differ_between_ranks_keep_rank_0s(
+    comm: MPI.Comm, shared_tmp: Path
+) -> None:
+    """Every rank stamps the file with its own clock and host (as netCDF writers do): no error;
+    the file keeps rank 0's values, every rank reads them after the next collective call, and
+    rank 0 warns once, naming them."""
+    path = shared_tmp / "stamped.h5"
+    with hs.File(path, "w", comm=comm) as f:
+        f.attrs["date_created"] = time.strftime("%Y-%m-%dT%H:%M:%S") + f".{time.time_ns()}"
+        f.attrs["host"] = f"{socket.gethostname()}-rank{comm.rank}"
+        f.attrs["ranks"] = comm.size  # the same everywhere
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            f.create_dataset("x", (comm.size,), "f8")  # the next collective call
+        said = [str(w.message) for w in caught if w.category is hs.DifferentValuesWarning]
+        assert len(said) == (1 if comm.rank == 0 and comm.size > 1 else 0), said
+        if said:
+            assert "/.attrs['date_created'], /.attrs['host']" in said[0]
+        stamp = same_on_every_rank(comm, (f.attrs["date_created"], f.attrs["host"]))
+        assert stamp[1].endswith("-rank0")
+    code = "import sys, h5py; a = h5py.File(sys.argv[1]).attrs; print(a['date_created'], a['host'])"
+    assert plain_h5py(comm, code, str(path)) == f"{stamp[0]} {stamp[1]}"

@@ -1,0 +1,107 @@
+"""Every public attribute of h5py's File, Group, Dataset, AttributeManager and the dimension
+scales' DimensionManager, on h5subfile's objects: served, or refused with a reason
+(``files/h5py_surface.py``, ``REFUSED``) by an error that says so. One process, one rank."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import h5py
+import numpy as np
+import pytest
+from mpi4py import MPI
+
+import h5subfile as hs
+from h5subfile.files.h5py_surface import REFUSED, UnsupportedAttributeError
+
+#: h5py's classes and the name h5subfile's stand-ins go by in ``REFUSED``
+CLASSES = {
+    "File": h5py.File,
+    "Group": h5py.Group,
+    "Dataset": h5py.Dataset,
+    "AttributeManager": h5py.AttributeManager,
+}
+#: What is left out entirely, with the reason (the dimension scales' manager: ``d.dims``
+#: itself is refused, so there is no object to walk).
+LEFT_OUT = {"DimensionManager": "Dataset.dims is refused: dimension scales are not supported yet"}
+
+
+def _public(cls: type) -> set[str]:
+    return {name for name in dir(cls) if not name.startswith("_")}
+
+
+@pytest.fixture(scope="module")
+def objects(tmp_path_factory: pytest.TempPathFactory) -> dict[str, object]:
+    path = Path(tmp_path_factory.mktemp("surface")) / "s.h5"
+    f = hs.File(path, "w", comm=MPI.COMM_SELF)
+    d = f.create_dataset("x", (4,), "f8", block=slice(0, 4))
+    d.write(np.arange(4.0))
+    f.attrs["a"] = 1
+    yield {"File": f, "Group": f.create_group("g"), "Dataset": d, "AttributeManager": f.attrs}
+    f.close()
+
+
+@pytest.mark.parametrize("kind", list(CLASSES))
+def test_every_public_attribute_of_h5py_is_served_or_refused(
+    objects: dict[str, object], kind: str
+) -> None:
+    obj = objects[kind]
+    refused = REFUSED.get(kind, {})
+    missing = []
+    for name in sorted(_public(CLASSES[kind])):
+        if name in refused:
+            with pytest.raises(UnsupportedAttributeError, match=f"{kind}.{name} .*: "):
+                getattr(obj, name)
+            assert not hasattr(obj, name)  # an AttributeError too
+        elif not hasattr(obj, name):
+            missing.append(name)
+    assert not missing, f"h5py's {kind} has {missing}: serve them, or refuse them with a reason"
+    assert all(why for why in refused.values())
+    assert not set(refused) - _public(CLASSES[kind]), "REFUSED names something h5py lacks"
+
+
+def test_dimension_manager_is_left_out_with_a_reason(objects: dict[str, object]) -> None:
+    assert set(LEFT_OUT) == {"DimensionManager"}
+    with pytest.raises(UnsupportedAttributeError, match="dimension scales"):
+        objects["Dataset"].dims  # noqa: B018
+
+
+def test_what_is_served_answers_as_h5py(objects: dict[str, object], tmp_path: Path) -> None:
+    """The served attributes give h5py's answers for the same dataset and file."""
+    f, d = objects["File"], objects["Dataset"]
+    plain = h5py.File(tmp_path / "p.h5", "w", libver=("v108", "v110"))
+    p = plain.create_dataset("x", data=np.arange(4.0))
+    for name in ("compression_opts", "shuffle", "fletcher32", "scaleoffset", "external"):
+        assert getattr(d, name) == getattr(p, name), name
+    assert d.is_virtual is False and f.libver == plain.libver
+    assert f.userblock_size == plain.userblock_size and f.swmr_mode is False
+    assert np.array_equal(d.astype("i2")[1:3], p.astype("i2")[1:3])
+    assert d.astype("i2")[1:3].dtype == np.dtype("i2")
+    f.attrs.create("c", [1, 2], dtype="i1")
+    f.attrs.modify("c", [3, 4])
+    plain.attrs.create("c", [1, 2], dtype="i1")
+    plain.attrs.modify("c", [3, 4])
+    assert f.attrs["c"].dtype == plain.attrs["c"].dtype == np.dtype("i1")
+    assert f.attrs["c"].tolist() == plain.attrs["c"].tolist() == [3, 4]
+    seen: list[tuple[str, str]] = []
+    f.visititems_links(lambda name, link: seen.append((name, type(link).__name__)))
+    assert ("x", "HardLink") in seen
+    like = f.create_dataset_like("y", p, fillvalue=2.0)
+    assert (like.shape, like.dtype, like.fillvalue) == ((4,), np.dtype("f8"), 2.0)
+    plain.close()
+
+
+def test_strings_and_fields(tmp_path: Path) -> None:
+    rec = np.array([(1, 2.5), (3, 4.5)], dtype=[("i", "i4"), ("v", "f8")])
+    with hs.File(tmp_path / "t.h5", "w", comm=MPI.COMM_SELF) as f:
+        s = f.create_dataset("s", data=np.array([b"ab", b"cd"]))
+        r = f.create_dataset("r", data=rec)
+        f.update({"u": np.arange(2)})
+        assert f.setdefault("u", None)[...].tolist() == [0, 1]
+    with hs.File(tmp_path / "t.h5", "r", comm=MPI.COMM_SELF) as f:
+        s, r = f["s"], f["r"]
+        assert s.asstr()[...].tolist() == ["ab", "cd"] and s.asstr()[0] == "ab"
+        assert r.fields("v")[...].tolist() == [2.5, 4.5]
+        assert r.fields(["i"])[...].dtype.names == ("i",)
+        with pytest.raises(TypeError):
+            r.asstr()
