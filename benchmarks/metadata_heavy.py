@@ -570,11 +570,12 @@ TITLE = "Metadata-heavy files"
 
 
 def summary_rows(record: dict) -> list[tuple[str, str, str]]:
-    """The summary's row: the last run's h5subfile / parallel HDF5 at each rank count, with the
+    """The summary's rows, one per run: h5subfile / parallel HDF5 at each rank count, with the
     base checkout's where it ran, and the null comparison."""
-    if not record.get("runs"):
-        return []
-    label, run = list(record["runs"].items())[-1]
+    return [row for label, run in record.get("runs", {}).items() for row in _summary(label, run)]
+
+
+def _summary(label: str, run: dict) -> list[tuple[str, str, str]]:
     s = run["settings"]
     parts = []
     for ranks in s["ranks"]:

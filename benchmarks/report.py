@@ -29,6 +29,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import async_overlap  # noqa: E402
 import checksum_cost  # noqa: E402
+import metadata_heavy  # noqa: E402
 import metadata_scaling  # noqa: E402
 import open_scaling  # noqa: E402
 import paper_experiment  # noqa: E402
@@ -66,6 +67,9 @@ DATA = {
     "patterns_trust": "write-patterns-trust.json",
     "patterns_trust_big": "write-patterns-trust-big.json",
     "patterns_quiet": "write-patterns-quiet.json",
+    "heavy": "metadata-heavy.json",
+    "patterns_metadata": "write-patterns-metadata.json",
+    "patterns_metadata_vpic": "write-patterns-metadata-vpic.json",
 }
 PAPER_TITLE = paper_experiment.TITLE
 SHORT = {PAPER_TITLE: "VPIC-IO / IOR"}
@@ -810,6 +814,9 @@ def summary(data: dict[str, dict]) -> str:
         + write_patterns.summary_rows(data["patterns_trust"])
         + write_patterns.summary_rows(data["patterns_trust_big"])
         + write_patterns.summary_rows(data["patterns_quiet"])
+        + metadata_heavy.summary_rows(data["heavy"])
+        + write_patterns.summary_rows(data["patterns_metadata"])
+        + write_patterns.summary_rows(data["patterns_metadata_vpic"])
     )
     other = sorted(
         {
@@ -888,6 +895,9 @@ others run `report.py`):
 | [Write patterns after the trust and structure work]({patterns_trust}) | `docs/write-patterns-trust.json` | the first script's default series, `--title "Write patterns after the trust and structure work, against the commit before"` (BASE: a worktree of the commit before the work) |
 | [Large VPIC writes after the trust and structure work, a second series]({patterns_trust_big}) | `docs/write-patterns-trust-big.json` | the same script with `--reps 9 --only big_plain big_profiled vpic_2 --title "Large VPIC writes after the trust and structure work, a second series"` |
 | [Write patterns on a quiet machine, seven repetitions]({patterns_quiet}) | `docs/write-patterns-quiet.json` | the same script with `--reps 7 --title "Write patterns on a quiet machine, seven repetitions"`, nothing else running (BASE: a worktree of the commit before) |
+| [Metadata-heavy files]({heavy}) | `docs/metadata-heavy.json` | `make phdf5 && .venv-phdf5/bin/python benchmarks/metadata_heavy.py --base-src /tmp/base/src --reps 3 --label LABEL` (and `--ranks 2 --scale 10`; BASE: `git archive` of the commit before, its `src`) |
+| [Write patterns after metadata calls without rounds]({patterns_metadata}) | `docs/write-patterns-metadata.json` | the write-patterns script with `--only vpic_2 vpic_h5py_2 t64k_one_file t64k_posix_shared t16m_subfiles2 t16m_posix_fpp --title "Write patterns after metadata calls without rounds"` (BASE: the commit before) |
+| [VPIC writes after metadata calls without rounds, a second series]({patterns_metadata_vpic}) | `docs/write-patterns-metadata-vpic.json` | the same script with `--reps 7 --only vpic_2 vpic_h5py_2 --title "VPIC writes after metadata calls without rounds, a second series"` |
 
 Every figure shows the median over repetitions with the minimum and maximum as whiskers or
 error bars."""
@@ -918,6 +928,9 @@ def build(data: dict[str, dict]) -> str:
         "patterns_trust": anchor(data["patterns_trust"]["title"]),
         "patterns_trust_big": anchor(data["patterns_trust_big"]["title"]),
         "patterns_quiet": anchor(data["patterns_quiet"]["title"]),
+        "heavy": anchor(metadata_heavy.TITLE),
+        "patterns_metadata": anchor(data["patterns_metadata"]["title"]),
+        "patterns_metadata_vpic": anchor(data["patterns_metadata_vpic"]["title"]),
     }
     parts = [
         HEADER.format(**anchors),
@@ -943,6 +956,9 @@ def build(data: dict[str, dict]) -> str:
         write_patterns.render(data["patterns_trust"]),
         write_patterns.render(data["patterns_trust_big"]),
         write_patterns.render(data["patterns_quiet"]),
+        metadata_heavy.render(data["heavy"]),
+        write_patterns.render(data["patterns_metadata"]),
+        write_patterns.render(data["patterns_metadata_vpic"]),
     ]
     return "\n\n".join(parts) + "\n"
 

@@ -498,6 +498,11 @@ def _command(data: dict) -> list[str]:
     return [".venv/bin/python benchmarks/write_patterns.py " + " ".join(quoted)]
 
 
+def _lower(title: str) -> str:
+    """``title`` inside a sentence: its first letter lowered, unless it starts an acronym."""
+    return title if title[:2].isupper() else title[0].lower() + title[1:]
+
+
 def summary_rows(data: dict) -> list[tuple[str, str, str]]:
     order = data["order"]
     base, new, null = order[0], order[-2], order[-1]
@@ -521,7 +526,7 @@ def summary_rows(data: dict) -> list[tuple[str, str, str]]:
         if title == TITLE
         else f"{title} ({legend})"
     )
-    rows = [(question, answer, title)]
+    rows = [(question, answer, title)] if answer else []
     direct = "; ".join(
         f"{COMMANDS[name][3]}: **{cell(between(data, name, new, base))}** "
         f"(null {cell(between(data, name, null, new))})"
@@ -531,7 +536,7 @@ def summary_rows(data: dict) -> list[tuple[str, str, str]]:
     if direct:
         rows.append(
             (
-                f"VPIC write, {'after the write-pattern work' if title == TITLE else title[0].lower() + title[1:]}: "
+                f"VPIC write, {'after the write-pattern work' if title == TITLE else _lower(title)}: "
                 f"{new} / {base} (observed s; above 1 slower)",
                 direct,
                 title,
