@@ -178,7 +178,8 @@ class Catalog:
         if group is None or not group.track_order:
             return sorted(names)
         known = [n for n in group.order if n in names]
-        return known + [n for n in names if n not in set(known)]
+        listed = set(known)
+        return known + [n for n in names if n not in listed]
 
     def attribute_names(self, path: str) -> list[str]:
         """The attributes of ``path`` as h5py lists them: by name, or in creation order."""
