@@ -91,6 +91,23 @@ def test_what_is_served_answers_as_h5py(objects: dict[str, object], tmp_path: Pa
     plain.close()
 
 
+def test_iter_chunks_as_h5py(tmp_path: Path) -> None:
+    """A chunked dataset's chunks, as h5py iterates a plain dataset of the same chunk shape;
+    a contiguous one is refused as h5py refuses it."""
+    with hs.File(tmp_path / "c.h5", "w", comm=MPI.COMM_SELF) as f:
+        d = f.create_dataset("c", (10, 6), "f4", chunks=(4, 4), compression="gzip")
+        with d.collective:
+            d[...] = np.arange(60, dtype="f4").reshape(10, 6)
+        d.flush()
+        plain = h5py.File(tmp_path / "p.h5", "w")
+        p = plain.create_dataset("c", (10, 6), "f4", chunks=(4, 4))
+        for sel in (None, (slice(1, 9), slice(2, 6))):
+            assert list(d.iter_chunks(sel)) == list(p.iter_chunks(sel))
+        plain.close()
+        with pytest.raises(TypeError):
+            f.create_dataset("flat", (4,), "f8").iter_chunks()
+
+
 def test_strings_and_fields(tmp_path: Path) -> None:
     rec = np.array([(1, 2.5), (3, 4.5)], dtype=[("i", "i4"), ("v", "f8")])
     with hs.File(tmp_path / "t.h5", "w", comm=MPI.COMM_SELF) as f:

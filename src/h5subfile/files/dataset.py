@@ -161,6 +161,19 @@ class Dataset(Node):
         layout = info.layout
         return layout is not None and any(not names_master(e.file) for e in layout.extents)
 
+    def iter_chunks(self, sel: Any = None) -> Any:
+        """h5py's ``iter_chunks``: for each chunk the selection (``sel``, slices; None: the
+        whole dataset) meets, the slices of their intersection (h5py's own iterator, over
+        :attr:`chunks`; TypeError for a dataset that is not chunked)."""
+        from h5py._hl.dataset import ChunkIterator
+
+        return ChunkIterator(self, sel)
+
+    def flush(self) -> None:
+        """Collective: h5py's ``Dataset.flush()`` (collective with the ``mpio`` driver): the
+        file's :meth:`~h5subfile.File.flush`, which shares every rank's writes."""
+        self.file.flush()
+
     def astype(self, dtype: Any) -> ReadView:
         """``d.astype(dtype)[sel]``: what is read, converted to ``dtype`` (h5py's)."""
         wanted = np.dtype(dtype)

@@ -43,8 +43,6 @@ REFUSED: dict[str, dict[str, str]] = {
         "virtual_sources": "a master's virtual datasets are h5subfile's storage (h5subfile info "
         "shows it)",
         "refresh": "SWMR is not supported (h5subfile.follow reads a file as it is written)",
-        "flush": "flush the file (File.flush(), collective)",
-        "iter_chunks": "not supported yet (read by slices of the chunk shape, d.chunks)",
         "filter_ids": "d.filters says every filter of the dataset",
         "filter_names": "d.filters says every filter of the dataset",
     },
