@@ -7,8 +7,9 @@ is raised by every rank at the call, and marked agreed. The call goes into the s
 ledger (engine/ledger.py), compared at the next collective call: a rank that made other
 metadata calls fails that call on every rank, and nothing of the session is published. A
 failure of rank 0's own write of the master (a full disk) is kept and raised by every rank at
-the next collective call. Attribute values are stored as HDF5 stores them
-(:func:`~h5subfile.io.attributes.stored_attribute`), so every rank reads back what the master holds.
+the next collective call. Attribute values are kept as HDF5 stores them
+(:func:`~h5subfile.io.attributes.stored_attribute`): every rank reads back what the master
+holds.
 """
 
 from __future__ import annotations
