@@ -26,6 +26,7 @@ from mpi4py import MPI
 
 from ..errors import DifferentValuesWarning
 from ..layout.catalog import Catalog
+from ..mpi.calls import digest_int
 from ..mpi.collective import bcast, gather
 
 
@@ -40,12 +41,6 @@ class Entry:
     name: str = ""
     value: Any = None
     signature: str = ""
-
-
-def _digest_int(hasher: Any) -> int:
-    """A positive 62-bit int of ``hasher``'s digest (it travels in an int64 MAX-reduction with
-    its negation)."""
-    return (int.from_bytes(hasher.digest(), "little") >> 2) or 1
 
 
 class Ledger:
@@ -71,7 +66,7 @@ class Ledger:
         """(structure, values): two positive ints, (0, 0) when no call was made."""
         if not self.entries:
             return 0, 0
-        return _digest_int(self._structure), _digest_int(self._values)
+        return digest_int(self._structure.digest()), digest_int(self._values.digest())
 
     def described(self) -> tuple[str, ...]:
         """Every call's structure, in order (only shown when the ranks' digests differ)."""

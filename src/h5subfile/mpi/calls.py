@@ -38,7 +38,12 @@ class Call:
 
 def call_hash(text: str) -> int:
     """A positive 62-bit hash of ``text``, the same in every process (unlike ``hash``)."""
-    digest = hashlib.blake2b(text.encode(), digest_size=8).digest()
+    return digest_int(hashlib.blake2b(text.encode(), digest_size=8).digest())
+
+
+def digest_int(digest: bytes) -> int:
+    """A digest as a positive 62-bit int (it travels in an int64 MAX-reduction with its
+    negation, so 0 stays free to mean "nothing")."""
     return (int.from_bytes(digest, "little") >> 2) or 1
 
 
