@@ -46,7 +46,17 @@ READ = (
 #: files of 1 and 3 writers) and 3 ranks (2 and 4 writers), then read with 1-5 ranks; the storage
 #: files are written with 4 ranks and read with 1-5. Self-contained modules share these jobs.
 STAGES = (
-    Stage("write-1", 1, (WRITE, "test_integrity.py", "test_repack.py", "test_h5py_programs.py")),
+    Stage(
+        "write-1",
+        1,
+        (
+            WRITE,
+            "test_integrity.py",
+            "test_repack.py",
+            "test_h5py_programs.py",
+            "test_scales_and_netcdf.py",
+        ),
+    ),
     Stage(
         "write-3",
         3,
@@ -66,6 +76,7 @@ STAGES = (
             "test_nodes.py",
             "test_h5py_programs.py",
             "test_metadata_model.py",
+            "test_scales_and_netcdf.py",
         ),
     ),
     Stage(

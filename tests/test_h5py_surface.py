@@ -7,6 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import h5py
+import h5py._hl.dims as h5py_dims
 import numpy as np
 import pytest
 from mpi4py import MPI
@@ -20,10 +21,9 @@ CLASSES = {
     "Group": h5py.Group,
     "Dataset": h5py.Dataset,
     "AttributeManager": h5py.AttributeManager,
+    "DimensionManager": h5py_dims.DimensionManager,
+    "DimensionProxy": h5py_dims.DimensionProxy,
 }
-#: What is left out entirely, with the reason (the dimension scales' manager: ``d.dims``
-#: itself is refused, so there is no object to walk).
-LEFT_OUT = {"DimensionManager": "Dataset.dims is refused: dimension scales are not supported yet"}
 
 
 def _public(cls: type) -> set[str]:
@@ -37,7 +37,14 @@ def objects(tmp_path_factory: pytest.TempPathFactory) -> dict[str, object]:
     d = f.create_dataset("x", (4,), "f8", block=slice(0, 4))
     d.write(np.arange(4.0))
     f.attrs["a"] = 1
-    yield {"File": f, "Group": f.create_group("g"), "Dataset": d, "AttributeManager": f.attrs}
+    yield {
+        "File": f,
+        "Group": f.create_group("g"),
+        "Dataset": d,
+        "AttributeManager": f.attrs,
+        "DimensionManager": d.dims,
+        "DimensionProxy": d.dims[0],
+    }
     f.close()
 
 
@@ -58,12 +65,6 @@ def test_every_public_attribute_of_h5py_is_served_or_refused(
     assert not missing, f"h5py's {kind} has {missing}: serve them, or refuse them with a reason"
     assert all(why for why in refused.values())
     assert not set(refused) - _public(CLASSES[kind]), "REFUSED names something h5py lacks"
-
-
-def test_dimension_manager_is_left_out_with_a_reason(objects: dict[str, object]) -> None:
-    assert set(LEFT_OUT) == {"DimensionManager"}
-    with pytest.raises(UnsupportedAttributeError, match="dimension scales"):
-        objects["Dataset"].dims  # noqa: B018
 
 
 def test_what_is_served_answers_as_h5py(objects: dict[str, object], tmp_path: Path) -> None:

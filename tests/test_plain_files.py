@@ -84,14 +84,16 @@ from mpi4py import MPI
 import h5subfile as hs
 with hs.File(sys.argv[1], "r") as f:
     seen = {"root": {k: str(v) for k, v in f.attrs.items()}, "x": f["x"][...].tolist(),
-            "plain": int(f["x"].attrs["plain"])}
+            "plain": int(f["x"].attrs["plain"]),
+            "opened": [f[r].name for r in [f.attrs["points_to"], *f.attrs["refs"]]]}
 print(json.dumps(seen) if MPI.COMM_WORLD.rank == 0 else "", end="")
 """
 
 
-def test_reference_attributes_of_plain_files_are_named_not_fatal(tmp_path: Path) -> None:
+def test_reference_attributes_of_plain_files_open_their_objects(tmp_path: Path) -> None:
     """HDF5 references cannot leave the process that read them: opening a plain file holding
-    some, on 2 ranks, reads its data and shows each reference as a note naming its target."""
+    some, on 2 ranks, reads its data and gives each reference as the path of its target,
+    which ``f[ref]`` opens on every rank."""
     path = tmp_path / "refs.h5"
     made = run_python(REFERENCES, str(path))
     assert made.returncode == 0, made.stderr
@@ -108,5 +110,6 @@ def test_reference_attributes_of_plain_files_are_named_not_fatal(tmp_path: Path)
     assert seen["x"] == list(range(6)) and seen["plain"] == 7
     assert seen["root"] == {
         "points_to": "<HDF5 object reference to /x>",
-        "refs": "<array of 2 HDF5 references>",
+        "refs": "[<HDF5 object reference to /x> <HDF5 object reference to />]",
     }
+    assert seen["opened"] == ["/x", "/x", "/"]

@@ -43,6 +43,7 @@ from .errors import (
     WriterStoppedError,
 )
 from .layout.blocks import Block
+from .layout.references import ObjectRef
 from .plan import Plan
 
 __all__ = [
@@ -68,6 +69,7 @@ __all__ = [
     "MissingFileError",
     "NotRegularFileError",
     "ObjectExistsError",
+    "ObjectRef",
     "ObjectNotFoundError",
     "OverlapError",
     "PermissionDeniedError",

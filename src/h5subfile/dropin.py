@@ -148,6 +148,14 @@ class _Config:
         setattr(self._real, name, value)  # mpi: read-only, as h5py's
 
 
+#: h5subfile's classes and the module of h5py's class each stands for while installed.
+_MODULES: dict[type, str] = {
+    files.File: "h5py._hl.files",
+    files.Group: "h5py._hl.group",
+    files.Dataset: "h5py._hl.dataset",
+}
+
+
 def install(**plan: Any) -> None:
     """Serve ``h5py.File(..., driver="mpio")`` with h5subfile from now on in this process;
     ``plan``: ``File``'s plan arguments for every such file (``subfiles=``, ``plan="auto"``...).
@@ -156,6 +164,8 @@ def install(**plan: Any) -> None:
         _ORIGINAL.extend(
             [(h5py, name, getattr(h5py, name)) for name in ("File", "Group", "Dataset")]
             + [(h5py, "get_config", h5py.get_config), (h5, "get_config", h5.get_config)]
+            # Libraries built on h5py (h5netcdf) tell h5py's objects by their class's module.
+            + [(ours, "__module__", ours.__module__) for ours in _MODULES]
         )
     real = {name: value for module, name, value in _ORIGINAL if module is h5py}
     chosen = dict(plan)
@@ -200,6 +210,8 @@ def install(**plan: Any) -> None:
 
     h5py.File, h5py.Group, h5py.Dataset = File, Group, Dataset
     h5py.get_config = h5.get_config = get_config
+    for ours, module in _MODULES.items():
+        ours.__module__ = module
 
 
 def uninstall() -> None:

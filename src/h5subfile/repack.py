@@ -42,6 +42,7 @@ from typing import Any
 import numpy as np
 from mpi4py import MPI
 
+from .engine.dims import SCALE_ATTRS
 from .errors import (
     CorruptFileError,
     DamagedFileError,
@@ -53,9 +54,11 @@ from .errors import (
     UnsupportedLinkError,
 )
 from .files import Dataset, File, Group
+from .files.dims import scale_name
 from .io.h5 import is_attribute_note
 from .layout.dtypes import check_dtype
 from .layout.names import subfile_folder
+from .layout.references import ObjectRef, holds_refs
 from .mpi.collective import agree, barrier, root_only
 from .plan import MIN_BUFFER_SIZE, PLAN_FIELDS
 
@@ -177,11 +180,21 @@ def _dataset_problems(dataset: Dataset) -> list[str]:
 
 
 def _attribute_problems(path: str, obj: Group | Dataset) -> list[str]:
-    return [
-        f"attribute {name!r} of {path}: {value[1:-1]}"
-        for name, value in obj.attrs.items()
-        if is_attribute_note(value)
-    ]
+    """Attributes a copy cannot carry: unreadable ones, and references (but those of
+    dimension scales, which :func:`copy_scales` makes again)."""
+    problems = []
+    for name, value in obj.attrs.items():
+        if is_attribute_note(value):
+            problems.append(f"attribute {name!r} of {path}: {value[1:-1]}")
+        elif name not in SCALE_ATTRS and holds_refs(value):
+            problems.append(f"attribute {name!r} of {path}: {_refs_text(value)}")
+    return problems
+
+
+def _refs_text(value: Any) -> str:
+    if isinstance(value, ObjectRef):
+        return f"HDF5 object reference to {value.path or 'nothing'}"
+    return "HDF5 object references (h5subfile writes none but dimension scales')"
 
 
 def find_links(path: str) -> list[str]:
@@ -395,11 +408,38 @@ def _group(file: File, path: str) -> Group:
 
 
 def copy_attributes(source: Group | Dataset | File, target: Group | Dataset | File) -> int:
-    """Collective: set every attribute of ``source`` on ``target``; how many."""
+    """Collective: set every attribute of ``source`` on ``target`` (but those of dimension
+    scales: :func:`copy_scales`); how many."""
     count = 0
     for name, value in source.attrs.items():
-        target.attrs[name] = value
-        count += 1
+        if name not in SCALE_ATTRS:
+            target.attrs[name] = value
+            count += 1
+    return count
+
+
+def copy_scales(source: File, target: File, datasets: list[str]) -> int:
+    """Collective: the dimension scales of ``datasets`` made again in ``target`` (scales,
+    attachments in order, labels); how many calls."""
+    count = 0
+    for path in datasets:
+        old = source[path]
+        if isinstance(old, Dataset) and old.is_scale:
+            target_scale = target[path]
+            assert isinstance(target_scale, Dataset)
+            target_scale.make_scale(scale_name(old.attrs))
+            count += 1
+    for path in datasets:
+        old, new = source[path], target[path]
+        if not isinstance(old, Dataset) or not isinstance(new, Dataset):
+            continue
+        for dim, axis in enumerate(old.dims):
+            for scale in axis:
+                new.dims[dim].attach_scale(target[scale.name])
+                count += 1
+            if axis.label:
+                new.dims[dim].label = axis.label
+                count += 1
     return count
 
 
@@ -516,7 +556,7 @@ def _copy(
                 by_parent.setdefault(parent or "/", []).append(name)
             for parent, names in by_parent.items():
                 copier.copy_group(parent, names)
-            summary.attributes += copier.attributes
+            summary.attributes += copier.attributes + copy_scales(src, out, inv.datasets)
     summary.groups, summary.datasets, summary.bytes = len(inv.groups), len(datasets), total
 
 

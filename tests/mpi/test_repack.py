@@ -165,6 +165,42 @@ def test_reference_attributes_are_refused_by_name(comm, shared_tmp: Path) -> Non
     assert on_root(comm, lambda: os.listdir(shared_tmp)) == ["refs.h5"]
 
 
+def test_dimension_scales_are_made_again(comm, shared_tmp: Path) -> None:
+    """A file with dimension scales (as netCDF-4 writes them) repacked: the copy has the same
+    scales, attachments and labels, as plain h5py sees them."""
+
+    def write() -> str:
+        import h5py
+
+        path = shared_tmp / "scaled.h5"
+        with h5py.File(path, "w") as f:
+            x = f.create_dataset("x", data=np.arange(4.0))
+            x.make_scale("x axis")
+            v = f.create_dataset("g/v", data=np.ones((4, 2)))
+            v.dims[0].attach_scale(x)
+            v.dims[1].label = "pair"
+        return str(path)
+
+    source = Path(on_root(comm, write))
+    target = shared_tmp / "scaled_copy.h5"
+    repack(source, target, comm, subfiles=min(2, comm.size))
+
+    def seen() -> list:
+        import h5py
+
+        with h5py.File(target) as f:
+            v = f["g/v"]
+            return [
+                [s.name for s in v.dims[0].values()],
+                v.dims[0].keys(),
+                v.dims[1].label,
+                h5py.h5ds.is_scale(f["x"].id),
+                v[...].tolist(),
+            ]
+
+    assert on_root(comm, seen) == [["/x"], ["x axis"], "pair", True, [[1.0, 1.0]] * 4]
+
+
 def damaged_copy(comm, source: Path, folder: Path) -> Path:
     """Collective: a copy of ``source`` in ``folder`` (made on rank 0) with one byte of the
     last stored extent of /a/b/cube flipped."""

@@ -29,7 +29,7 @@ import json
 from collections.abc import Iterable
 from typing import Any
 
-from ..errors import H5SubfileError, as_error, error_class
+from ..errors import H5SubfileError, UnsupportedError, as_error, error_class
 from ..io.writebehind import Lost
 from ..layout.catalog import STEPS_KEY, NodeInfo
 from ..layout.regions import describe
@@ -37,6 +37,7 @@ from ..mpi.collective import Question
 from ..mpi.failures import Failure, rebuild
 from ..mpi.failures import describe as describe_error
 from . import integrity, learned
+from .dims import changed_through_id
 from .profiling import add_measured_phases, finish_profile, phase
 from .session import Session, continue_writing
 
@@ -154,7 +155,12 @@ def _close(
         session.closed = True
         return None
     error = None
+    misuse = changed_through_id(session)
+    if misuse:
+        writing.kept = writing.kept or UnsupportedError(misuse)
     behind = _behind(session, writing.pool.wait() or writing.kept)  # before anything closes
+    if writing.image is not None:
+        writing.image.close()
     subfile = writing.leader.subfile if writing.leader is not None else None
     try:
         if session.plan.fsync:

@@ -47,6 +47,7 @@ from ..mpi.collective import (
     root_decides,
 )
 from ..plan import Plan
+from . import structure
 from .creation_plan import (
     CreationPlan,
     completed_view,
@@ -378,13 +379,7 @@ def settle(session: Session, created: Created, error: BaseException) -> None:
     writing = session.writing
     assert writing is not None
     for path in created.paths:
-        session.catalog.nodes.pop(path, None)
-        writing.targets.pop(path, None)
-        writing.learned.pop(path, None)
-        writing.unwritten.pop(path, None)
-        writing.sums.pop(path, None)
-        writing.streams.pop(path, None)
-        writing.chunk_sums.pop(path, None)
+        structure.forget_dataset(session, path)
     for group in created.groups:
         session.catalog.nodes.pop(group, None)
 

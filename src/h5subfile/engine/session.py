@@ -43,6 +43,7 @@ from ..io import claim as claims
 from ..io.boxes import BoxReader
 from ..io.filters import Compressors
 from ..io.h5 import open_shared_read
+from ..io.image import MetadataImage
 from ..io.master import MasterWriter
 from ..io.master_read import open_for_reading, read_record, read_sessions
 from ..io.pool import FilePool
@@ -133,6 +134,7 @@ class Writing:
     kept: BaseException | None = None
     compressors: Compressors = field(default_factory=Compressors)
     group_comm: MPI.Comm | None = None
+    image: MetadataImage | None = None  # the metadata ``.id`` serves (engine/dims.py)
     #: checksums of this rank's whole blocks, by dataset and block start (engine.integrity)
     sums: dict[str, dict[tuple[int, ...], PieceSum | FedSum]] = field(default_factory=dict)
     #: whether the session's datasets get checksums (the plan's ``checksums``)

@@ -26,6 +26,7 @@ from ..io.attributes import stored_attribute
 from ..io.master import MasterWriter
 from ..layout.catalog import NodeInfo
 from ..layout.record import is_reserved
+from ..layout.references import holds_refs
 from .ledger import Entry
 from .session import Session
 
@@ -53,6 +54,13 @@ def _on_root(session: Session, change: Callable[[MasterWriter], Any], what: str)
             error.args = (f"{error} ({what})",)
             error.__cause__ = exc  # shown on rank 0 where it is raised
             writing.kept = error
+
+
+def _image_stale(session: Session, path: str) -> None:
+    """The image's copy of ``path`` (if made) takes its attributes again when next asked."""
+    writing = session.writing
+    if writing is not None and writing.image is not None:
+        writing.image.stale.add(path)
 
 
 def create_group(session: Session, path: str, track_order: bool = False) -> None:
@@ -116,6 +124,11 @@ def set_attrs(session: Session, path: str, values: Mapping[str, Any]) -> None:
         if not isinstance(name, str) or not name or is_reserved(name):
             raise ValueError(f"attribute name {name!r} is invalid or reserved for h5subfile")
         try:
+            if holds_refs(value):
+                raise TypeError(
+                    "an attribute holding object references is not supported by h5subfile "
+                    "(dimension scales are: d.dims[i].attach_scale)"
+                )
             stored, kind = stored_attribute(value)
         except Exception as exc:  # noqa: BLE001 - the same on every rank
             error = _agreed(exc)
@@ -127,6 +140,7 @@ def set_attrs(session: Session, path: str, values: Mapping[str, Any]) -> None:
             f"setting attribute {name!r} of {path}",
         )
         node.attrs[name] = stored
+        _image_stale(session, path)
         signature = repr(value_signature(stored))
         described = f"attrs set {path}.attrs[{name!r}] {kind}"
         session.ledger.record(Entry(described, path, name, stored, signature))
@@ -149,4 +163,60 @@ def delete_attr(session: Session, path: str, name: str) -> None:
         f"deleting attribute {name!r} of {path}",
     )
     del attrs[name]
+    _image_stale(session, path)
     session.ledger.record(Entry(f"attrs delete {path}.attrs[{name!r}]"))
+
+
+def forget_dataset(session: Session, path: str) -> None:
+    """Local: this rank forgets dataset ``path`` of the write session (not in the file): what it
+    knows of it, what it wrote of it, and on rank 0 the pieces reported of it."""
+    session.catalog.nodes.pop(path, None)
+    writing = session.writing
+    assert writing is not None
+    for held in (
+        writing.targets,
+        writing.learned,
+        writing.unwritten,
+        writing.sums,
+        writing.streams,
+        writing.chunk_sums,
+    ):
+        held.pop(path, None)
+    for key in [k for k in writing.chunks_taken if k[0] == path]:
+        del writing.chunks_taken[key]
+    if writing.root is not None and writing.root.book is not None:
+        writing.root.book.forget(path)
+
+
+def delete(session: Session, path: str) -> None:
+    """Collective: unlink group or dataset ``path`` and everything below it (h5py's ``del
+    group[name]``; no round, as :func:`create_group`). Its data stays in the subfiles, unused,
+    as HDF5 leaves a deleted dataset's space in its file."""
+    session.require_writable(f"del {path}")
+    try:
+        session.node(path)
+        if path == "/":
+            raise ValueError("the root group cannot be deleted")
+    except (H5SubfileError, ValueError) as exc:
+        raise _agreed(exc) from None
+    below = path.rstrip("/") + "/"
+    gone = [p for p in session.catalog.nodes if p == path or p.startswith(below)]
+    for old in gone:
+        if session.catalog.nodes[old].kind == "dataset":
+            forget_dataset(session, old)
+        else:
+            session.catalog.nodes.pop(old, None)
+    writing = session.writing
+    assert writing is not None
+    if writing.image is not None:
+        writing.image.forget(path)
+    leader = writing.leader
+    if leader is not None and leader.subfile is not None:
+        try:
+            leader.subfile.set_aside(path)
+        except Exception as exc:  # noqa: BLE001 - raised by every rank at the next collective call
+            writing.kept = writing.kept or as_error(exc)
+        for name in [n for n in leader.chunk_sinks if n == path or n.startswith(f"{path}@")]:
+            del leader.chunk_sinks[name]
+    _on_root(session, lambda master: master.delete(path), f"deleting {path}")
+    session.ledger.record(Entry(f"delete {path}"))

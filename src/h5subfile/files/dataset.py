@@ -14,9 +14,9 @@ from typing import Any
 
 import numpy as np
 
+from ..engine import dims, transfer
 from ..engine import read as reads
 from ..engine import resize as resizing
-from ..engine import transfer
 from ..engine.messages import WHOLE_BLOCK, WriteRequest
 from ..engine.session import Session
 from ..io.filters import FilterSpec
@@ -24,6 +24,7 @@ from ..layout.blocks import Block
 from ..layout.catalog import NodeInfo
 from ..layout.names import names_master
 from ..layout.record import DatasetLayout
+from .dims import DimensionManager, is_scale, shape_of
 from .h5py_surface import ReadView, as_str, fields_of
 from .node import Node
 
@@ -36,6 +37,20 @@ class Dataset(Node):
     def _info(self) -> NodeInfo:
         self._session.require_open()
         return self._session.node(self._path)
+
+    @property
+    def dims(self) -> DimensionManager:
+        """The dataset's dimensions and their scales (h5py's ``DimensionManager``)."""
+        return DimensionManager(self)
+
+    def make_scale(self, name: str | bytes = "") -> None:
+        """Collective: make this dataset a dimension scale named ``name``."""
+        dims.make_scale(self._session, self._path, name, shape_of(self.file))
+
+    @property
+    def is_scale(self) -> bool:
+        """Whether this dataset is a dimension scale."""
+        return is_scale(self.attrs)
 
     @property
     def shape(self) -> tuple[int, ...]:

@@ -19,6 +19,7 @@ from ..engine import commit, create, learned, structure, transfer
 from ..engine.messages import ROOT_WRITES, DatasetRequest, WriteRequest
 from ..engine.prepare import convert
 from ..errors import H5SubfileError, ObjectExistsError, ObjectNotFoundError, UnsupportedError
+from ..layout.references import ObjectRef
 from .dataset import Dataset
 from .node import Node, join, valid_paths
 
@@ -34,8 +35,12 @@ class Group(Node):
     _h5py_kind = "Group"
 
     # navigation (local) ----------------------------------------------------------------------
-    def __getitem__(self, name: str) -> Group | Dataset:
+    def __getitem__(self, name: str | ObjectRef) -> Group | Dataset:
         self._session.require_open()
+        if isinstance(name, ObjectRef):
+            if not name:
+                raise ValueError("Invalid HDF5 object reference (a null reference)")
+            name = name.path
         path = join(self._path, name)
         info = self._session.node(path)
         return Group(self._session, path) if info.kind == "group" else Dataset(self._session, path)
@@ -260,10 +265,9 @@ class Group(Node):
         self.create_dataset(name, data=value)
 
     def __delitem__(self, name: str) -> None:
-        raise UnsupportedError(
-            f"del {name!r}: h5subfile does not delete objects from a file (its sessions only "
-            "add); write a new file without it, e.g. with h5subfile repack"
-        )
+        """Collective: unlink member ``name`` (a dataset's data stays in the subfiles, unused,
+        as HDF5 leaves a deleted dataset's space in its file: h5subfile repack reclaims it)."""
+        structure.delete(self._session, join(self._path, name))
 
     def require_dataset(
         self, name: str, shape: Sequence[int] | int, dtype: Any, exact: bool = False, **kwds: Any

@@ -14,16 +14,13 @@ import numpy as np
 
 from ..errors import UnsupportedError
 
-_OBJECT = "h5subfile's objects hold no HDF5 identifier of their own (its files are several)"
+_OBJECT = "an attribute's HDF5 identifier is not served (obj.id is the object's)"
 _LINKS = "a write session only adds objects: no deleting, moving, copying or other links"
-_REFS = "references are not supported yet"
-_SCALES = "dimension scales are not supported yet"
+_REFS = "region references are not supported (read the region through the dataset)"
 
 #: By class name, the public names of h5py's class that h5subfile's refuses, with why.
 REFUSED: dict[str, dict[str, str]] = {
     "Group": {
-        "id": _OBJECT,
-        "ref": _REFS,
         "regionref": _REFS,
         "copy": _LINKS,
         "move": _LINKS,
@@ -34,12 +31,7 @@ REFUSED: dict[str, dict[str, str]] = {
         "create_virtual_dataset": "h5subfile makes the virtual datasets of its own masters",
     },
     "Dataset": {
-        "id": _OBJECT,
-        "ref": _REFS,
         "regionref": _REFS,
-        "dims": _SCALES,
-        "make_scale": _SCALES,
-        "is_scale": _SCALES,
         "virtual_sources": "a master's virtual datasets are h5subfile's storage (h5subfile info "
         "shows it)",
         "refresh": "SWMR is not supported (h5subfile.follow reads a file as it is written)",

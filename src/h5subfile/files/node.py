@@ -12,6 +12,8 @@ import numpy as np
 from ..engine import structure
 from ..engine.session import Session
 from ..errors import ObjectNotFoundError
+from ..layout.references import ObjectRef
+from . import dims
 from .h5py_surface import refuse
 
 
@@ -136,6 +138,19 @@ class Node:
     @property
     def attrs(self) -> AttributeManager:
         return AttributeManager(self._session, self._path)
+
+    @property
+    def id(self) -> Any:  # noqa: A003 - h5py's name
+        """HDF5's identifier of this object, for h5py's low-level API (creation property lists,
+        datatypes, ``h5py.h5ds``...): the master's, read-only, in a read session; in a write
+        session, every rank's in-memory image of the file's metadata (changes made through it
+        are not written to the file: the close raises if it finds any)."""
+        return dims.hdf5_id(self)
+
+    @property
+    def ref(self) -> ObjectRef:
+        """A reference to this object (``f[obj.ref]`` opens it): its path."""
+        return ObjectRef(self._path)
 
     @property
     def file(self) -> Any:

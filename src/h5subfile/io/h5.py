@@ -31,6 +31,7 @@ from ..layout.validate import Hdf5Facts, Mapping
 from ..profiler.counters import PosixRecord, Profile, replay_hdf5_log
 from .causes import hdf5_writes
 from .posix import block_size
+from .references import as_paths
 from .regular import require_regular
 
 #: Library version bounds (set in :func:`_file_access`): 1.8-style object headers (large
@@ -594,32 +595,22 @@ def is_attribute_note(value: Any) -> bool:
 
 
 def read_attrs(obj: h5py.HLObject, skip: Any = None) -> dict[str, Any]:
-    """The attributes of an object (but those whose name ``skip(name)`` rejects); an attribute
-    h5py cannot read becomes a short note."""
+    """The attributes of an object (but those whose name ``skip(name)`` rejects), object
+    references as paths (io/references.py); an attribute h5py cannot read becomes a short
+    note."""
     values: dict[str, Any] = {}
     for name in obj.attrs:
         if skip is not None and skip(name):
             continue
         try:
-            values[name] = _sendable(obj, obj.attrs[name])
+            values[name] = as_paths(obj.file, obj.attrs[name])
         except (OSError, TypeError, ValueError) as exc:
             values[name] = f"<unreadable attribute: {exc}>"
     return values
 
 
-def _sendable(obj: h5py.HLObject, value: Any) -> Any:
-    """``value``, but an HDF5 reference (valid only in the process that opened the file, so it
-    cannot be sent to other ranks) becomes a note naming what it points to."""
-    if isinstance(value, (h5py.Reference, h5py.RegionReference)):
-        try:
-            target = obj.file[value].name
-        except (KeyError, OSError, TypeError, ValueError):
-            target = "an object h5py cannot resolve"
-        kind = "region" if isinstance(value, h5py.RegionReference) else "object"
-        return f"<HDF5 {kind} reference to {target}>"
-    if isinstance(value, np.ndarray) and h5py.check_ref_dtype(value.dtype) is not None:
-        return f"<array of {value.size} HDF5 references>"
-    return value
+#: Where deleted datasets' storage waits for the session's end (:meth:`SourceFile.set_aside`).
+SET_ASIDE = "h5subfile-deleted"
 
 
 class SourceFile:
@@ -630,6 +621,26 @@ class SourceFile:
     h5: h5py.File
     groups: Groups
     path: str  # the file, as its user knows it
+
+    @hdf5_writes("write")
+    def set_aside(self, path: str) -> None:
+        """The objects of deleted ``path`` (a dataset with its other sources ``path@k``, or a
+        group) moved out of the way, their space kept until :meth:`drop_set_aside`: writes to
+        them may still be in flight, and HDF5 would give freed space to new datasets."""
+        parent = self.h5.get(posixpath.dirname(path) or "/")
+        if not isinstance(parent, h5py.Group):
+            return
+        name = posixpath.basename(path)
+        for member in [m for m in parent if m == name or m.startswith(f"{name}@")]:
+            aside = self.h5.require_group(SET_ASIDE)
+            parent.move(member, f"/{SET_ASIDE}/{len(aside)}")
+        self.groups.forget(path)
+
+    @hdf5_writes("write")
+    def drop_set_aside(self) -> None:
+        """Unlink what :meth:`set_aside` kept (no write is in flight any more)."""
+        if SET_ASIDE in self.h5:
+            del self.h5[SET_ASIDE]
 
     @hdf5_writes("write")
     def create(

@@ -27,6 +27,7 @@ from ..layout.names import SUBFILE_NAME, names_master, partial_path, subfile_fol
 from ..layout.record import LAYOUT_ATTR, ROOT_ATTR, DatasetLayout, FileRecord, Session
 from ..profiler.counters import Profile
 from ..profiler.reduction import record_id
+from . import image
 from .causes import close_hdf5, hdf5_writes, hdf5_writing, let_go, os_error, reserve_space
 from .claim import Claim
 from .h5 import (
@@ -220,6 +221,32 @@ class MasterWriter(SourceFile):
         self._make_pending(path)
         del self.h5[path].attrs[name]
 
+    @hdf5_writes("write")
+    def make_scale(self, path: str, name: str | bytes) -> None:
+        self._make_pending(path)
+        image.set_scale(self.h5[path], name)
+
+    @hdf5_writes("write")
+    def attach_scale(self, path: str, dim: int, scale: str) -> None:
+        self._make_pending(path)
+        self._make_pending(scale)
+        image.attach_scale(self.h5[path], dim, self.h5[scale])
+
+    @hdf5_writes("write")
+    def detach_scale(self, path: str, dim: int, scale: str) -> None:
+        image.detach_scale(self.h5[path], dim, self.h5[scale])
+
+    @hdf5_writes("write")
+    def set_label(self, path: str, dim: int, label: str) -> None:
+        self._make_pending(path)
+        image.set_label(self.h5[path], dim, label)
+
+    def delete(self, path: str) -> None:
+        """A group or dataset deleted by the program: its storage in the master set aside
+        until the commit (writes to it may be in flight), its pending virtual datasets gone."""
+        self.set_aside(path)
+        self.unlink(path)
+
     def replace_unfinished(self, path: str) -> None:
         """Unlink a dataset left by an unfinished session so that its name can be reused."""
         self.unlink(path)
@@ -319,9 +346,21 @@ class MasterWriter(SourceFile):
         create_virtual_dataset(
             self.groups, scratch_path, shape, old.dtype, sources, maxshape, fill_value
         )
+        # Dimension scales point at objects: detached from the old dataset, attached again
+        # to the new one (their references would otherwise point at the deleted dataset).
+        own, users = image.attachments(old)
+        for dim, scale in own:
+            image.detach_scale(old, dim, self.h5[scale])
+        for user, dim in users:
+            image.detach_scale(self.h5[user], dim, old)
         copy_attributes(old, parent[scratch])
         del parent[name]
         parent.move(scratch, name)
+        new = self.h5[path]
+        for dim, scale in own:
+            image.attach_scale(new, dim, self.h5[scale])
+        for user, dim in users:
+            image.attach_scale(self.h5[user], dim, new)
 
     @property
     def unmapped(self) -> list[str]:
@@ -343,6 +382,7 @@ class MasterWriter(SourceFile):
         self.session.subfiles = subfiles
         self.session.extra[STEPS_KEY] = steps
         self.session.closed = now()
+        self.drop_set_aside()
         self._keep_creation_order()
         self._write_record()
         close_hdf5(self.h5, self.path)

@@ -58,6 +58,9 @@ class SubfileWriter(SourceFile):
         if self.closed:
             return
         self.closed = True  # once HDF5 has let go of it, whether its close failed or not
-        close_hdf5(self.h5, self.path)
+        try:
+            self.drop_set_aside()
+        finally:
+            close_hdf5(self.h5, self.path)
         if fsync:
             fsync_path(self.path, self.profile)
