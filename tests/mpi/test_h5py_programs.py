@@ -9,6 +9,7 @@ other ranks wrote before a flush, are refused on every rank. Any rank count (1-4
 from __future__ import annotations
 
 import importlib.util
+import json
 import os
 import subprocess
 import sys
@@ -19,7 +20,7 @@ from typing import Any
 
 import numpy as np
 import pytest
-from ranks import on_root, raises_on_every_rank
+from ranks import on_root, plain_h5py, raises_on_every_rank
 
 import h5subfile as hs
 
@@ -136,6 +137,40 @@ def test_two_ranks_writing_one_element_are_refused_on_every_rank(comm, shared_tm
             assert any("/x cannot be trusted" in p for p in done.problems)
             with done, pytest.raises(hs.IncompleteFileError, match="two ranks wrote"):
                 done["x"][...]  # kept, refused when read
+
+
+@pytest.mark.parametrize("subfiles", [1, 2])
+def test_ranks_writing_the_same_values_to_the_same_elements(comm, shared_tmp, subfiles) -> None:
+    """Every rank writing a coordinate variable whole, or the same row, with the same values
+    (as real models do): no choice is left undefined, so the file keeps one copy, read by every
+    rank after a flush and by plain h5py; different values there stay refused."""
+    rank, size = comm.rank, comm.size
+    path = shared_tmp / f"same{subfiles}.h5"
+    with hs.File(path, "w", subfiles=min(subfiles, size)) as f:
+        lat = f.create_dataset("lat", (5,), "f8")
+        t = f.create_dataset("t", (2 * size, 3), "i4")
+        lat[...] = np.linspace(-2.0, 2.0, 5)  # every rank, the same values
+        t[2 * rank : 2 * rank + 2] = rank
+        row = f.create_dataset("row", (2, 3), "i4", fillvalue=-1)
+        row[1, :] = [7, 8, 9]  # every rank, the same row
+        f.flush()
+        assert lat[...].tolist() == np.linspace(-2.0, 2.0, 5).tolist()
+        assert row[1].tolist() == [7, 8, 9]  # row 0, never written, is read after the close
+    listing = plain_h5py(
+        comm,
+        "import sys, h5py, json; f = h5py.File(sys.argv[1]);"
+        "print(json.dumps([f['lat'][...].tolist(), f['t'][...].tolist(), f['row'][1].tolist()]))",
+        str(path),
+    )
+    rows = [[r] * 3 for r in range(size) for _ in range(2)]
+    assert json.loads(listing) == [np.linspace(-2.0, 2.0, 5).tolist(), rows, [7, 8, 9]]
+    if size < 2:
+        return
+    f = hs.File(shared_tmp / "differ.h5", "w")
+    d = f.create_dataset("c", (3,), "f8")
+    d[...] = [1.0, 2.0, 3.0 + rank]  # the same elements, different values
+    with raises_on_every_rank(comm, hs.OverlapError, "overlaps rank 0 region"):
+        f.close()
 
 
 def test_writing_over_what_another_rank_wrote_before_a_flush_is_refused_at_once(
@@ -284,6 +319,10 @@ def test_h5pys_surface_for_parallel_programs(comm, shared_tmp) -> None:
                 f.create_dataset("differs", data=np.full(3, rank))
         with raises_on_every_rank(comm, hs.DataShapeError, "without losing information"):
             f.create_dataset("truncated", data=np.arange(4.0) + 0.7, dtype="i4")
+        f.create_dataset("whole", data=np.arange(4.0), dtype="i4")  # whole numbers: nothing lost
+        mine = f.create_dataset("mine", (size,), "i4")
+        mine[rank] = np.float64(rank)  # as HDF5 converts them
+        assert mine[rank] == rank
         with raises_on_every_rank(comm, hs.RankValueError, "Shape tuple is incompatible"):
             f.create_dataset("short", (4,), data=np.arange(3))
         grid = f.create_dataset("grid", (2, 3), "i2", data=np.arange(6))  # fills the shape
@@ -312,6 +351,8 @@ def test_h5pys_surface_for_parallel_programs(comm, shared_tmp) -> None:
         assert f["r"].attrs["units"] == "m" and f.attrs["run"] == 3
         assert "differs" not in f  # the failed creations published nothing
         assert "truncated" not in f and "short" not in f
+        assert f["whole"][...].tolist() == [0, 1, 2, 3]
+        assert f["mine"][...].tolist() == list(range(size))
         assert f["grid"][...].tolist() == [[0, 1, 2], [3, 4, 5]]
 
 

@@ -15,6 +15,7 @@ import dataclasses
 import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
@@ -343,6 +344,8 @@ class Book:
             for rank, found in sorted(self.pieces.get(path, {}).items())
             for _, _, piece in found
         ]
+        copies = copied([piece for _, piece in listed])
+        listed = [entry for k, entry in enumerate(listed) if k not in copies]
         shared = first_shared([(rank, piece.slab) for rank, piece in listed])
         if shared is None:
             return
@@ -364,7 +367,45 @@ class Book:
         extents = tuple(
             e.changed(pieces=tuple(by_source.get((e.file, e.dataset), ()))) for e in base.extents
         )
-        return dataclasses.replace(base, extents=extents, complete=path not in self.failed)
+        layout = dataclasses.replace(base, extents=extents, complete=path not in self.failed)
+        return without_copies(layout)
+
+
+def copied(pieces: Sequence[PieceSum]) -> set[int]:
+    """Indices of the pieces that repeat an earlier one: the same elements with the same
+    checksum, written by another rank (every rank writing the same coordinates, as parallel
+    HDF5 programs do). Their bytes are the same, so the file keeps the first (the lowest rank's,
+    as listed) and no choice is left undefined; without checksums nothing is a copy."""
+    first: dict[tuple[Any, ...], int] = {}
+    copies = set()
+    for k, piece in enumerate(pieces):
+        if not piece.checksum:
+            continue
+        key = (piece.start, piece.shape, piece.stride, piece.count, piece.checksum)
+        if key in first and pieces[first[key]].rank != piece.rank:
+            copies.add(k)
+        first.setdefault(key, k)
+    return copies
+
+
+def without_copies(layout: DatasetLayout) -> DatasetLayout:
+    """``layout`` without the pieces that repeat another rank's (:func:`copied`)."""
+    listed = sorted(
+        (
+            (piece.rank, e, j)
+            for e, extent in enumerate(layout.extents)
+            for j, piece in enumerate(extent.pieces)
+        ),
+    )
+    pieces = [layout.extents[e].pieces[j] for _, e, j in listed]
+    copies = {(listed[k][1], listed[k][2]) for k in copied(pieces)}
+    if not copies:
+        return layout
+    extents = tuple(
+        extent.changed(pieces=tuple(p for j, p in enumerate(extent.pieces) if (e, j) not in copies))
+        for e, extent in enumerate(layout.extents)
+    )
+    return dataclasses.replace(layout, extents=extents)
 
 
 def describe_common(a: Slab, b: Slab) -> str:
@@ -408,7 +449,7 @@ def read_layout(
     cached = target.cached
     if cached is not None and cached[0] == target.version and cached[1] == id(synced):
         return cached[2]
-    layout = with_own_pieces(synced, rank, reported(target, rank))
+    layout = without_copies(with_own_pieces(synced, rank, reported(target, rank)))
     listed = [(p.rank, p.slab) for e in layout.extents for p in e.pieces]
     shared = first_shared(listed)  # only this rank's can meet another's: the others' were checked
     if shared is not None:

@@ -55,8 +55,8 @@ def converts_like_hdf5(data: np.ndarray, dtype: np.dtype) -> bool:
     """Whether numpy converts ``data`` to ``dtype`` as HDF5 does when h5py writes it: integers
     to floating point (rounded to nearest), floating point to a narrower one, or integers to
     a narrower integer type, as long as every value lies in the target's range (out of it,
-    HDF5 clips where numpy wraps or overflows). Floating point to integers (HDF5 truncates
-    and clips) is not among them."""
+    HDF5 clips where numpy wraps or overflows), and floating point to integers where every
+    value is a whole number in range (HDF5 truncates and clips the others)."""
     source, target = data.dtype, dtype
     if target.fields is not None or source.fields is not None or data.size == 0:
         return data.size == 0 and target.fields is None and source.fields is None
@@ -68,6 +68,12 @@ def converts_like_hdf5(data: np.ndarray, dtype: np.dtype) -> bool:
     if source.kind in "iu" and target.kind in "iu":
         info = np.iinfo(target)
         return int(data.min()) >= info.min and int(data.max()) <= info.max
+    if source.kind == "f" and target.kind in "iu":
+        # Whole numbers in range only: there truncating changes nothing, as in HDF5 (what it
+        # does with fractions and infinities is its own choice of rounding and clipping)
+        info = np.iinfo(target)
+        whole = bool(np.isfinite(data).all()) and bool((data == np.trunc(data)).all())
+        return whole and float(data.min()) >= info.min and float(data.max()) <= info.max
     return False
 
 
