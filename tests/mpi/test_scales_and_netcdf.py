@@ -214,17 +214,22 @@ with h5netcdf.File(sys.argv[1], "r") as f:
 
 
 def test_h5netcdf_writes_in_parallel_as_serially(comm: MPI.Comm, shared_tmp: Path) -> None:
-    """h5netcdf's File with ``driver="mpio"`` (h5py served by h5subfile): the file reads back
+    """h5netcdf's File with ``driver="mpio"`` (h5py served by h5subfile), or given an open
+    h5subfile File: the file reads back
     in h5netcdf and xarray, with plain h5py in a separate process, as the same calls made
     serially by plain h5netcdf; ``ncdump -h`` shows the same header (but h5subfile's records)."""
     from h5subfile import dropin
 
     size = comm.size
     parallel, serial = shared_tmp / "parallel.nc", shared_tmp / "serial.nc"
+    passed = shared_tmp / "passed.nc"
     dropin.install()
     try:
         with h5netcdf.File(str(parallel), "w", driver="mpio", comm=comm) as nc:
             write_netcdf(nc, [comm.rank], size)
+        with hs.File(passed, "w", comm=comm, track_order=True) as f:  # an open file passed in
+            with h5netcdf.File(f, "w") as nc:
+                write_netcdf(nc, [comm.rank], size)
         with h5netcdf.File(str(parallel), "r", driver="mpio", comm=comm) as nc:
             assert nc["temp"].dimensions == ("time", "x", "y")
             assert nc["ocean"]["salt"][...].shape == (5, 4 * size)
@@ -236,8 +241,8 @@ def test_h5netcdf_writes_in_parallel_as_serially(comm: MPI.Comm, shared_tmp: Pat
             write_netcdf(nc, list(range(size)), size)
 
     on_root(comm, serially)
-    seen = [plain_h5py(comm, DESCRIBE, str(p)) for p in (parallel, serial)]
-    assert json.loads(seen[0]) == json.loads(seen[1])
+    seen = [plain_h5py(comm, DESCRIBE, str(p)) for p in (parallel, serial, passed)]
+    assert json.loads(seen[0]) == json.loads(seen[1]) == json.loads(seen[2])
     xarray = pytest.importorskip("xarray", reason="xarray is not installed")
     ds = xarray.open_dataset(parallel, engine="h5netcdf")
     assert dict(ds.sizes) == {"time": 2, "x": 4 * size, "y": 3}
