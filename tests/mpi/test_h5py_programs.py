@@ -173,6 +173,44 @@ def test_ranks_writing_the_same_values_to_the_same_elements(comm, shared_tmp, su
         f.close()
 
 
+@pytest.mark.parametrize("subfiles", [1, 2])
+def test_a_later_session_grows_a_dataset(comm, shared_tmp, subfiles) -> None:
+    """A time series grown by later sessions, as models append an output step to the file
+    they reopen: the new rows go to the new session's subfiles, what earlier sessions wrote
+    stays; writing their elements again with the same values changes nothing, with other
+    values (or shrinking below them) is refused on every rank; plain h5py and verify agree."""
+    rank, size = comm.rank, comm.size
+    path = shared_tmp / f"series{subfiles}.h5"
+    with hs.File(path, "w", subfiles=min(subfiles, size)) as f:
+        t = f.create_dataset("t", (1, size), "f8", maxshape=(None, size), fillvalue=-1.0)
+        t[0, rank] = rank
+        f.create_dataset("axis", (size,), "i4")[rank] = rank
+    for step in range(1, 4):
+        with hs.File(path, "a", subfiles=min(subfiles, size)) as f:
+            t = f["t"]
+            t.resize(step + 1, axis=0)
+            t[step, rank] = 10 * step + rank
+            f["axis"][rank] = rank  # the same value again: nothing to write
+            if step == 1:
+                with pytest.raises(hs.FileModeError, match="not those it holds"):
+                    f["axis"][rank] = rank + 1
+                with pytest.raises(hs.FileModeError, match="an earlier write session wrote"):
+                    t[0:2, rank] = [5, 6]
+                with raises_on_every_rank(comm, hs.UnsupportedError, "an earlier session"):
+                    t.resize(0, axis=0)
+    want = [[10.0 * step + r for r in range(size)] for step in range(4)]
+    want[0] = [float(r) for r in range(size)]
+    with hs.File(path, "r") as f:
+        assert f["t"][...].tolist() == want and f["t"].maxshape == (None, size)
+        assert f.verify()["clean"]
+    listing = plain_h5py(
+        comm,
+        "import sys, h5py, json; print(json.dumps(h5py.File(sys.argv[1])['t'][...].tolist()))",
+        str(path),
+    )
+    assert json.loads(listing) == want
+
+
 def test_writing_over_what_another_rank_wrote_before_a_flush_is_refused_at_once(
     comm, shared_tmp
 ) -> None:

@@ -195,6 +195,15 @@ def write_netcdf(nc: object, parts: list[int], size: int) -> None:
             z[:] = np.arange(5)
 
 
+def append_netcdf(nc: object, parts: list[int]) -> None:
+    """One more step of the unlimited dimension in a file opened again, as models append
+    their output: written by the ranks ``parts``."""
+    nc.resize_dimension("time", 3)
+    temp = nc["temp"]
+    for rank in parts:
+        temp[2, rank * 4 : (rank + 1) * 4, :] = 100 + rank
+
+
 #: Everything h5netcdf reads of a file, values included (h5subfile's records left out: its
 #: own attributes, the file's and each dataset's layout, docs/FORMAT.md).
 DESCRIBE = """
@@ -215,7 +224,7 @@ with h5netcdf.File(sys.argv[1], "r") as f:
 
 def test_h5netcdf_writes_in_parallel_as_serially(comm: MPI.Comm, shared_tmp: Path) -> None:
     """h5netcdf's File with ``driver="mpio"`` (h5py served by h5subfile), or given an open
-    h5subfile File: the file reads back
+    h5subfile File, and a step appended by a later session: the file reads back
     in h5netcdf and xarray, with plain h5py in a separate process, as the same calls made
     serially by plain h5netcdf; ``ncdump -h`` shows the same header (but h5subfile's records)."""
     from h5subfile import dropin
@@ -230,22 +239,30 @@ def test_h5netcdf_writes_in_parallel_as_serially(comm: MPI.Comm, shared_tmp: Pat
         with hs.File(passed, "w", comm=comm, track_order=True) as f:  # an open file passed in
             with h5netcdf.File(f, "w") as nc:
                 write_netcdf(nc, [comm.rank], size)
+        with h5netcdf.File(str(parallel), "r+", driver="mpio", comm=comm) as nc:
+            append_netcdf(nc, [comm.rank])
         with h5netcdf.File(str(parallel), "r", driver="mpio", comm=comm) as nc:
             assert nc["temp"].dimensions == ("time", "x", "y")
             assert nc["ocean"]["salt"][...].shape == (5, 4 * size)
     finally:
         dropin.uninstall()
 
-    def serially() -> None:
-        with h5netcdf.File(str(serial), "w") as nc:
-            write_netcdf(nc, list(range(size)), size)
+    def serially(append: bool) -> None:
+        with h5netcdf.File(str(serial), "r+" if append else "w") as nc:
+            if append:
+                append_netcdf(nc, list(range(size)))
+            else:
+                write_netcdf(nc, list(range(size)), size)
 
-    on_root(comm, serially)
-    seen = [plain_h5py(comm, DESCRIBE, str(p)) for p in (parallel, serial, passed)]
-    assert json.loads(seen[0]) == json.loads(seen[1]) == json.loads(seen[2])
+    on_root(comm, lambda: serially(False))
+    seen = [plain_h5py(comm, DESCRIBE, str(p)) for p in (passed, serial)]
+    assert json.loads(seen[0]) == json.loads(seen[1])
+    on_root(comm, lambda: serially(True))
+    seen = [plain_h5py(comm, DESCRIBE, str(p)) for p in (parallel, serial)]
+    assert json.loads(seen[0]) == json.loads(seen[1])
     xarray = pytest.importorskip("xarray", reason="xarray is not installed")
     ds = xarray.open_dataset(parallel, engine="h5netcdf")
-    assert dict(ds.sizes) == {"time": 2, "x": 4 * size, "y": 3}
+    assert dict(ds.sizes) == {"time": 3, "x": 4 * size, "y": 3}
     assert ds["temp"].dims == ("time", "x", "y") and ds.attrs["title"] == "h5subfile netCDF"
     ds.close()
     if shutil.which("ncdump"):

@@ -95,7 +95,14 @@ def _whole_layout(session: Session, path: str) -> DatasetLayout:
     """Rank 0: the layout of ``path`` with every rank's pieces reported so far."""
     layout = session.catalog.nodes[path].layout
     assert layout is not None
-    return book_of(session).layout(path, layout)
+    return book_of(session).layout(path, layout, _kept(session, path))
+
+
+def _kept(session: Session, path: str) -> int:
+    """How many of the layout's first extents are an earlier session's (a dataset grown)."""
+    writing = session.writing
+    target = None if writing is None else writing.learned.get(path)
+    return 0 if target is None else target.kept
 
 
 def learned_info(session: Session, path: str) -> Any:
@@ -155,7 +162,7 @@ def publish_on_root(session: Session, gathered: list[Closing]) -> dict[str, tupl
         base = info.layout
         assert base is not None
         layout = dataclasses.replace(
-            book.layout(path, base),
+            book.layout(path, base, _kept(session, path)),
             checksum=ALGORITHM if writing.checksums else "",
             complete=path not in problems,
         )

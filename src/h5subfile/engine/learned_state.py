@@ -84,6 +84,11 @@ class LearnedTarget:
     #: :data:`FEW_PIECES` (None before): a write then looks for the pieces it may touch in
     #: them at once, not piece by piece
     bounds: _Bounds | None = None
+    #: a dataset of an earlier session grown in this one (engine/resize.py): its layout's first
+    #: ``kept`` extents are that session's, closed, their pieces kept as recorded; ``floor``
+    #: is its shape then, which this session's sources lie beyond
+    kept: int = 0
+    floor: tuple[int, ...] = ()
 
     def touching(self, k: int, box: Block) -> list[Written]:
         """This rank's pieces in extent ``k`` that share an element with ``box``: looked
@@ -358,14 +363,16 @@ class Book:
             "Let one rank write each element"
         )
 
-    def layout(self, path: str, base: DatasetLayout) -> DatasetLayout:
-        """``base`` (the dataset's whole layout: every extent) with every rank's pieces."""
+    def layout(self, path: str, base: DatasetLayout, kept: int = 0) -> DatasetLayout:
+        """``base`` (the dataset's whole layout: every extent) with every rank's pieces; the
+        first ``kept`` extents (an earlier session's) keep theirs."""
         by_source: dict[tuple[str, str], list[PieceSum]] = {}
         for _, found in sorted(self.pieces.get(path, {}).items()):
             for file, dataset, piece in found:
                 by_source.setdefault((file, dataset), []).append(piece)
-        extents = tuple(
-            e.changed(pieces=tuple(by_source.get((e.file, e.dataset), ()))) for e in base.extents
+        extents = base.extents[:kept] + tuple(
+            e.changed(pieces=tuple(by_source.get((e.file, e.dataset), ())))
+            for e in base.extents[kept:]
         )
         layout = dataclasses.replace(base, extents=extents, complete=path not in self.failed)
         return without_copies(layout)
@@ -416,18 +423,20 @@ def describe_common(a: Slab, b: Slab) -> str:
     return ""
 
 
-def with_own_pieces(layout: DatasetLayout, rank: int, own: list[Reported]) -> DatasetLayout:
+def with_own_pieces(
+    layout: DatasetLayout, rank: int, own: list[Reported], kept: int = 0
+) -> DatasetLayout:
     """``layout`` (every rank's pieces as of the last sync) with this rank's replaced by its
-    pieces now."""
+    pieces now (but in the first ``kept`` extents, an earlier session's)."""
     by_source: dict[tuple[str, str], list[PieceSum]] = {}
     for file, dataset, piece in own:
         by_source.setdefault((file, dataset), []).append(piece)
-    extents = tuple(
+    extents = layout.extents[:kept] + tuple(
         e.changed(
             pieces=tuple(p for p in e.pieces if p.rank != rank)
             + tuple(by_source.get((e.file, e.dataset), ()))
         )
-        for e in layout.extents
+        for e in layout.extents[kept:]
     )
     return dataclasses.replace(layout, extents=extents)
 
@@ -449,7 +458,7 @@ def read_layout(
     cached = target.cached
     if cached is not None and cached[0] == target.version and cached[1] == id(synced):
         return cached[2]
-    layout = without_copies(with_own_pieces(synced, rank, reported(target, rank)))
+    layout = without_copies(with_own_pieces(synced, rank, reported(target, rank), target.kept))
     listed = [(p.rank, p.slab) for e in layout.extents for p in e.pieces]
     shared = first_shared(listed)  # only this rank's can meet another's: the others' were checked
     if shared is not None:

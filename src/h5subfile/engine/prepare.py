@@ -15,11 +15,12 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import DataShapeError, FileModeError, SelectionError
+from ..errors import DataShapeError, FileModeError, H5SubfileError, SelectionError
 from ..layout.blocks import Block
 from ..layout.selection import plan_write, selection_box
 from .learned_state import LearnedTarget
 from .messages import ROOT_WRITES, WHOLE_BLOCK, PreparedWrite, Transfer, WriteRequest
+from .read import read
 from .session import Session
 
 
@@ -93,9 +94,12 @@ def _prepare_declared(session: Session, request: WriteRequest) -> PreparedWrite 
     writing = session.require_writable("write")
     path, rank = request.path, session.rank
     if path not in writing.targets:
+        if _as_stored(session, request):
+            return None  # the same values again (as programs rewrite coordinates): nothing to do
         raise FileModeError(
-            f"dataset {path} was not created in this write session; h5subfile datasets "
-            "are written once, by the session that creates them (File.commit ends a session)"
+            f"dataset {path} was not created in this write session, and these values are not "
+            "those it holds; h5subfile datasets are written once, by the session that creates "
+            "them (File.commit ends a session), or grown by a later one (resize)"
         )
     target = writing.targets[path]
     info = session.node(path)
@@ -187,11 +191,34 @@ def prepare_learned(
         if box.is_empty:
             continue
         part = array[index]
-        for k, common in learned.parts(box):
+        parts = learned.parts(box)
+        if learned.kept and sum(common.size for _, common in parts) < box.size:
+            raise FileModeError(
+                f"rank {rank}: {box} of {path} holds elements an earlier write session wrote "
+                f"(its shape then: {learned.floor}); h5subfile writes a dataset's elements "
+                "once: write only what this session's resize added"
+            )
+        for k, common in parts:
             data = part[common.relative_to(box.start).slices] if common != box else part
             data = np.ascontiguousarray(data)
             writes.append(PreparedWrite(path, learned.extents[k], common, data))
     return writes
+
+
+def _as_stored(session: Session, request: WriteRequest) -> bool:
+    """Whether a write to a dataset of an earlier session passes the values it holds there,
+    byte for byte after conversion (checked against the stored checksums as it is read)."""
+    info = session.node(request.path)
+    selection = request.selection
+    if info.dtype is None or selection is WHOLE_BLOCK or selection is ROOT_WRITES:
+        return False
+    try:
+        stored = np.asarray(read(session, request.path, selection, verify=True))
+        data = convert(request.data, info.dtype, "the data", like_h5py=True)
+        data = np.broadcast_to(data, stored.shape)
+    except (H5SubfileError, ValueError, TypeError):
+        return False
+    return np.ascontiguousarray(stored).tobytes() == np.ascontiguousarray(data).tobytes()
 
 
 def _check_inside(target: Any, box: Block, rank: int, path: str) -> None:

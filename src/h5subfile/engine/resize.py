@@ -55,16 +55,35 @@ def new_shape(
 
 
 def _check(session: Session, path: str, shape: tuple[int, ...]) -> DatasetLayout:
-    """The dataset may take ``shape``: learned in this session, within its ``maxshape``."""
+    """The dataset may take ``shape``: learned (in this session, or grown from an earlier
+    one's, which keeps its elements), within its ``maxshape``."""
     info = session.node(path)
     writing = session.writing
     layout = info.layout
-    if writing is None or path not in writing.learned or layout is None or not layout.maxshape:
+    resizable = layout is not None and layout.learned and bool(layout.maxshape)
+    if writing is None or not resizable or path in writing.targets:
         raise UnsupportedError(
-            f"{path} cannot be resized: only a dataset created in this write session with a "
-            "maxshape, and without declared blocks, can (as h5py resizes only datasets "
-            "created with maxshape)"
+            f"{path} cannot be resized: only a dataset created with a maxshape, and without "
+            "declared blocks, can (as h5py resizes only datasets created with maxshape)"
         )
+    assert layout is not None
+    if path not in writing.learned:
+        if not layout.complete:
+            raise UnsupportedError(
+                f"{path} cannot be grown: its earlier session left it incomplete"
+            )
+        if any(n < m for n, m in zip(shape, info.shape)):
+            raise UnsupportedError(
+                f"resize of {path} to {shape}: smaller than {info.shape}, what an earlier "
+                "session wrote (h5subfile keeps an earlier session's elements)"
+            )
+    else:
+        floor = writing.learned[path].floor
+        if any(n < m for n, m in zip(shape, floor)):
+            raise UnsupportedError(
+                f"resize of {path} to {shape}: smaller than {floor}, what an earlier session "
+                "wrote (h5subfile keeps an earlier session's elements)"
+            )
     limits = layout.maxshape
     if any(m >= 0 and n > m for n, m in zip(shape, limits)):
         shown = tuple(None if m < 0 else m for m in limits)
@@ -79,6 +98,22 @@ def capacity(layout: DatasetLayout, ndim: int) -> tuple[int, ...]:
         for a, (s, c) in enumerate(zip(extent.start, extent.shape)):
             stops[a] = max(stops[a], s + c)
     return tuple(stops)
+
+
+def _capacity(session: Session, path: str, layout: DatasetLayout) -> tuple[int, ...]:
+    """The box this session's sources of ``path`` cover, from the origin: an earlier
+    session's dataset grown here counts its shape then (its sources are closed, and this
+    session's lie beyond it)."""
+    writing = session.writing
+    assert writing is not None
+    info = session.node(path)
+    target = writing.learned.get(path)
+    if target is None:
+        return info.shape
+    own = capacity(
+        dataclasses.replace(layout, extents=layout.extents[target.kept :]), len(info.shape)
+    )
+    return tuple(max(a, b) for a, b in zip(own, target.floor)) if target.floor else own
 
 
 def grown(old: tuple[int, ...], shape: tuple[int, ...], limits: tuple[int, ...]) -> tuple[int, ...]:
@@ -116,8 +151,7 @@ def resize(session: Session, path: str, size: int | Sequence[int], axis: int | N
 
     def plan_on_root(_: object) -> list[tuple[LeaderTask, ...]]:
         assert layout is not None
-        ndim = len(shape)
-        old = capacity(layout, ndim)
+        old = _capacity(session, path, layout)
         segments = new_segments(old, grown(old, shape, layout.maxshape))
         whole = writing.grouping.whole
         assert whole is not None
@@ -130,6 +164,11 @@ def resize(session: Session, path: str, size: int | Sequence[int], axis: int | N
 
     question = Question(None, plan_on_root)
     tasks = session.enter("resize", error, detail=path, args=f"{path} {shape}", question=question)
+    if path not in writing.learned:  # an earlier session's dataset, grown from here on
+        assert info.dtype is not None and info.layout is not None
+        writing.learned[path] = learned_state.LearnedTarget(
+            path, info.dtype, [], [], kept=len(info.layout.extents), floor=info.shape
+        )
     offsets, failed = create_sources(session, tasks)
     sent = (
         [(task.name, offsets[(task.dataset, task.extent)]) for task in tasks]

@@ -85,7 +85,7 @@ def layout_problem(
         check_digest(text, required=bool(session.uuid))
         check_dtype(layout.dtype, facts.dtype, required=bool(session.uuid))
         if layout.learned:
-            check_learned(layout, facts.shape, facts.dtype.itemsize, session.ranks)
+            check_learned(layout, facts.shape, facts.dtype.itemsize, _most_ranks(layout, sessions))
         else:
             check_extents(layout.extents, facts.shape, facts.dtype.itemsize, session.ranks)
         if facts.storage == "virtual" and layout.learned:
@@ -97,6 +97,16 @@ def layout_problem(
     except RecordError as exc:
         return f"dataset {path}: the layout record is damaged or does not match the file: {exc}"
     return None
+
+
+def _most_ranks(layout: DatasetLayout, sessions: Sequence[Session]) -> int:
+    """The most ranks of the session that created a learned layout and of every later one,
+    which may have grown it (engine/resize.py): the ranks its extents and pieces may name."""
+    return max(
+        s.ranks
+        for s in sessions
+        if type(s.id) is int and s.id >= layout.session and type(s.ranks) is int
+    )
 
 
 def _session_of(layout: DatasetLayout, sessions: Sequence[Session]) -> Session:
