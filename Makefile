@@ -16,7 +16,15 @@ $(STAMP): pyproject.toml
 	@# without one for this platform the tests of Darshan logs are skipped, saying so.
 	$(PY) -m pip install --quiet --only-binary=darshan -e ".[darshan]" \
 	  || echo "no PyDarshan wheel for this platform: the tests reading Darshan logs will be skipped"
+	$(call VEROS,$(VENV))
 	touch $(STAMP)
+
+# Veros, a pure-Python ocean model, for the optional test of a real model's output
+# (tests/test_veros.py, skipped without it): the libraries it needs, then Veros without its own
+# exact pins (they would replace this environment's numpy, h5py or pillow).
+VEROS = $(1)/bin/python -m pip install --quiet scipy loguru tqdm click entrypoints requests \
+	  && $(1)/bin/python -m pip install --quiet --no-deps "veros>=1.7" \
+	  || echo "no Veros here: the test of a real model's output will be skipped"
 
 venv: $(STAMP)
 
@@ -65,6 +73,8 @@ $(PHDF5_STAMP): pyproject.toml
 	  $(PHDF5_VENV)/bin/pip install --quiet --no-build-isolation --no-binary=h5py h5py
 	$(PHDF5_VENV)/bin/pip install --quiet --no-deps -e .
 	$(PHDF5_VENV)/bin/pip install --quiet pytest hypothesis matplotlib hdf5plugin xxhash
+	$(PHDF5_VENV)/bin/pip install --quiet --no-deps h5netcdf  # not over the parallel h5py
+	$(call VEROS,$(PHDF5_VENV))
 	printf '#!/bin/sh\nexec %s "$$@"\n' "$$(command -v mpiexec.mpich)" > $(PHDF5_VENV)/bin/mpiexec
 	chmod +x $(PHDF5_VENV)/bin/mpiexec
 	$(PHDF5_VENV)/bin/python -c "import h5py; assert h5py.get_config().mpi, 'h5py built without MPI'; print('parallel h5py', h5py.version.version, 'HDF5', h5py.version.hdf5_version)"
