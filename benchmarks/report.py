@@ -71,6 +71,7 @@ DATA = {
     "patterns_metadata": "write-patterns-metadata.json",
     "patterns_metadata_vpic": "write-patterns-metadata-vpic.json",
     "patterns_scales": "write-patterns-scales.json",
+    "patterns_scales_vpic": "write-patterns-scales-vpic.json",
 }
 PAPER_TITLE = paper_experiment.TITLE
 SHORT = {PAPER_TITLE: "VPIC-IO / IOR"}
@@ -819,6 +820,7 @@ def summary(data: dict[str, dict]) -> str:
         + write_patterns.summary_rows(data["patterns_metadata"])
         + write_patterns.summary_rows(data["patterns_metadata_vpic"])
         + write_patterns.summary_rows(data["patterns_scales"])
+        + write_patterns.summary_rows(data["patterns_scales_vpic"])
     )
     other = sorted(
         {
@@ -900,7 +902,8 @@ others run `report.py`):
 | [Metadata-heavy files]({heavy}) | `docs/metadata-heavy.json` | `make phdf5 && .venv-phdf5/bin/python benchmarks/metadata_heavy.py --base-src /tmp/base/src --reps 3 --label LABEL` (and `--ranks 2 --scale 10`; BASE: `git archive` of the commit before, its `src`) |
 | [Write patterns after metadata calls without rounds]({patterns_metadata}) | `docs/write-patterns-metadata.json` | the write-patterns script with `--only vpic_2 vpic_h5py_2 t64k_one_file t64k_posix_shared t16m_subfiles2 t16m_posix_fpp --title "Write patterns after metadata calls without rounds"` (BASE: the commit before) |
 | [VPIC writes after metadata calls without rounds, a second series]({patterns_metadata_vpic}) | `docs/write-patterns-metadata-vpic.json` | the same script with `--reps 7 --only vpic_2 vpic_h5py_2 --title "VPIC writes after metadata calls without rounds, a second series"` |
-| [Write patterns after dimension scales, ids and deleting]({patterns_scales}) | `docs/write-patterns-scales.json` | the same script with `--reps 9 --only vpic_2 vpic_h5py_2 t64k_one_file t64k_posix_shared --title "Write patterns after dimension scales, ids and deleting"` (BASE: the commit before) |
+| [Write patterns after dimension scales, appends and copies]({patterns_scales}) | `docs/write-patterns-scales.json` | the same script with `--reps 9 --only vpic_2 vpic_h5py_2 t64k_one_file t64k_posix_shared --title "Write patterns after dimension scales, appends and copies"` (BASE: the commit before this work) |
+| [VPIC writes after dimension scales, appends and copies, a second series]({patterns_scales_vpic}) | `docs/write-patterns-scales-vpic.json` | the same script with `--reps 11 --only vpic_2 vpic_h5py_2 --title "VPIC writes after dimension scales, appends and copies, a second series"` |
 
 Every figure shows the median over repetitions with the minimum and maximum as whiskers or
 error bars."""
@@ -935,6 +938,7 @@ def build(data: dict[str, dict]) -> str:
         "patterns_metadata": anchor(data["patterns_metadata"]["title"]),
         "patterns_metadata_vpic": anchor(data["patterns_metadata_vpic"]["title"]),
         "patterns_scales": anchor(data["patterns_scales"]["title"]),
+        "patterns_scales_vpic": anchor(data["patterns_scales_vpic"]["title"]),
     }
     parts = [
         HEADER.format(**anchors),
@@ -964,6 +968,7 @@ def build(data: dict[str, dict]) -> str:
         write_patterns.render(data["patterns_metadata"]),
         write_patterns.render(data["patterns_metadata_vpic"]),
         write_patterns.render(data["patterns_scales"]),
+        write_patterns.render(data["patterns_scales_vpic"]),
     ]
     return "\n\n".join(parts) + "\n"
 
