@@ -407,6 +407,7 @@ class Groups:
     def __init__(self, h5: h5py.File):
         self.h5 = h5
         self._known: dict[str, h5py.Group] = {"/": h5["/"]}
+        self._datasets: dict[str, h5py.Dataset] = {}  # opened by :meth:`object`
         #: paths of the groups and datasets to be created keeping their creation order
         #: (h5py's ``track_order=True``)
         self.tracked: set[str] = set()
@@ -428,11 +429,28 @@ class Groups:
     def parent_of(self, path: str) -> h5py.Group:
         return self.require(posixpath.dirname(path) or "/")
 
+    def object(self, path: str) -> h5py.Group | h5py.Dataset:
+        """The group or dataset ``path``, opened once (a master's attributes are set one by one,
+        thousands of them: HDF5's path lookup each time cost more than the write)."""
+        found = self._known.get(path) or self._datasets.get(path)
+        if found is None:
+            found = self.h5[path]
+            if isinstance(found, h5py.Group):
+                self._known[path] = found
+            else:
+                self._datasets[path] = found
+        return found
+
     def forget(self, path: str) -> None:
-        """Forget ``path`` and the groups below it (unlinked from the file)."""
+        """Forget ``path`` and the groups and datasets below it (unlinked from the file, or
+        made again)."""
+        if self._datasets.pop(path, None) is not None:
+            return  # a dataset: nothing below it
         below = path.rstrip("/") + "/"
         for known in [k for k in self._known if k == path or k.startswith(below)]:
             del self._known[known]
+        for known in [k for k in self._datasets if k.startswith(below)]:
+            del self._datasets[known]
 
 
 def create_early_dataset(

@@ -214,12 +214,12 @@ class MasterWriter(SourceFile):
     @hdf5_writes("write")
     def set_attr(self, path: str, name: str, value: Any) -> None:
         self._make_pending(path)
-        self.h5[path].attrs[name] = value
+        self.groups.object(path).attrs[name] = value
 
     @hdf5_writes("write")
     def delete_attr(self, path: str, name: str) -> None:
         self._make_pending(path)
-        del self.h5[path].attrs[name]
+        del self.groups.object(path).attrs[name]
 
     @hdf5_writes("write")
     def make_scale(self, path: str, name: str | bytes) -> None:
@@ -356,6 +356,7 @@ class MasterWriter(SourceFile):
         copy_attributes(old, parent[scratch])
         del parent[name]
         parent.move(scratch, name)
+        self.groups.forget(path)  # made again
         new = self.h5[path]
         for dim, scale in own:
             image.attach_scale(new, dim, self.h5[scale])
