@@ -72,6 +72,7 @@ DATA = {
     "patterns_metadata_vpic": "write-patterns-metadata-vpic.json",
     "patterns_scales": "write-patterns-scales.json",
     "patterns_scales_vpic": "write-patterns-scales-vpic.json",
+    "patterns_one_round": "write-patterns-one-round.json",
 }
 PAPER_TITLE = paper_experiment.TITLE
 SHORT = {PAPER_TITLE: "VPIC-IO / IOR"}
@@ -821,6 +822,7 @@ def summary(data: dict[str, dict]) -> str:
         + write_patterns.summary_rows(data["patterns_metadata_vpic"])
         + write_patterns.summary_rows(data["patterns_scales"])
         + write_patterns.summary_rows(data["patterns_scales_vpic"])
+        + write_patterns.summary_rows(data["patterns_one_round"])
     )
     other = sorted(
         {
@@ -904,6 +906,7 @@ others run `report.py`):
 | [VPIC writes after metadata calls without rounds, a second series]({patterns_metadata_vpic}) | `docs/write-patterns-metadata-vpic.json` | the same script with `--reps 7 --only vpic_2 vpic_h5py_2 --title "VPIC writes after metadata calls without rounds, a second series"` |
 | [Write patterns after dimension scales, appends and copies]({patterns_scales}) | `docs/write-patterns-scales.json` | the same script with `--reps 9 --only vpic_2 vpic_h5py_2 t64k_one_file t64k_posix_shared --title "Write patterns after dimension scales, appends and copies"` (BASE: the commit before this work) |
 | [VPIC writes after dimension scales, appends and copies, a second series]({patterns_scales_vpic}) | `docs/write-patterns-scales-vpic.json` | the same script with `--reps 11 --only vpic_2 vpic_h5py_2 --title "VPIC writes after dimension scales, appends and copies, a second series"` |
+| [VPIC writes after one-round creation where rank 0 leads every source]({patterns_one_round}) | `docs/write-patterns-one-round.json` | the same script with `--reps 9 --only vpic_2 vpic_h5py_2 --title "VPIC writes after one-round creation where rank 0 leads every source"` (BASE: the commit before) |
 
 Every figure shows the median over repetitions with the minimum and maximum as whiskers or
 error bars."""
@@ -939,6 +942,7 @@ def build(data: dict[str, dict]) -> str:
         "patterns_metadata_vpic": anchor(data["patterns_metadata_vpic"]["title"]),
         "patterns_scales": anchor(data["patterns_scales"]["title"]),
         "patterns_scales_vpic": anchor(data["patterns_scales_vpic"]["title"]),
+        "patterns_one_round": anchor(data["patterns_one_round"]["title"]),
     }
     parts = [
         HEADER.format(**anchors),
@@ -969,6 +973,7 @@ def build(data: dict[str, dict]) -> str:
         write_patterns.render(data["patterns_metadata_vpic"]),
         write_patterns.render(data["patterns_scales"]),
         write_patterns.render(data["patterns_scales_vpic"]),
+        write_patterns.render(data["patterns_one_round"]),
     ]
     return "\n\n".join(parts) + "\n"
 

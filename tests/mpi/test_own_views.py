@@ -41,10 +41,10 @@ def test_file_per_process_creation_needs_no_answer(
     comm: MPI.Comm, shared_tmp: Path, subfiles: object
 ) -> None:
     """Creating and writing a step is 5 rounds with file per process (no answer after the
-    sources are created), 6 when ranks share a file (they need their leader's offsets); where
-    the rounds are stars, 3 (the requests ride with the agreement, which rank 0 answers with
-    the assignments; the offsets and their answer are one round). The data read back bit for
-    bit with plain h5py."""
+    sources are created), 4 when all ranks share rank 0's file (rank 0 makes the sources while
+    it plans, and answers with the views); where the rounds are stars, 3 and 2 (the requests
+    ride with the agreement, which rank 0 answers). The data read back bit for bit with plain
+    h5py."""
     path = shared_tmp / f"own-{subfiles}.h5"
     with hs.File(path, "w", comm=comm, subfiles=subfiles) as f:
         f.write_datasets(_step(comm, 0))  # the first call also opens the subfile
@@ -53,7 +53,8 @@ def test_file_per_process_creation_needs_no_answer(
         taken = _rounds(comm) - before
         shapes = same_on_every_rank(comm, {n: f[f"T1/{n}"].shape for n in f["T1"]})
     own = comm.size == 1 or subfiles == "rank"
-    assert taken == (3 if collective.channel_of(comm).star else 5 if own else 6)
+    star = collective.channel_of(comm).star
+    assert taken == ((3 if own else 2) if star else (5 if own else 4))
     assert shapes == {f"f{i}": (sum(r + 2 for r in range(comm.size)),) for i in range(8)}
     code = (
         "import sys, h5py, numpy as np\n"

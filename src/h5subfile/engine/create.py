@@ -16,6 +16,7 @@ rank forgets the call's datasets and the groups made for them, as rank 0 removed
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -263,7 +264,10 @@ def _create_datasets(
                 writing.root.master.replace_unfinished(dataset.path)
         planned.append(creation)
         own = own_views(creation, writing.number, session.plan) if writes else None
-        return creation.assignments(own)
+        assignments = creation.assignments(own)
+        if own is None and all(not a.tasks for a in assignments[1:]):
+            return _published_at_once(session, creation, assignments)
+        return assignments
 
     named = "" if requests is None else ", ".join(r.path for r in requests)
     # Every rank's requests go to rank 0 with the call's agreement, which rank 0 answers with
@@ -275,6 +279,9 @@ def _create_datasets(
         question=Question(requests, plan_on_root),
     )
     creation = planned[0] if planned else None
+    if assignment.views is not None:
+        _learn(session, assignment, assignment.views)
+        return Created(list(assignment.paths))
     offsets, error = create_sources(session, assignment.tasks)
     if assignment.own is not None:
         assert requests is not None  # the agreement round raised otherwise
@@ -290,6 +297,22 @@ def _create_datasets(
     )
     _learn(session, assignment, views)
     return Created(list(assignment.paths))
+
+
+def _published_at_once(
+    session: Session, creation: CreationPlan, assignments: list[RankAssignment]
+) -> list[RankAssignment]:
+    """Rank 0, planning a call whose every source it leads (one group, the default on one
+    node): it makes the sources and publishes the datasets right away, and each rank's answer
+    holds its views, which otherwise take a second round. A failure is every rank's."""
+    offsets, error = create_sources(session, assignments[0].tasks)
+    if error is not None:
+        raise error
+    nodes = publish(session, creation, [offsets])
+    return [
+        dataclasses.replace(a, tasks=(), views=rank_view(nodes, creation, rank))
+        for rank, a in enumerate(assignments)
+    ]
 
 
 def _own_views_made(

@@ -194,6 +194,9 @@ class RankAssignment:
     #: one per dataset when every rank creates the extent it holds and the call writes (the
     #: same on every rank: rank 0 decides); None: rank 0 answers once it has published
     own: tuple[OwnView, ...] | None = None
+    #: the datasets as this rank learns them, when rank 0 led every source and so published
+    #: within the planning (one round); None: they come in a second round
+    views: dict[str, Any] | None = None
 
 
 #: Byte offset of each created source, by (dataset index, extent index); -1 when chunked.
