@@ -274,3 +274,43 @@ def _header(path: Path) -> list[str]:
     """``ncdump -h``'s lines, but the file's name and h5subfile's records."""
     out = subprocess.run(["ncdump", "-h", str(path)], capture_output=True, text=True, check=True)
     return [line for line in out.stdout.splitlines()[1:] if ":h5subfile" not in line]
+
+
+def test_h5netcdf_legacy_api_grows_unlimited_dimensions_by_writing_past_them(
+    comm: MPI.Comm, shared_tmp: Path
+) -> None:
+    """h5netcdf's netCDF4-python-like API resizes an unlimited dimension when a write reaches
+    past it (every rank writes its part of each step, and the step's time, the same value):
+    the same file as the same calls made serially."""
+    from h5netcdf import legacyapi
+
+    from h5subfile import dropin
+
+    size = comm.size
+    parallel, serial = shared_tmp / "legacy.nc", shared_tmp / "legacy_serial.nc"
+
+    def steps(ds: object, parts: list[int]) -> None:
+        ds.createDimension("time", None)
+        ds.createDimension("x", 4 * size)
+        v = ds.createVariable("v", "f8", ("time", "x"))
+        t = ds.createVariable("time", "f8", ("time",))
+        for step in range(3):
+            for rank in parts:
+                v[step, 4 * rank : 4 * rank + 4] = step + rank
+                t[step] = step * 0.5
+
+    dropin.install()
+    try:
+        with legacyapi.Dataset(str(parallel), "w", driver="mpio", comm=comm) as ds:
+            steps(ds, [comm.rank])
+    finally:
+        dropin.uninstall()
+
+    def serially() -> None:
+        with legacyapi.Dataset(str(serial), "w") as ds:
+            steps(ds, list(range(size)))
+
+    on_root(comm, serially)
+    seen = [plain_h5py(comm, DESCRIBE, str(p)) for p in (parallel, serial)]
+    assert json.loads(seen[0]) == json.loads(seen[1])
+    assert json.loads(seen[0])["dims"]["time"] == [3, True]
