@@ -128,7 +128,8 @@ def test_id_serves_metadata_and_refuses_changes(comm: MPI.Comm, shared_tmp: Path
 
 def test_delete_as_h5py(comm: MPI.Comm, shared_tmp: Path) -> None:
     """``del group[name]`` unlinks a dataset or a group with everything below it, written or
-    not, and the name can be used again; a missing name fails on every rank."""
+    not, and the name can be used again (``clear()`` unlinks every member); a missing name
+    fails on every rank."""
     rank, size = comm.rank, comm.size
     path = shared_tmp / "deleted.h5"
     with hs.File(path, "w", comm=comm, subfiles=min(2, size)) as f:
@@ -141,6 +142,12 @@ def test_delete_as_h5py(comm: MPI.Comm, shared_tmp: Path) -> None:
         f.create_dataset("d", (size,), "i8")[rank] = 10 * rank
         with raises_on_every_rank(comm, hs.ObjectNotFoundError, "/nothing"):
             del f["nothing"]
+        scratch = f.create_group("scratch")
+        scratch.create_dataset("a", (2,), "f4")
+        scratch.create_group("b")
+        scratch.clear()
+        assert list(scratch) == []
+        del f["scratch"]
     listing = plain_h5py(
         comm,
         "import sys, h5py, json; f = h5py.File(sys.argv[1]);"

@@ -269,6 +269,11 @@ class Group(Node):
         as HDF5 leaves a deleted dataset's space in its file: h5subfile repack reclaims it)."""
         structure.delete(self._session, join(self._path, name))
 
+    def clear(self) -> None:
+        """Collective: unlink every member (``del`` each, in the order listed)."""
+        for name in self.keys():
+            del self[name]
+
     def require_dataset(
         self, name: str, shape: Sequence[int] | int, dtype: Any, exact: bool = False, **kwds: Any
     ) -> Dataset:

@@ -15,7 +15,11 @@ import numpy as np
 from ..errors import UnsupportedError
 
 _OBJECT = "an attribute's HDF5 identifier is not served (obj.id is the object's)"
-_LINKS = "a write session only adds objects: no deleting, moving, copying or other links"
+_LINKS = "moving and copying objects (and links) are not supported yet"
+_POP = (
+    "the object popped could not be read afterwards (h5subfile's objects are their paths, "
+    "h5py's their open identifiers): read it, then del group[name]"
+)
 _REFS = "region references are not supported (read the region through the dataset)"
 
 #: By class name, the public names of h5py's class that h5subfile's refuses, with why.
@@ -24,9 +28,8 @@ REFUSED: dict[str, dict[str, str]] = {
         "regionref": _REFS,
         "copy": _LINKS,
         "move": _LINKS,
-        "pop": _LINKS,
-        "popitem": _LINKS,
-        "clear": _LINKS,
+        "pop": _POP,
+        "popitem": _POP,
         "build_virtual_dataset": "h5subfile makes the virtual datasets of its own masters",
         "create_virtual_dataset": "h5subfile makes the virtual datasets of its own masters",
     },
