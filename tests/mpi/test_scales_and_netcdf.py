@@ -321,3 +321,21 @@ def test_h5netcdf_legacy_api_grows_unlimited_dimensions_by_writing_past_them(
     seen = [plain_h5py(comm, DESCRIBE, str(p)) for p in (parallel, serial)]
     assert json.loads(seen[0]) == json.loads(seen[1])
     assert json.loads(seen[0])["dims"]["time"] == [3, True]
+
+
+def test_delete_leaves_alike_named_datasets(comm: MPI.Comm, shared_tmp: Path) -> None:
+    """Deleting ``x`` takes only ``x``: a program's dataset named ``x@1`` (the way h5subfile
+    names a grown dataset's other sources) stays, with its data."""
+    rank, size = comm.rank, comm.size
+    path = shared_tmp / "alike.h5"
+    with hs.File(path, "w", comm=comm, subfiles=min(2, size)) as f:
+        f.create_dataset("x", (size,), "i4")[rank] = rank
+        f.create_dataset("x@1", (size,), "i4")[rank] = 10 + rank
+        del f["x"]
+    listing = plain_h5py(
+        comm,
+        "import sys, h5py, json; f = h5py.File(sys.argv[1]);"
+        "print(json.dumps([list(f), f['x@1'][...].tolist()]))",
+        str(path),
+    )
+    assert json.loads(listing) == [["x@1"], [10 + r for r in range(size)]]

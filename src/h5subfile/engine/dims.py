@@ -51,6 +51,9 @@ def _ensure(
     session: Session, made: MetadataImage, path: str, shape_of: ShapeOf, seen: set[str]
 ) -> Any:
     node = session.node(path)
+    parent = path.rsplit("/", 1)[0] or "/"
+    if path != "/" and parent not in made.h5:  # made first, with its own creation order
+        _ensure(session, made, parent, shape_of, seen)
     if node.kind == "group":
         return made.group(path, node.track_order, node.attrs)
     fresh = path not in made.h5

@@ -112,8 +112,9 @@ def learned_info(session: Session, path: str) -> Any:
 
 
 #: What a rank reports at close of each dataset whose layout is learned: its pieces with their
-#: final checksums, and why a write of it failed ("" if none did).
-Closing = dict[str, tuple[list[Reported], str]]
+#: final checksums, why a write of it failed ("" if none did), and which of the checksums were
+#: read back from the file rather than taken from the bytes passed (indices in the list).
+Closing = dict[str, tuple[list[Reported], str, frozenset[int]]]
 
 
 def close_report(session: Session) -> Closing:
@@ -128,7 +129,9 @@ def close_report(session: Session) -> Closing:
             hashed = final_checksums(target, session.stats)
         else:
             hashed = {i: [""] * len(w.slabs()) for i, w in enumerate(target.pieces)}
-        found[path] = (reported(target, rank, hashed), target.failed)
+        fed = reported(target, rank)  # the checksums of the bytes passed ("" for the others)
+        read_back = frozenset(k for k, (_, _, piece) in enumerate(fed) if not piece.checksum)
+        found[path] = (reported(target, rank, hashed), target.failed, read_back)
     return found
 
 
@@ -145,8 +148,8 @@ def publish_on_root(session: Session, gathered: list[Closing]) -> dict[str, tupl
     for path in sorted(gathered[0] if gathered else ()):
         failed = []
         for rank, part in enumerate(gathered):
-            pieces, why = part[path]
-            book.update(path, rank, pieces, why)
+            pieces, why, read_back = part[path]
+            book.update(path, rank, pieces, why, read_back)
             if why:
                 failed.append(f"rank {rank}: {why}")
         if failed:

@@ -331,26 +331,47 @@ class Book:
         self.pieces: dict[str, dict[int, list[Reported]]] = {}
         #: why a write of a dataset failed, by dataset, with the rank ("rank 2: OSError: ...")
         self.failed: dict[str, str] = {}
+        #: by dataset and rank, the pieces (indices in the rank's list) whose checksum was read
+        #: from the file at close, not taken from the bytes the rank passed: they prove nothing
+        #: about what it wrote, so they are never copies (:func:`copied`)
+        self.read_back: dict[str, dict[int, frozenset[int]]] = {}
 
-    def update(self, path: str, rank: int, pieces: list[Reported], failed: str = "") -> None:
+    def update(
+        self,
+        path: str,
+        rank: int,
+        pieces: list[Reported],
+        failed: str = "",
+        read_back: frozenset[int] = frozenset(),
+    ) -> None:
         self.pieces.setdefault(path, {})[rank] = pieces
+        self.read_back.setdefault(path, {})[rank] = read_back
         if failed and path not in self.failed:
             self.failed[path] = f"rank {rank}: {failed}"
 
     def forget(self, path: str) -> None:
         self.pieces.pop(path, None)
         self.failed.pop(path, None)
+        self.read_back.pop(path, None)
+
+    def _listed(self, path: str) -> tuple[list[tuple[int, str, str, PieceSum]], set[int]]:
+        """Every rank's pieces of ``path``, lowest rank first, and those that repeat an
+        earlier rank's (:func:`copied`)."""
+        listed = []
+        proven = []
+        read_back = self.read_back.get(path, {})
+        for rank, found in sorted(self.pieces.get(path, {}).items()):
+            unsure = read_back.get(rank, frozenset())
+            for k, (file, dataset, piece) in enumerate(found):
+                listed.append((rank, file, dataset, piece))
+                proven.append(k not in unsure)
+        return listed, copied([entry[3] for entry in listed], proven)
 
     def check(self, path: str) -> None:
         """Refuse two ranks' pieces sharing an element: OverlapError naming the dataset, the
         ranks and their regions (the same on every rank, as the caller's answer)."""
-        listed = [
-            (rank, piece)
-            for rank, found in sorted(self.pieces.get(path, {}).items())
-            for _, _, piece in found
-        ]
-        copies = copied([piece for _, piece in listed])
-        listed = [entry for k, entry in enumerate(listed) if k not in copies]
+        found, copies = self._listed(path)
+        listed = [(rank, piece) for k, (rank, _, _, piece) in enumerate(found) if k not in copies]
         shared = first_shared([(rank, piece.slab) for rank, piece in listed])
         if shared is None:
             return
@@ -367,26 +388,29 @@ class Book:
         """``base`` (the dataset's whole layout: every extent) with every rank's pieces; the
         first ``kept`` extents (an earlier session's) keep theirs."""
         by_source: dict[tuple[str, str], list[PieceSum]] = {}
-        for _, found in sorted(self.pieces.get(path, {}).items()):
-            for file, dataset, piece in found:
+        found, copies = self._listed(path)
+        for k, (_, file, dataset, piece) in enumerate(found):
+            if k not in copies:
                 by_source.setdefault((file, dataset), []).append(piece)
         extents = base.extents[:kept] + tuple(
             e.changed(pieces=tuple(by_source.get((e.file, e.dataset), ())))
             for e in base.extents[kept:]
         )
-        layout = dataclasses.replace(base, extents=extents, complete=path not in self.failed)
-        return without_copies(layout)
+        return dataclasses.replace(base, extents=extents, complete=path not in self.failed)
 
 
-def copied(pieces: Sequence[PieceSum]) -> set[int]:
+def copied(pieces: Sequence[PieceSum], proven: Sequence[bool] | None = None) -> set[int]:
     """Indices of the pieces that repeat an earlier one: the same elements with the same
     checksum, written by another rank (every rank writing the same coordinates, as parallel
     HDF5 programs do). Their bytes are the same, so the file keeps the first (the lowest rank's,
-    as listed) and no choice is left undefined; without checksums nothing is a copy."""
+    as listed) and no choice is left undefined. Only checksums of the bytes the ranks passed
+    count (``proven``, default all): one read back from the file at close is that of whatever
+    the file holds, the same for two ranks that wrote different bytes to one place; without
+    checksums nothing is a copy."""
     first: dict[tuple[Any, ...], int] = {}
     copies = set()
     for k, piece in enumerate(pieces):
-        if not piece.checksum:
+        if not piece.checksum or (proven is not None and not proven[k]):
             continue
         key = (piece.start, piece.shape, piece.stride, piece.count, piece.checksum)
         if key in first and pieces[first[key]].rank != piece.rank:
@@ -395,22 +419,26 @@ def copied(pieces: Sequence[PieceSum]) -> set[int]:
     return copies
 
 
-def without_copies(layout: DatasetLayout) -> DatasetLayout:
-    """``layout`` without the pieces that repeat another rank's (:func:`copied`)."""
-    listed = sorted(
-        (
-            (piece.rank, e, j)
-            for e, extent in enumerate(layout.extents)
-            for j, piece in enumerate(extent.pieces)
-        ),
-    )
-    pieces = [layout.extents[e].pieces[j] for _, e, j in listed]
-    copies = {(listed[k][1], listed[k][2]) for k in copied(pieces)}
-    if not copies:
+def own_view_without_copies(layout: DatasetLayout, rank: int, kept: int = 0) -> DatasetLayout:
+    """A rank's read view: ``layout`` without the other ranks' pieces that its own repeat
+    (:func:`copied`), so that it reads what it wrote from where it wrote it (as for any
+    element, what another rank writes there since the last sync may show; a rank that writes
+    other values over a copy is refused at the next sync). The first ``kept`` extents (an
+    earlier session's) are as recorded."""
+
+    def key(piece: PieceSum) -> tuple[Any, ...]:
+        return (piece.start, piece.shape, piece.stride, piece.count, piece.checksum)
+
+    mine = {
+        key(p) for e in layout.extents[kept:] for p in e.pieces if p.rank == rank and p.checksum
+    }
+    if not mine:
         return layout
-    extents = tuple(
-        extent.changed(pieces=tuple(p for j, p in enumerate(extent.pieces) if (e, j) not in copies))
-        for e, extent in enumerate(layout.extents)
+    extents = layout.extents[:kept] + tuple(
+        extent.changed(
+            pieces=tuple(p for p in extent.pieces if p.rank == rank or key(p) not in mine)
+        )
+        for extent in layout.extents[kept:]
     )
     return dataclasses.replace(layout, extents=extents)
 
@@ -458,7 +486,8 @@ def read_layout(
     cached = target.cached
     if cached is not None and cached[0] == target.version and cached[1] == id(synced):
         return cached[2]
-    layout = without_copies(with_own_pieces(synced, rank, reported(target, rank), target.kept))
+    layout = with_own_pieces(synced, rank, reported(target, rank), target.kept)
+    layout = own_view_without_copies(layout, rank, target.kept)
     listed = [(p.rank, p.slab) for e in layout.extents for p in e.pieces]
     shared = first_shared(listed)  # only this rank's can meet another's: the others' were checked
     if shared is not None:

@@ -201,22 +201,25 @@ def delete(session: Session, path: str) -> None:
         raise _agreed(exc) from None
     below = path.rstrip("/") + "/"
     gone = [p for p in session.catalog.nodes if p == path or p.startswith(below)]
+    writing = session.writing
+    assert writing is not None
+    # this group's sources of the deleted object: the object itself (a group holds its
+    # datasets' sources), and a grown dataset's other sources beside it
+    sources = {path} | {e.dataset for e in getattr(writing.learned.get(path), "stored", ())}
     for old in gone:
         if session.catalog.nodes[old].kind == "dataset":
             forget_dataset(session, old)
         else:
             session.catalog.nodes.pop(old, None)
-    writing = session.writing
-    assert writing is not None
     if writing.image is not None:
         writing.image.forget(path)
     leader = writing.leader
     if leader is not None and leader.subfile is not None:
         try:
-            leader.subfile.set_aside(path)
+            leader.subfile.set_aside(sorted(sources))
         except Exception as exc:  # noqa: BLE001 - raised by every rank at the next collective call
             writing.kept = writing.kept or as_error(exc)
-        for name in [n for n in leader.chunk_sinks if n == path or n.startswith(f"{path}@")]:
+        for name in [n for n in leader.chunk_sinks if n in sources or n.startswith(below)]:
             del leader.chunk_sinks[name]
     _on_root(session, lambda master: master.delete(path), f"deleting {path}")
     session.ledger.record(Entry(f"delete {path}"))

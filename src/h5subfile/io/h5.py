@@ -20,6 +20,7 @@ import os
 import posixpath
 import re
 import tempfile
+from collections.abc import Iterable
 from typing import Any
 
 import h5py
@@ -641,18 +642,15 @@ class SourceFile:
     path: str  # the file, as its user knows it
 
     @hdf5_writes("write")
-    def set_aside(self, path: str) -> None:
-        """The objects of deleted ``path`` (a dataset with its other sources ``path@k``, or a
-        group) moved out of the way, their space kept until :meth:`drop_set_aside`: writes to
-        them may still be in flight, and HDF5 would give freed space to new datasets."""
-        parent = self.h5.get(posixpath.dirname(path) or "/")
-        if not isinstance(parent, h5py.Group):
-            return
-        name = posixpath.basename(path)
-        for member in [m for m in parent if m == name or m.startswith(f"{name}@")]:
-            aside = self.h5.require_group(SET_ASIDE)
-            parent.move(member, f"/{SET_ASIDE}/{len(aside)}")
-        self.groups.forget(path)
+    def set_aside(self, paths: Iterable[str]) -> None:
+        """The objects ``paths`` (a deleted group, or a deleted dataset's sources) moved out of
+        the way, their space kept until :meth:`drop_set_aside`: writes to them may still be in
+        flight, and HDF5 would give freed space to new datasets. Those missing are skipped."""
+        for path in paths:
+            if path in self.h5:  # not h5.get: HDF5's error for a missing path can be garbage
+                aside = self.h5.require_group(SET_ASIDE)
+                self.h5.move(path, f"/{SET_ASIDE}/{len(aside)}")
+            self.groups.forget(path)
 
     @hdf5_writes("write")
     def drop_set_aside(self) -> None:

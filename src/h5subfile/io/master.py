@@ -244,7 +244,7 @@ class MasterWriter(SourceFile):
     def delete(self, path: str) -> None:
         """A group or dataset deleted by the program: its storage in the master set aside
         until the commit (writes to it may be in flight), its pending virtual datasets gone."""
-        self.set_aside(path)
+        self.set_aside([path])
         self.unlink(path)
 
     def replace_unfinished(self, path: str) -> None:
