@@ -73,6 +73,7 @@ DATA = {
     "patterns_scales": "write-patterns-scales.json",
     "patterns_scales_vpic": "write-patterns-scales-vpic.json",
     "patterns_one_round": "write-patterns-one-round.json",
+    "patterns_proven": "write-patterns-proven-copies.json",
 }
 PAPER_TITLE = paper_experiment.TITLE
 SHORT = {PAPER_TITLE: "VPIC-IO / IOR"}
@@ -823,6 +824,7 @@ def summary(data: dict[str, dict]) -> str:
         + write_patterns.summary_rows(data["patterns_scales"])
         + write_patterns.summary_rows(data["patterns_scales_vpic"])
         + write_patterns.summary_rows(data["patterns_one_round"])
+        + write_patterns.summary_rows(data["patterns_proven"])
     )
     other = sorted(
         {
@@ -907,6 +909,7 @@ others run `report.py`):
 | [Write patterns after dimension scales, appends and copies]({patterns_scales}) | `docs/write-patterns-scales.json` | the same script with `--reps 9 --only vpic_2 vpic_h5py_2 t64k_one_file t64k_posix_shared --title "Write patterns after dimension scales, appends and copies"` (BASE: the commit before this work) |
 | [VPIC writes after dimension scales, appends and copies, a second series]({patterns_scales_vpic}) | `docs/write-patterns-scales-vpic.json` | the same script with `--reps 11 --only vpic_2 vpic_h5py_2 --title "VPIC writes after dimension scales, appends and copies, a second series"` |
 | [VPIC writes after one-round creation where rank 0 leads every source]({patterns_one_round}) | `docs/write-patterns-one-round.json` | the same script with `--reps 9 --only vpic_2 vpic_h5py_2 --title "VPIC writes after one-round creation where rank 0 leads every source"` (BASE: the commit before) |
+| [VPIC writes after copies proven by the bytes passed]({patterns_proven}) | `docs/write-patterns-proven-copies.json` | the same script with `--reps 7 --only vpic_2 vpic_h5py_2 --title "VPIC writes after copies proven by the bytes passed"` (BASE: the commit before) |
 
 Every figure shows the median over repetitions with the minimum and maximum as whiskers or
 error bars."""
@@ -943,6 +946,7 @@ def build(data: dict[str, dict]) -> str:
         "patterns_scales": anchor(data["patterns_scales"]["title"]),
         "patterns_scales_vpic": anchor(data["patterns_scales_vpic"]["title"]),
         "patterns_one_round": anchor(data["patterns_one_round"]["title"]),
+        "patterns_proven": anchor(data["patterns_proven"]["title"]),
     }
     parts = [
         HEADER.format(**anchors),
@@ -974,6 +978,7 @@ def build(data: dict[str, dict]) -> str:
         write_patterns.render(data["patterns_scales"]),
         write_patterns.render(data["patterns_scales_vpic"]),
         write_patterns.render(data["patterns_one_round"]),
+        write_patterns.render(data["patterns_proven"]),
     ]
     return "\n\n".join(parts) + "\n"
 
