@@ -339,3 +339,30 @@ def test_delete_leaves_alike_named_datasets(comm: MPI.Comm, shared_tmp: Path) ->
         str(path),
     )
     assert json.loads(listing) == [["x@1"], [10 + r for r in range(size)]]
+
+
+def test_deleting_a_scale_detaches_it_first(comm: MPI.Comm, shared_tmp: Path) -> None:
+    """Deleting a dimension scale (or a dataset with scales) detaches it first: no reference is
+    left pointing at a deleted object, and a new dataset of the same name is no one's scale."""
+    path = shared_tmp / "detached.h5"
+    with hs.File(path, "w", comm=comm, subfiles=min(2, comm.size)) as f:
+        x = f.create_dataset("x", (4,), "f8")
+        y = f.create_dataset("y", (3,), "f8")
+        v = f.create_dataset("v", (4, 3), "f4")
+        x.make_scale("x")
+        y.make_scale("y")
+        v.dims[0].attach_scale(x)
+        v.dims[1].attach_scale(y)
+        del f["x"]
+        f.create_dataset("x", (4,), "f8")
+        assert len(v.dims[0]) == 0 and [s.name for s in v.dims[1]] == ["/y"]
+        assert "REFERENCE_LIST" not in f["x"].attrs
+    seen = plain_h5py(
+        comm,
+        "import sys, h5py, json; f = h5py.File(sys.argv[1]); v = f['v'];"
+        "print(json.dumps([[s.name for s in d.values()] for d in v.dims]"
+        " + [[a for a in f['x'].attrs if not a.startswith('h5subfile')],"
+        " [f[r].name for r, _ in f['y'].attrs['REFERENCE_LIST']]]))",
+        str(path),
+    )
+    assert json.loads(seen) == [[], ["/y"], [], ["/v"]]

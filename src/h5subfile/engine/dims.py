@@ -193,6 +193,24 @@ def set_label(session: Session, path: str, dim: int, label: str, shape_of: Shape
     )
 
 
+def detach_everything(session: Session, path: str, shape_of: ShapeOf) -> None:
+    """Collective (no round), before ``path`` and everything below it are deleted: their
+    scales detached from them, and they from the datasets they are scales of, so that no
+    reference is left pointing at a deleted object (HDF5 would leave it dangling, and a new
+    object of the same name would answer a path)."""
+    below = path.rstrip("/") + "/"
+    for old in [p for p in session.catalog.nodes if p == path or p.startswith(below)]:
+        node = session.catalog.nodes.get(old)
+        if node is None or node.kind != "dataset":
+            continue
+        for dim, scale in list(_attached(node.attrs)):
+            if scale in session.catalog.nodes:
+                detach_scale(session, old, dim, scale, shape_of)
+        for user, dim in list(_referenced(node.attrs)):
+            if user in session.catalog.nodes:
+                detach_scale(session, user, dim, old, shape_of)
+
+
 def changed_through_id(session: Session) -> str:
     """Local: what the program changed through ``.id`` in the image but not in the file
     ("" for nothing), as one error message."""

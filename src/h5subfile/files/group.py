@@ -15,12 +15,13 @@ from typing import Any
 import h5py
 import numpy as np
 
-from ..engine import commit, create, learned, structure, transfer
+from ..engine import commit, create, dims, learned, structure, transfer
 from ..engine.messages import ROOT_WRITES, DatasetRequest, WriteRequest
 from ..engine.prepare import convert
 from ..errors import H5SubfileError, ObjectExistsError, ObjectNotFoundError, UnsupportedError
 from ..layout.references import ObjectRef
 from .dataset import Dataset
+from .dims import shape_of
 from .node import Node, join, valid_paths
 
 
@@ -267,7 +268,10 @@ class Group(Node):
     def __delitem__(self, name: str) -> None:
         """Collective: unlink member ``name`` (a dataset's data stays in the subfiles, unused,
         as HDF5 leaves a deleted dataset's space in its file: h5subfile repack reclaims it)."""
-        structure.delete(self._session, join(self._path, name))
+        path = join(self._path, name)
+        if path in self._session.catalog.nodes:  # (a missing one: delete's error)
+            dims.detach_everything(self._session, path, shape_of(self.file))
+        structure.delete(self._session, path)
 
     def clear(self) -> None:
         """Collective: unlink every member (``del`` each, in the order listed)."""
