@@ -142,6 +142,8 @@ def test_delete_as_h5py(comm: MPI.Comm, shared_tmp: Path) -> None:
         f.create_dataset("d", (size,), "i8")[rank] = 10 * rank
         with raises_on_every_rank(comm, hs.ObjectNotFoundError, "/nothing"):
             del f["nothing"]
+        with raises_on_every_rank(comm, hs.UnsupportedError, "is h5subfile's own"):
+            f.create_group("h5subfile-deleted")  # where deleted storage waits
         scratch = f.create_group("scratch")
         scratch.create_dataset("a", (2,), "f4")
         scratch.create_group("b")

@@ -28,6 +28,7 @@ import numpy as np
 
 from ..layout.blocks import Block
 from ..layout.hyperslab import Slab
+from ..layout.names import SET_ASIDE
 from ..layout.validate import Hdf5Facts, Mapping
 from ..profiler.counters import PosixRecord, Profile, replay_hdf5_log
 from .causes import hdf5_writes
@@ -626,10 +627,6 @@ def read_attrs(obj: h5py.HLObject, skip: Any = None) -> dict[str, Any]:
         except (OSError, TypeError, ValueError) as exc:
             values[name] = f"<unreadable attribute: {exc}>"
     return values
-
-
-#: Where deleted datasets' storage waits for the session's end (:meth:`SourceFile.set_aside`).
-SET_ASIDE = "h5subfile-deleted"
 
 
 class SourceFile:

@@ -19,6 +19,7 @@ from typing import Any
 import numpy as np
 
 from .. import errors
+from .names import SET_ASIDE
 from .record import DatasetLayout, FileRecord
 from .sharing import identities_of, listed_subfiles
 
@@ -190,6 +191,10 @@ class Catalog:
         """Groups to create so that ``path`` (a new object) has its parents; refuses datasets."""
         new: list[str] = []
         parts = path.strip("/").split("/")
+        if parts[0] == SET_ASIDE:
+            raise errors.UnsupportedError(
+                f"cannot create {path}: /{SET_ASIDE} is h5subfile's own (docs/FORMAT.md)"
+            )
         for depth in range(1, len(parts) + 1):
             prefix = "/" + "/".join(parts[:depth])
             info = self.nodes.get(prefix)

@@ -18,6 +18,9 @@ from ..errors import UnsafePathError
 #: (format 3; before it ``s<S>-<G:05d>.h5``): no two sessions name a subfile alike.
 SUBFILE_NAME = re.compile(r"^s(\d+)-(?:([0-9a-f]{8})-)?(\d{5,})\.h5$")
 TOKEN_LENGTH = 8
+#: The group of the master and of each subfile where a write session keeps the storage of the
+#: objects it deleted until it ends (io/h5.SourceFile.set_aside); programs cannot make it.
+SET_ASIDE = "h5subfile-deleted"
 
 
 def subfile_folder(master_path: str) -> str:
