@@ -159,25 +159,27 @@ def make_scale(session: Session, path: str, name: str | bytes, shape_of: ShapeOf
 
 def attach_scale(session: Session, path: str, dim: int, scale: str, shape_of: ShapeOf) -> None:
     """Collective: attach dimension scale ``scale`` to dimension ``dim`` of ``path``."""
-    _scale_call(
-        session,
-        f"dims attach {path}[{dim}] {scale}",
-        (path, scale),
-        shape_of,
-        lambda objs: hdf5.attach_scale(objs[0], dim, objs[1]),
-        lambda master: master.attach_scale(path, dim, scale),
-    )
+    _pair_call(session, "attach", path, dim, scale, shape_of)
 
 
 def detach_scale(session: Session, path: str, dim: int, scale: str, shape_of: ShapeOf) -> None:
     """Collective: detach dimension scale ``scale`` from dimension ``dim`` of ``path``."""
+    _pair_call(session, "detach", path, dim, scale, shape_of)
+
+
+def _pair_call(
+    session: Session, verb: str, path: str, dim: int, scale: str, shape_of: ShapeOf
+) -> None:
+    """``verb`` ("attach" or "detach") ``scale`` to or from dimension ``dim`` of ``path``: the
+    same call in the image (io/image.py) and in the master (its method of the same name)."""
+    in_image = {"attach": hdf5.attach_scale, "detach": hdf5.detach_scale}[verb]
     _scale_call(
         session,
-        f"dims detach {path}[{dim}] {scale}",
+        f"dims {verb} {path}[{dim}] {scale}",
         (path, scale),
         shape_of,
-        lambda objs: hdf5.detach_scale(objs[0], dim, objs[1]),
-        lambda master: master.detach_scale(path, dim, scale),
+        lambda objs: in_image(objs[0], dim, objs[1]),
+        lambda master: getattr(master, f"{verb}_scale")(path, dim, scale),
     )
 
 
