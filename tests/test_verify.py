@@ -247,3 +247,34 @@ def test_reads_with_verify_check_scalar_and_chunked_datasets(tmp_path: Path) -> 
     ]
     scalar, chunk = map(float, unchecked.split())
     assert scalar != 3.25 and chunk == 3.0  # what the damage stored, read without verify
+
+
+@pytest.fixture
+def format4(tmp_path: Path) -> Path:
+    """A file written by h5subfile at commit cb7227e (format 4; tests/data/format4_write.py)."""
+    return _unpacked(tmp_path, "format4")
+
+
+def test_format4_file_reads_verifies_and_grows_into_format_5(format4: Path) -> None:
+    """A file of format 4 (a learned, resizable dataset) reads and verifies as written; a later
+    session grows its dataset, after which the record says format 5 and every step reads."""
+    code = (
+        "import sys, json, h5py, numpy as np, h5subfile as hs\n"
+        "want = [[0.0, 1.0, 10.0, 11.0], [2.0, 3.0, 12.0, 13.0]]\n"
+        "with hs.File(sys.argv[1], 'r', verify=True) as f:\n"
+        "    assert f['series'][...].tolist() == want and not f.problems\n"
+        "    assert f['axis'][...].tolist() == [0, 1, 2, 3]\n"
+        "with hs.File(sys.argv[1], 'a') as f:\n"
+        "    f['series'].resize(3, axis=0)\n"
+        "    f['series'][2] = [7, 8, 9, 10]\n"
+        "with hs.File(sys.argv[1], 'r', verify=True) as f:\n"
+        "    print(f['series'][...].tolist() == want + [[7.0, 8.0, 9.0, 10.0]])\n"
+        "with h5py.File(sys.argv[1]) as f:\n"
+        "    print(json.loads(f.attrs['h5subfile'])['format'], f['series'][2].tolist())\n"
+    )
+    result = run_python(code, str(format4))
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.split("\n")[:2] == ["True", "5 [7.0, 8.0, 9.0, 10.0]"]
+    result = run_cli(2, "verify", format4)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "clean" in result.stdout

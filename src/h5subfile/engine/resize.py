@@ -25,7 +25,7 @@ from ..layout.blocks import Block
 from ..layout.chunking import extent_chunks
 from ..layout.hyperslab import Run
 from ..layout.names import source_name, subfile_relpath
-from ..layout.record import DatasetLayout, StoredExtent
+from ..layout.record import GROWN_FORMAT, DatasetLayout, StoredExtent
 from ..layout.regions import box_minus
 from ..mpi.collective import Question, root_decides
 from . import learned_state
@@ -100,6 +100,17 @@ def capacity(layout: DatasetLayout, ndim: int) -> tuple[int, ...]:
     return tuple(stops)
 
 
+def _grown_format(session: Session) -> None:
+    """The file's record says format 5 from now on: a reader of an older format would check a
+    grown layout's ranks against its first session's only (docs/FORMAT.md)."""
+    records = [session.catalog.record]
+    writing = session.writing
+    if writing is not None and writing.root is not None:
+        records.append(writing.root.master.catalog.record)
+    for record in records:
+        record.format = max(record.format, GROWN_FORMAT)
+
+
 def _capacity(session: Session, path: str, layout: DatasetLayout) -> tuple[int, ...]:
     """The box this session's sources of ``path`` cover, from the origin: an earlier
     session's dataset grown here counts its shape then (its sources are closed, and this
@@ -169,6 +180,7 @@ def resize(session: Session, path: str, size: int | Sequence[int], axis: int | N
         writing.learned[path] = learned_state.LearnedTarget(
             path, info.dtype, [], [], kept=len(info.layout.extents), floor=info.shape
         )
+        _grown_format(session)
     offsets, failed = create_sources(session, tasks)
     sent = (
         [(task.name, offsets[(task.dataset, task.extent)]) for task in tasks]

@@ -23,8 +23,11 @@ from ..errors import CorruptFileError
 from .blocks import Block
 from .integrity import PieceSum
 
-FORMAT_VERSION = 4  # 2: chunked and compressed extents; 3: session ids, dtypes, integrity;
-#: 4: layouts learned from the writes (hyperslab pieces with their ranks), maxshape
+FORMAT_VERSION = 5  # 2: chunked and compressed extents; 3: session ids, dtypes, integrity;
+#: 4: layouts learned from the writes (hyperslab pieces with their ranks), maxshape; 5: learned
+#: layouts grown by later sessions (their extents and pieces name those sessions' ranks)
+#: The format a file takes once a later session grows one of its datasets (engine/resize.py).
+GROWN_FORMAT = 5
 ROOT_ATTR = "h5subfile"
 LAYOUT_ATTR = "h5subfile.layout"
 RESERVED_PREFIX = "h5subfile"
