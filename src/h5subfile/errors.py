@@ -230,6 +230,37 @@ _PERMISSION = {errnos.EACCES, errnos.EPERM, errnos.EROFS}
 _ERRNO = re.compile(r"\[Errno (\d+)\]")
 
 
+def timed_out_publication(
+    path: str, name: str, published: bool | None, reported: str, agreed: bool
+) -> str:
+    """What a rank knows of the file after its call ``name`` timed out: the master was
+    committed (``published``; ``reported``: what the close found wrong, if anything),
+    nothing was published (False), or it cannot know (None: ``agreed``, every rank had
+    entered the call, so rank 0 was committing; otherwise rank 0 may still have waited)."""
+    if published and reported:
+        return f"The master was committed before the timeout, and its {name} reported: {reported}"
+    if published:
+        return (
+            f"The master was committed before the timeout: {path} is complete and verifies "
+            f"(h5subfile verify {path}); the file needs nothing more"
+        )
+    if published is False:
+        return (
+            f"Nothing of this write session was published: {path} is as it was before the "
+            "session (or its last commit)"
+        )
+    when = (
+        f"while rank 0 was committing it (every rank had entered the {name})"
+        if agreed
+        else f"before rank 0 answered the {name} (it commits the master once every rank's "
+        "part is in: it was committing it, or still waiting for a rank)"
+    )
+    return (
+        f"Whether the master was committed is unknown on this rank, which gave up {when}; "
+        f"rank 0's error says whether it was, and h5subfile verify {path} checks the file"
+    )
+
+
 def error_class(name: str, errno: int | None = None) -> type[H5SubfileError]:
     """The class an exception named ``name`` (with ``errno``, if an OSError) is raised as.
 

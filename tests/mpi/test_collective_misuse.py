@@ -19,7 +19,7 @@ from mpi4py import MPI
 from ranks import DoneAtTest, raises_on_every_rank, same_on_every_rank
 
 import h5subfile as hs
-from h5subfile.engine import session
+from h5subfile import errors
 from h5subfile.mpi import collective, rounds
 
 TIMEOUT = 4.0  # seconds: H5SUBFILE_COLLECTIVE_TIMEOUT in this module (beyond any step here)
@@ -73,6 +73,10 @@ MISUSES: dict[str, tuple[Callable[[hs.File], None], list[str]]] = {
         lambda f: None if f.comm.rank == 1 else _block(f),
         ["out of step", "create_dataset /x (call #1)", "[rank 1] close (call #1)"],
     ),
+    "skipped_learned_create_dataset": (  # created without a round: compared as metadata calls
+        lambda f: None if f.comm.rank == 1 else f.create_dataset("y", (4,), "i4"),
+        ["[ranks 0, 2] create_dataset /y (4,) <i4, then close (call #1)", "[rank 1] no metadata"],
+    ),
     "skipped_write": (
         lambda f: _block(f).write(np.ones(2, "i4")) if f.comm.rank != 1 else _block(f),
         ["write /x (call #2)", "[rank 1] close (call #2)"],
@@ -118,6 +122,23 @@ def test_misuse_raises_the_same_error_on_every_rank(
         with hs.File(earlier, "a", comm=comm) as f:
             misuse(f)
     _check_intact(comm, earlier, "x", "g", "h", "k")
+
+
+def test_a_dataset_rank_0_never_created_ends_every_rank(comm: MPI.Comm, earlier: Path) -> None:
+    """A rank writing a dataset created without a round that rank 0 never made does not wait
+    for it: rank 0 entering its next collective call tells it, and every rank raises."""
+    raised: BaseException | None = None
+    try:
+        with hs.File(earlier, "a", comm=comm) as f:
+            f.create_dataset("y", (4,), "i4")
+            if comm.rank == 1:
+                f.create_dataset("z", (4,), "i4")[0:1] = 1
+    except Exception as exc:  # noqa: BLE001 - checked below
+        raised = exc
+    assert isinstance(raised, hs.CollectiveMismatchError), repr(raised)
+    if comm.rank == 1:
+        assert "rank 1 created /z where rank 0 entered a collective call" in str(raised)
+    _check_intact(comm, earlier, "y", "z")
 
 
 def test_a_user_exception_on_one_rank_ends_every_rank(comm: MPI.Comm, earlier: Path) -> None:
@@ -395,7 +416,7 @@ def test_out_of_step_message_is_pure() -> None:
 
 
 def test_what_a_rank_says_of_the_file_after_a_timeout_is_pure() -> None:
-    said = session.publication
+    said = errors.timed_out_publication
     assert said("/f.h5", "close", True, "", False) == (
         "The master was committed before the timeout: /f.h5 is complete and verifies "
         "(h5subfile verify /f.h5); the file needs nothing more"

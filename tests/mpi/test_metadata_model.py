@@ -115,7 +115,8 @@ def test_attributes_that_differ_between_ranks_keep_rank_0s(
         f.attrs["ranks"] = comm.size  # the same everywhere
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
-            f.create_dataset("x", (comm.size,), "f8")  # the next collective call
+            f.create_dataset("x", (comm.size,), "f8")  # one group: made without a round
+            f.flush()  # the next collective call
         said = [str(w.message) for w in caught if w.category is hs.DifferentValuesWarning]
         assert len(said) == (1 if comm.rank == 0 and comm.size > 1 else 0), said
         if said:

@@ -145,3 +145,94 @@ def test_failed_write_after_publishing_keeps_the_datasets_everywhere(
         comm, "import sys, h5py\nh5py.File(sys.argv[1], 'r').visit(print)\n", str(path)
     ).splitlines()
     assert "T0/f7" in names and "T1/f2" not in names
+
+
+@pytest.mark.parametrize("subfiles", [1, "rank"])
+def test_learned_datasets_of_one_group_are_created_without_a_round(
+    comm: MPI.Comm, shared_tmp: Path, subfiles: object
+) -> None:
+    """``create_dataset(name, shape, dtype)`` takes no round where rank 0 leads every source
+    (one group): rank 0 creates it and announces each rank's view, which a rank takes when it
+    writes. With several groups it keeps its rounds. Every value reads back with plain h5py:
+    slabs of every rank, a dataset only rank 0 writes, one no rank writes (its fill value), one
+    deleted before any rank wrote it and made again."""
+    path = shared_tmp / f"no-round-{subfiles}.h5"
+    rank, size, n = comm.rank, comm.size, 6
+    with hs.File(path, "w", comm=comm, subfiles=subfiles) as f:
+        f.write_dataset("first", np.arange(2, dtype="i4"))  # the first call opens the subfile
+        before = _rounds(comm)
+        g = f.create_group("g")
+        for i in range(4):
+            d = g.create_dataset(f"d{i}", (n * size,), "f8")
+            d.attrs["i"] = i
+            d[rank * n : (rank + 1) * n] = np.arange(n) + 100 * i + 10 * rank
+        only = f.create_dataset("only0", (3,), "i2", fillvalue=-1)
+        if rank == 0:
+            only[1:] = [5, 6]
+        f.create_dataset("never", (5,), "u1", fillvalue=7)
+        f.create_dataset("again", (2,), "i8")
+        del f["again"]
+        again = f.create_dataset("again", (4,), "i8")
+        if rank == size - 1:
+            again[...] = [1, 2, 3, 4]
+        taken = _rounds(comm) - before
+    one_group = subfiles == 1 or size == 1
+    assert (taken == 0) == one_group, taken
+    code = (
+        "import sys, h5py\n"
+        "with h5py.File(sys.argv[1], 'r') as f:\n"
+        "    for name in ('g/d0', 'g/d1', 'g/d2', 'g/d3', 'only0', 'never', 'again'):\n"
+        "        print(name, f[name].dtype.str, f[name][()].tobytes().hex())\n"
+        "    print('attrs', [int(f[f'g/d{i}'].attrs['i']) for i in range(4)])\n"
+    )
+    lines = plain_h5py(comm, code, str(path)).splitlines()
+    got = {
+        line.split()[0]: (line.split()[1], bytes.fromhex(line.split()[2])) for line in lines[:-1]
+    }
+    slabs = [np.arange(n, dtype="f8") + 10 * r for r in range(size)]
+    for i in range(4):
+        assert got[f"g/d{i}"] == ("<f8", (np.concatenate(slabs) + 100 * i).tobytes())
+    assert got["only0"] == ("<i2", np.array([-1, 5, 6], "i2").tobytes())
+    assert got["never"] == ("|u1", bytes([7] * 5))
+    assert got["again"] == ("<i8", np.arange(1, 5, dtype="i8").tobytes())
+    assert lines[-1] == "attrs [0, 1, 2, 3]"
+
+
+def test_a_failed_creation_without_a_round_is_raised_everywhere(
+    comm: MPI.Comm, shared_tmp: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Rank 0 failing to create a dataset it creates without a round (a full disk): no rank
+    raises at the call; a rank writing it raises rank 0's error there, and every rank at the
+    next collective call."""
+    _fail_on(monkeypatch, master_io.MasterWriter, "publish_dataset", 0, "/bad")
+    rank, size = comm.rank, comm.size
+    with pytest.raises(errors.H5SubfileError):  # the failed session's close raises it too
+        with hs.File(shared_tmp / "no-round-fail.h5", "w", comm=comm, subfiles=1) as f:
+            f.create_dataset("good", (size,), "i4")[rank] = rank
+            bad = f.create_dataset("bad", (size,), "i4")  # no error here, on any rank
+            assert "bad" in f
+            with pytest.raises(errors.RankIOError, match="No space left on device"):
+                bad[rank] = rank
+            with raises_on_every_rank(
+                comm, errors.RankIOError, "No space left on device", "creating /bad"
+            ):
+                f.flush()
+
+
+def test_rank_0s_words_of_collective_calls_do_not_pile_up(comm: MPI.Comm, shared_tmp: Path) -> None:
+    """After a creation without a round, rank 0 announces every collective call it enters; a
+    rank drops those of calls it has entered too at its own next call, so after many calls
+    at most the last one's word waits, received or not."""
+    from h5subfile.mpi.announce import arrived_announcement
+
+    with hs.File(shared_tmp / "words.h5", "w", comm=comm, subfiles=1) as f:
+        f.create_dataset("a", (comm.size,), "i4")[comm.rank] = comm.rank
+        for _ in range(50):
+            f.flush()
+        session = f._session
+        if comm.rank != 0:
+            waiting = len(session.writing.announced.arrived)
+            while arrived_announcement(session.comm)[0]:
+                waiting += 1
+            assert waiting <= 1, waiting
+        comm.Barrier()

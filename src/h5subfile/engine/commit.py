@@ -155,6 +155,7 @@ def _close(
         session.closed = True
         return None
     error = None
+    session.take_announced()  # every dataset created without a round, in this rank's report
     misuse = changed_through_id(session)
     if misuse:
         writing.kept = writing.kept or UnsupportedError(misuse)
@@ -190,6 +191,8 @@ def _close(
         message, troubles, kind = session.enter(
             "commit" if keep_claim else "close", error, background=False, question=question
         )  # background errors: reported below
+        if writing.announced is not None:
+            writing.announced.finish()
     except BaseException:
         session.abandon()
         raise

@@ -375,16 +375,23 @@ def _learn(
     for path, block in zip(assignment.paths, assignment.blocks):
         info, held = views[path]
         if info.layout is not None and info.layout.learned:
-            assert info.dtype is not None
-            stored = list(held) if isinstance(held, tuple) else [] if held is None else [held]
-            targets = [learned_target(session, path, extent) for extent in stored]
-            writing.learned[path] = LearnedTarget(path, info.dtype, stored, targets)
+            learn_sources(session, path, info, held)
             continue
         writing.targets[path] = _target(session, path, block, held)
         target = writing.targets[path]
         if target is not None:
             writing.unwritten[path] = Remaining(target.block)
     return tuple(added)
+
+
+def learn_sources(session: Session, path: str, info: NodeInfo, held: Any) -> None:
+    """Note where this rank writes dataset ``path``, whose layout is learned: the sources
+    ``held`` (one extent, several, or None) its view gave it."""
+    writing = session.writing
+    assert writing is not None and info.dtype is not None
+    stored = list(held) if isinstance(held, tuple) else [] if held is None else [held]
+    targets = [learned_target(session, path, extent) for extent in stored]
+    writing.learned[path] = LearnedTarget(path, info.dtype, stored, targets)
 
 
 def settle(session: Session, created: Created, error: BaseException) -> None:

@@ -24,7 +24,7 @@ from ..io.references import as_paths
 from ..layout.references import ObjectRef
 from .ledger import Entry
 from .session import Session
-from .structure import _agreed, _on_root
+from .structure import _on_root, agreed
 
 #: The attributes HDF5's dimension-scale code writes.
 SCALE_ATTRS = ("CLASS", "NAME", "REFERENCE_LIST", "DIMENSION_LIST", "DIMENSION_LABELS")
@@ -112,12 +112,12 @@ def _scale_call(
             touched.update(p for p, _ in _referenced(session.node(path).attrs))
         in_image(objects)
     except H5SubfileError as exc:
-        raise _agreed(exc) from None
+        raise agreed(exc) from None
     except (ValueError, TypeError, KeyError, RuntimeError) as exc:
         # HDF5's dimension-scale code says little ("Unspecified error in H5DSattach_scale"):
         # the call it refused is named, with HDF5's words
         refused = ValueError(f"HDF5 refused {described}: {exc}")
-        raise _agreed(refused) from exc
+        raise agreed(refused) from exc
     made = image(session)
     for path in paths:
         touched.update(p for _, p in _attached(_read(made, path)))

@@ -107,6 +107,7 @@ def _kept(session: Session, path: str) -> int:
 
 def learned_info(session: Session, path: str) -> Any:
     """This rank's :class:`LearnedTarget` of ``path`` in the open write session, or None."""
+    session.take_announced(path)
     writing = session.writing
     return None if writing is None else writing.learned.get(path)
 

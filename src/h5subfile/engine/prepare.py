@@ -83,6 +83,7 @@ def prepare(session: Session, request: WriteRequest) -> list[PreparedWrite]:
     a dataset whose ranks declared blocks), the data's shape and dtype. Empty when this rank
     has nothing to write."""
     writing = session.require_writable("write")
+    session.take_announced(request.path)
     learned = writing.learned.get(request.path)
     if learned is not None:
         return prepare_learned(session, request, learned)

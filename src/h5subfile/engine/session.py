@@ -25,7 +25,7 @@ import warnings
 import weakref
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 import h5py
 from mpi4py import MPI
@@ -38,6 +38,7 @@ from ..errors import (
     H5SubfileError,
     ObjectNotFoundError,
     PlanError,
+    timed_out_publication,
 )
 from ..io import claim as claims
 from ..io.boxes import BoxReader
@@ -65,6 +66,19 @@ from .learned_state import Book, LearnedTarget
 from .ledger import Ledger, keep_root_values
 from .messages import WriteTarget
 from .profiling import new_profile, start_profile
+
+
+class Announcements(Protocol):
+    """Datasets created without a round not yet taken by this rank (engine/announced.py)."""
+
+    since_round: int
+    waiting: list[tuple[str, ...]]
+    taking: bool
+
+    def take(self) -> None: ...
+    def before_round(self) -> None: ...
+    def finish(self) -> None: ...
+
 
 MODES = ("r", "r+", "w", "w-", "x", "a")
 
@@ -114,8 +128,8 @@ class Writing:
     leader: LeaderRole | None = None
     targets: dict[str, WriteTarget | None] = field(default_factory=dict)
     #: datasets created in this session without declared blocks: where this rank writes them
-    #: and what it wrote (engine/learned.py)
-    learned: dict[str, LearnedTarget] = field(default_factory=dict)
+    #: and what it wrote (engine/learned.py); read through :attr:`learned`
+    _learned: dict[str, LearnedTarget] = field(default_factory=dict)
     #: chunks of the sources of compressed datasets whose layout is learned that collective
     #: writes have taken, by (dataset, segment's corner, group): the same on every rank
     #: (engine/chunks.plan_learned)
@@ -135,6 +149,7 @@ class Writing:
     compressors: Compressors = field(default_factory=Compressors)
     group_comm: MPI.Comm | None = None
     image: MetadataImage | None = None  # the metadata ``.id`` serves (engine/dims.py)
+    announced: Announcements | None = None  # datasets created without a round (engine/announced.py)
     #: checksums of this rank's whole blocks, by dataset and block start (engine.integrity)
     sums: dict[str, dict[tuple[int, ...], PieceSum | FedSum]] = field(default_factory=dict)
     #: whether the session's datasets get checksums (the plan's ``checksums``)
@@ -148,39 +163,18 @@ class Writing:
         default_factory=dict
     )
 
+    @property
+    def learned(self) -> dict[str, LearnedTarget]:
+        """:attr:`_learned`, once every announcement of a dataset created without a round has
+        been taken (engine/announced.py): the same datasets on every rank."""
+        if self.announced is not None and self.announced.waiting and not self.announced.taking:
+            self.announced.take()
+        return self._learned
+
     def note_failure(self, error: BaseException) -> None:
         """Remember the first error agreed by every rank (the same on every rank)."""
         if self.failure is None and getattr(error, "collective", False):
             self.failure = f"{type(error).__name__}: {error}"
-
-
-def publication(path: str, name: str, published: bool | None, reported: str, agreed: bool) -> str:
-    """What a rank knows of the file after its call ``name`` timed out: the master was
-    committed (``published``; ``reported``: what the close found wrong, if anything),
-    nothing was published (False), or it cannot know (None: ``agreed``, every rank had
-    entered the call, so rank 0 was committing; otherwise rank 0 may still have waited)."""
-    if published and reported:
-        return f"The master was committed before the timeout, and its {name} reported: {reported}"
-    if published:
-        return (
-            f"The master was committed before the timeout: {path} is complete and verifies "
-            f"(h5subfile verify {path}); the file needs nothing more"
-        )
-    if published is False:
-        return (
-            f"Nothing of this write session was published: {path} is as it was before the "
-            "session (or its last commit)"
-        )
-    when = (
-        f"while rank 0 was committing it (every rank had entered the {name})"
-        if agreed
-        else f"before rank 0 answered the {name} (it commits the master once every rank's "
-        "part is in: it was committing it, or still waiting for a rank)"
-    )
-    return (
-        f"Whether the master was committed is unknown on this rank, which gave up {when}; "
-        f"rank 0's error says whether it was, and h5subfile verify {path} checks the file"
-    )
 
 
 #: Every session of this process (the files open together: calls on several files out of step
@@ -282,6 +276,14 @@ class Session:
         if self.closed:
             raise FileModeError(f"{self.path} is closed")
 
+    def take_announced(self, path: str = "") -> None:
+        """Take rank 0's announcements of datasets created without a round, before looking up
+        where this rank writes them (engine/announced.py); raise the failure of ``path``'s."""
+        if self.writing is not None and self.writing.announced is not None:
+            self.writing.announced.take()
+            if path in self.catalog.nodes:
+                _ = self.catalog.nodes[path].layout  # a failed creation's raises its error
+
     def require_writable(self, what: str) -> Writing:
         """This rank's write session, or FileModeError naming ``what`` was refused."""
         if self.closed:
@@ -321,6 +323,8 @@ class Session:
         A ``question`` for rank 0 (the call's next step: :func:`collective.agree_asking`)
         rides with the agreement where the rounds are stars; returns its answer, or None.
         """
+        if self.writing is not None and self.writing.announced is not None:
+            self.writing.announced.before_round()  # rank 0 sent them before this call
         structure, values = self.ledger.digests()
         earlier = self.ledger.described() if structure else ()
         call = Call(name, self.calls, detail, args, self.path, structure, values, earlier)
@@ -372,7 +376,7 @@ class Session:
             reported = writing.root.reported
         elif name not in ("close", "commit") or not error.asked:
             error.published = False
-        state = publication(self.path, name, error.published, reported, error.agreed)
+        state = timed_out_publication(self.path, name, error.published, reported, error.agreed)
         error.args = (f"{error}. {state}.",)
 
     def wait_writes(self) -> BaseException | None:

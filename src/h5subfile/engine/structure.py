@@ -31,7 +31,7 @@ from .ledger import Entry
 from .session import Session
 
 
-def _agreed(exc: BaseException) -> H5SubfileError:
+def agreed(exc: BaseException) -> H5SubfileError:
     """``exc`` as the hierarchy's error, marked as raised alike on every rank (its check ran
     on identical catalogues; the ledger catches ranks that were not)."""
     error = as_error(exc)
@@ -74,7 +74,7 @@ def create_group(session: Session, path: str, track_order: bool = False) -> None
             raise ObjectExistsError(f"{path} already exists in {session.path}")
         new = catalog.missing_groups(path)
     except H5SubfileError as exc:
-        raise _agreed(exc) from None
+        raise agreed(exc) from None
     if track_order:
         _on_root(session, lambda master: master.groups.tracked.add(path), "track_order")
     _on_root(session, lambda master: master.create_group(path), f"creating group {path}")
@@ -119,7 +119,7 @@ def set_attrs(session: Session, path: str, values: Mapping[str, Any]) -> None:
     try:
         node = session.node(path)
     except H5SubfileError as exc:
-        raise _agreed(exc) from None
+        raise agreed(exc) from None
     for name, value in items:
         if not isinstance(name, str) or not name or is_reserved(name):
             raise ValueError(f"attribute name {name!r} is invalid or reserved for h5subfile")
@@ -131,7 +131,7 @@ def set_attrs(session: Session, path: str, values: Mapping[str, Any]) -> None:
                 )
             stored, kind = stored_attribute(value)
         except Exception as exc:  # noqa: BLE001 - the same on every rank
-            error = _agreed(exc)
+            error = agreed(exc)
             error.args = (f"{error} (setting attribute {name!r} of {path})",)
             raise error from exc
         _on_root(
@@ -156,7 +156,7 @@ def delete_attr(session: Session, path: str, name: str) -> None:
     session.require_writable(f"deleting attribute {name!r}")
     attrs = session.node(path).attrs
     if name not in attrs:
-        raise _agreed(ObjectNotFoundError(f"no attribute {name!r} on {path}"))
+        raise agreed(ObjectNotFoundError(f"no attribute {name!r} on {path}"))
     _on_root(
         session,
         lambda master: master.delete_attr(path, name),
@@ -193,12 +193,13 @@ def delete(session: Session, path: str) -> None:
     group[name]``; no round, as :func:`create_group`). Its data stays in the subfiles, unused,
     as HDF5 leaves a deleted dataset's space in its file."""
     session.require_writable(f"del {path}")
+    session.take_announced()  # what this rank wrote of a new dataset, forgotten with it
     try:
         session.node(path)
         if path == "/":
             raise ValueError("the root group cannot be deleted")
     except (H5SubfileError, ValueError) as exc:
-        raise _agreed(exc) from None
+        raise agreed(exc) from None
     below = path.rstrip("/") + "/"
     gone = [p for p in session.catalog.nodes if p == path or p.startswith(below)]
     writing = session.writing

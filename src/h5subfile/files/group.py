@@ -15,7 +15,7 @@ from typing import Any
 import h5py
 import numpy as np
 
-from ..engine import commit, create, dims, learned, structure, transfer
+from ..engine import announced, commit, create, dims, learned, structure, transfer
 from ..engine.messages import ROOT_WRITES, DatasetRequest, WriteRequest
 from ..engine.prepare import convert
 from ..errors import H5SubfileError, ObjectExistsError, ObjectNotFoundError, UnsupportedError
@@ -329,7 +329,11 @@ class Group(Node):
         except (H5SubfileError, ValueError, TypeError) as exc:
             error = error or exc
         commit.step_boundary(session, valid_paths(self._path, specs))
-        paths = create.create_datasets(session, requests, error).paths
+        if announced.eligible(session, requests, error):
+            assert requests is not None
+            paths = announced.create_datasets(session, requests)
+        else:
+            paths = create.create_datasets(session, requests, error).paths
         return [Dataset(session, p) for p in paths]
 
     def write_dataset(

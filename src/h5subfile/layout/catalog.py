@@ -38,6 +38,9 @@ def raise_problem(problem: Problem) -> None:
 _WIRE = "_layout_wire"
 #: Where a received :class:`NodeInfo` whose layout was withheld keeps how to read it.
 _FETCH = "_layout_fetch"
+#: Where a dataset created without a round keeps how this rank takes its layout from rank 0's
+#: announcement (engine/announced.py): called once, it fills the node in place, or raises.
+PENDING = "_layout_pending"
 
 
 def _no_layout() -> DatasetLayout | None:
@@ -81,6 +84,7 @@ class NodeInfo:
     def __getstate__(self) -> dict[str, Any]:
         state = dict(self.__dict__)
         state.pop(_FETCH, None)
+        state.pop(PENDING, None)
         layout = state.pop("layout", None)
         if self.withheld:
             state.pop(_WIRE, None)  # the receiver asks for it when it needs it
@@ -99,7 +103,7 @@ class NodeInfo:
     @property
     def has_layout(self) -> bool:
         """Whether the dataset has a layout (held, sent, or withheld), without fetching it."""
-        if self.withheld or _WIRE in self.__dict__:
+        if self.withheld or _WIRE in self.__dict__ or PENDING in self.__dict__:
             return True
         return self.__dict__.get("layout") is not None
 
@@ -107,9 +111,14 @@ class NodeInfo:
         self.__dict__.update(state)
 
     def __getattr__(self, name: str) -> DatasetLayout | None:
-        """``layout`` of a received node: parsed, or fetched if withheld, on first use."""
+        """``layout`` of a received node: parsed, or fetched if withheld, or taken from rank 0's
+        announcement, on first use."""
         if name != "layout":
             raise AttributeError(name)
+        if PENDING in self.__dict__:
+            self.__dict__[PENDING]()  # announced: taken now (it removes the hook), or raises
+            if "layout" in self.__dict__:
+                return self.__dict__["layout"]
         if _WIRE in self.__dict__:
             layout = DatasetLayout.from_wire(self.__dict__.pop(_WIRE))
         elif self.withheld and _FETCH in self.__dict__:

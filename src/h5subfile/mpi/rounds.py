@@ -84,6 +84,8 @@ CHECK_EVERY = 0.01  # seconds between looks for other ranks' timeout notices whi
 GRACE = 1.0  # seconds a rank that gives up waits to hear where the others are
 _NOTICE = 1  # the tag of timeout notices on a communicator's status duplicate
 _TREE = 2  # the tag of tree broadcasts (:class:`TreeBroadcast`) on the same duplicate
+#: the tag of rank 0's announcements on the same duplicate (mpi/announce.py; star rounds use 3)
+ANNOUNCE_TAG = 4
 #: Broadcasts of more bytes than this go down a binomial tree of point-to-point messages
 #: (:func:`broadcast`); MPICH broadcasts them by scatter and allgather, in steps that each
 #: wait for a sleeping rank (docs/BENCHMARKS.md, *Opening for reading at scale*). Smaller ones
@@ -524,6 +526,16 @@ def polled(
     late = channel.notices.pop(channel.rounds, None)
     if late:  # they have left this call: going on would wait for them in its next steps
         raise _arrived_late(comm, late, call)
+
+
+def wait_for(comm: MPI.Comm, request: Pending, call: Call | None = None) -> None:
+    """Poll ``request`` (a message from one rank, not a round: the count of rounds is left as
+    it is) as a round's rank waits, on its doorbell where the rounds are stars, until it
+    completes or the timeout passes (CollectiveTimeoutError)."""
+    channel = channel_of(comm)
+    if not request.Test():
+        bell = channel.bell if channel.star else None
+        _wait(comm, channel, request, None, call, FIRST_SLEEP, LAST_SLEEP, bell)
 
 
 def _wait(
