@@ -22,13 +22,15 @@ of every dataset by hyperslab (``d[a:b] = x``; inside ``with d.collective:`` wit
   Python's h5py, the one h5subfile builds on), measured at every rank count alike.
 
 Each job's time is taken inside it, on rank 0, with ``time.perf_counter`` from after a barrier
-to after the file is closed (``seconds``; the slowest rank's is kept too), and around the whole
-process by this script (``wall_seconds``: start-up, imports and MPI set-up included). Every
-job gets a fresh folder and an untimed ``sync`` before it; at each rank count one untimed
-warm-up job per way comes first (its file read back and checked), then every repetition runs
-every way once in a new shuffled order; at the end, the file of each way's last repetition is
-read back by plain h5py in a separate process (every dataset's values, every attribute's value
-and count), so that no broken writer is timed unnoticed.
+to after the file is closed (``seconds``; the slowest rank's is kept too; every module is
+imported before the barrier: ``h5subfile.File``, which ``import h5subfile`` loads on first use,
+is looked up there too), and around the whole process by this script (``wall_seconds``:
+start-up, imports and MPI set-up included). Every job gets a fresh folder and an untimed
+``sync`` before it; at each rank count one untimed warm-up job per way comes first (its file
+read back and checked), then every repetition runs every way once in a new shuffled order; at
+the end, the file of each way's last repetition is read back by plain h5py in a separate
+process (every dataset's values, every attribute's value and count), so that no broken
+writer is timed unnoticed.
 
 Run (2 and 8 ranks by default; ``make phdf5`` first for the parallel-HDF5 side):
 
@@ -125,8 +127,10 @@ import h5py
 if kind == "h5subfile":
     import h5subfile
 
+    File = h5subfile.File  # imported now, as h5py's is: the timed part writes, it imports nothing
+
     def open_file():
-        return h5subfile.File(path, "w", comm=comm)
+        return File(path, "w", comm=comm)
 
 elif kind == "mpio":
 
@@ -518,7 +522,7 @@ def render_run(label: str, run: dict) -> list[str]:
         )
     if run.get("base_commit"):
         lines.append(f"- base: `{s['base_src']}` at commit `{run['base_commit']}`")
-    lines += [f"- {note}" for note in run.get("skipped", [])]
+    lines += [f"- {note}" for note in run.get("skipped", []) + run.get("notes", [])]
     for ranks in s["ranks"]:
         present = [w for w in WAYS if samples(run, ranks, w) or samples(run, ranks, w, "error")]
         if not present:

@@ -74,6 +74,7 @@ DATA = {
     "patterns_scales_vpic": "write-patterns-scales-vpic.json",
     "patterns_one_round": "write-patterns-one-round.json",
     "patterns_proven": "write-patterns-proven-copies.json",
+    "patterns_announced": "write-patterns-announced.json",
 }
 PAPER_TITLE = paper_experiment.TITLE
 SHORT = {PAPER_TITLE: "VPIC-IO / IOR"}
@@ -825,6 +826,7 @@ def summary(data: dict[str, dict]) -> str:
         + write_patterns.summary_rows(data["patterns_scales_vpic"])
         + write_patterns.summary_rows(data["patterns_one_round"])
         + write_patterns.summary_rows(data["patterns_proven"])
+        + write_patterns.summary_rows(data["patterns_announced"])
     )
     other = sorted(
         {
@@ -910,6 +912,7 @@ others run `report.py`):
 | [VPIC writes after dimension scales, appends and copies, a second series]({patterns_scales_vpic}) | `docs/write-patterns-scales-vpic.json` | the same script with `--reps 11 --only vpic_2 vpic_h5py_2 --title "VPIC writes after dimension scales, appends and copies, a second series"` |
 | [VPIC writes after one-round creation where rank 0 leads every source]({patterns_one_round}) | `docs/write-patterns-one-round.json` | the same script with `--reps 9 --only vpic_2 vpic_h5py_2 --title "VPIC writes after one-round creation where rank 0 leads every source"` (BASE: the commit before) |
 | [VPIC writes after copies proven by the bytes passed]({patterns_proven}) | `docs/write-patterns-proven-copies.json` | the same script with `--reps 7 --only vpic_2 vpic_h5py_2 --title "VPIC writes after copies proven by the bytes passed"` (BASE: the commit before) |
+| [Write patterns after datasets created without a round]({patterns_announced}) | `docs/write-patterns-announced.json` | the same script with `--reps 5 --only vpic_2 vpic_h5py_2 t64k_one_file t64k_posix_shared --title "Write patterns after datasets created without a round"` (BASE: the commit before this work) |
 
 Every figure shows the median over repetitions with the minimum and maximum as whiskers or
 error bars."""
@@ -947,6 +950,7 @@ def build(data: dict[str, dict]) -> str:
         "patterns_scales_vpic": anchor(data["patterns_scales_vpic"]["title"]),
         "patterns_one_round": anchor(data["patterns_one_round"]["title"]),
         "patterns_proven": anchor(data["patterns_proven"]["title"]),
+        "patterns_announced": anchor(data["patterns_announced"]["title"]),
     }
     parts = [
         HEADER.format(**anchors),
@@ -979,6 +983,7 @@ def build(data: dict[str, dict]) -> str:
         write_patterns.render(data["patterns_scales_vpic"]),
         write_patterns.render(data["patterns_one_round"]),
         write_patterns.render(data["patterns_proven"]),
+        write_patterns.render(data["patterns_announced"]),
     ]
     return "\n\n".join(parts) + "\n"
 
