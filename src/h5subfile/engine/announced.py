@@ -27,13 +27,12 @@ from typing import Any
 
 from ..errors import CollectiveMismatchError, H5SubfileError, ObjectExistsError, as_error
 from ..layout.catalog import PENDING, NodeInfo
-from ..layout.names import subfile_relpath
 from ..mpi.announce import announce, arrived_announcement, next_announcement
 from ..mpi.calls import Call
 from ..mpi.failures import Failure, describe, rebuild
 from . import structure
-from .create import create_sources, learn_sources, publish
-from .creation_plan import plan_creation, rank_view
+from .create import create_sources, learn_sources, plan_on, publish
+from .creation_plan import rank_view
 from .ledger import Entry
 from .messages import CONTIGUOUS, DatasetRequest, RequestKind
 from .session import Session
@@ -198,23 +197,9 @@ def _provisional(session: Session, request: DatasetRequest) -> NodeInfo:
 def _create_on_root(session: Session, requests: Sequence[DatasetRequest]) -> None:
     """Rank 0: plan, create and publish the datasets as rank 0 of a creation round does, learn
     them, and announce the other ranks' view; a failure is kept and announced instead."""
-    writing = session.writing
-    assert writing is not None and writing.root is not None
-    whole = writing.grouping.whole
-    assert whole is not None  # rank 0 holds the whole grouping
     try:
-        creation = plan_creation(
-            session.path,
-            session.catalog,
-            whole,
-            session.plan,
-            lambda group: subfile_relpath(session.path, writing.number, writing.session_id, group),
-            [list(requests)] * session.comm.size,
-        )
+        creation = plan_on(session, [list(requests)] * session.comm.size)
         assert set(creation.tasks) <= {0}  # one group: rank 0 leads every source
-        for dataset in creation.datasets:
-            if dataset.replaces_unfinished:
-                writing.root.master.replace_unfinished(dataset.path)
         offsets, error = create_sources(session, creation.tasks.get(0, ()))
         if error is not None:
             raise error

@@ -248,20 +248,7 @@ def _create_datasets(
     planned: list[CreationPlan] = []  # rank 0's, kept for publishing
 
     def plan_on_root(gathered: list[Any]) -> list[RankAssignment]:
-        whole = writing.grouping.whole
-        assert whole is not None  # rank 0 holds the whole grouping
-        creation = plan_creation(
-            session.path,
-            session.catalog,
-            whole,
-            session.plan,
-            lambda group: subfile_relpath(session.path, writing.number, writing.session_id, group),
-            gathered,
-        )
-        assert writing.root is not None
-        for dataset in creation.datasets:
-            if dataset.replaces_unfinished:
-                writing.root.master.replace_unfinished(dataset.path)
+        creation = plan_on(session, gathered)
         planned.append(creation)
         own = own_views(creation, writing.number, session.plan) if writes else None
         assignments = creation.assignments(own)
@@ -297,6 +284,27 @@ def _create_datasets(
     )
     _learn(session, assignment, views)
     return Created(list(assignment.paths))
+
+
+def plan_on(session: Session, gathered: list[Any]) -> CreationPlan:
+    """Rank 0: the plan of a creation call from every rank's requests; the unfinished datasets
+    of an earlier session that it replaces are unlinked from the master."""
+    writing = session.writing
+    assert writing is not None and writing.root is not None
+    whole = writing.grouping.whole
+    assert whole is not None  # rank 0 holds the whole grouping
+    creation = plan_creation(
+        session.path,
+        session.catalog,
+        whole,
+        session.plan,
+        lambda group: subfile_relpath(session.path, writing.number, writing.session_id, group),
+        gathered,
+    )
+    for dataset in creation.datasets:
+        if dataset.replaces_unfinished:
+            writing.root.master.replace_unfinished(dataset.path)
+    return creation
 
 
 def _published_at_once(
