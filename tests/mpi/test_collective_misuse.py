@@ -77,6 +77,10 @@ MISUSES: dict[str, tuple[Callable[[hs.File], None], list[str]]] = {
         lambda f: None if f.comm.rank == 1 else f.create_dataset("y", (4,), "i4"),
         ["[ranks 0, 2] create_dataset /y (4,) <i4, then close (call #1)", "[rank 1] no metadata"],
     ),
+    "extra_learned_create_dataset": (  # rank 0 made none: the close's round finds it at once
+        lambda f: f.create_dataset("y", (4,), "i4") if f.comm.rank == 1 else None,
+        ["[rank 1] create_dataset /y (4,) <i4, then close (call #1)", "no metadata call"],
+    ),
     "skipped_write": (
         lambda f: _block(f).write(np.ones(2, "i4")) if f.comm.rank != 1 else _block(f),
         ["write /x (call #2)", "[rank 1] close (call #2)"],

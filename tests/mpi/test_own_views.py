@@ -203,20 +203,66 @@ def test_a_failed_creation_without_a_round_is_raised_everywhere(
 ) -> None:
     """Rank 0 failing to create a dataset it creates without a round (a full disk): no rank
     raises at the call; a rank writing it raises rank 0's error there, and every rank at the
-    next collective call."""
+    next collective call, which forgets it (and the group made for it) on every rank. The
+    session goes on: the close publishes what was written, without it; a failure just before
+    the close is raised by every rank once the file is published."""
     _fail_on(monkeypatch, master_io.MasterWriter, "publish_dataset", 0, "/bad")
     rank, size = comm.rank, comm.size
-    with pytest.raises(errors.H5SubfileError):  # the failed session's close raises it too
-        with hs.File(shared_tmp / "no-round-fail.h5", "w", comm=comm, subfiles=1) as f:
-            f.create_dataset("good", (size,), "i4")[rank] = rank
-            bad = f.create_dataset("bad", (size,), "i4")  # no error here, on any rank
-            assert "bad" in f
-            with pytest.raises(errors.RankIOError, match="No space left on device"):
-                bad[rank] = rank
-            with raises_on_every_rank(
-                comm, errors.RankIOError, "No space left on device", "creating /bad"
-            ):
-                f.flush()
+    path = shared_tmp / "no-round-fail.h5"
+    with hs.File(path, "w", comm=comm, subfiles=1) as f:
+        f.create_dataset("good", (size,), "i4")[rank] = rank
+        bad = f.create_dataset("made/for/bad", (size,), "i4")  # no error here, on any rank
+        assert "made/for/bad" in f
+        with pytest.raises(errors.RankIOError, match="No space left on device"):
+            bad[rank] = rank
+        with raises_on_every_rank(
+            comm, errors.RankIOError, "No space left on device", "creating /made/for/bad"
+        ):
+            f.flush()
+        assert same_on_every_rank(comm, sorted(f.keys())) == ["good"]  # "made" forgotten too
+        f.create_dataset("later", (size,), "i4")[rank] = 10 + rank
+        f.flush()  # nothing left to raise
+        f.create_dataset("last/bad", (size,), "i4")
+        with raises_on_every_rank(comm, errors.RankIOError, "creating /last/bad"):
+            f.close()
+    listing = plain_h5py(
+        comm,
+        "import sys, h5py\n"
+        "with h5py.File(sys.argv[1], 'r') as f:\n"
+        "    print(sorted(f), f['good'][()].tolist(), f['later'][()].tolist())\n",
+        str(path),
+    )
+    assert listing == f"['good', 'later'] {list(range(size))} {[10 + r for r in range(size)]}"
+
+
+def test_two_files_on_one_communicator_keep_their_announcements(
+    comm: MPI.Comm, shared_tmp: Path
+) -> None:
+    """Two files open together share their communicator's channel: each file's announcements
+    reach it whatever the order in which the ranks take them, and the files close in either
+    order with every value."""
+    rank, size = comm.rank, comm.size
+    fa = hs.File(shared_tmp / "two-a.h5", "w", comm=comm, subfiles=1)
+    fb = hs.File(shared_tmp / "two-b.h5", "w", comm=comm, subfiles=1)
+    a = fa.create_dataset("x", (size,), "i4")
+    b = fb.create_dataset("y", (size,), "i4")
+    fb.flush()  # b's call: a's announcement must wait for a
+    with b.collective:
+        b[rank] = 100 + rank
+    with a.collective:
+        a[rank] = rank
+    fa.create_dataset("z", (size,), "i4")[rank] = 200 + rank
+    fb.close()
+    fa.close()
+    code = (
+        "import sys, h5py\n"
+        "for name in sys.argv[1:]:\n"
+        "    with h5py.File(name, 'r') as f:\n"
+        "        print(sorted((k, f[k][()].tolist()) for k in f))\n"
+    )
+    got = plain_h5py(comm, code, str(shared_tmp / "two-a.h5"), str(shared_tmp / "two-b.h5"))
+    want_a = [("x", list(range(size))), ("z", [200 + r for r in range(size)])]
+    assert got.splitlines() == [str(want_a), str([("y", [100 + r for r in range(size)])])]
 
 
 def test_rank_0s_words_of_collective_calls_do_not_pile_up(comm: MPI.Comm, shared_tmp: Path) -> None:

@@ -7,13 +7,20 @@ it creates the dataset. Every rank checks the call against its own catalogue (th
 every rank: an error is raised at the call and marked agreed, as for groups, engine/structure.py)
 and puts the dataset in it; the ledger records the call, which the next collective call compares.
 Rank 0 creates and publishes the dataset at once, as rank 0 of a creation round does
-(:func:`.create.publish`), and announces to each other rank what it learns of it (its
-view), without waiting (:mod:`..mpi.announce`). A rank takes the announcements when it first
-needs a new dataset's storage (its layout: a write, a read; a deletion; the next collective
-call): by then rank 0, having made the same calls, has sent them, or will without waiting for
-anyone. A failure of rank 0's (a full disk) is announced in place of the views; every rank
-raises it when it touches the datasets and at the next collective call, as a failure of rank 0's
-write of the master in a metadata call (``Writing.kept``).
+(:func:`.create.publish`), and announces to each other rank what it learns of it (its view),
+without waiting (:mod:`..mpi.announce`). A rank takes the announcements when it first needs a
+new dataset's storage (its layout: a write, a read; a deletion; the next collective call): by
+then rank 0, having made the same calls, has sent them, or will without waiting for anyone.
+
+In every write session with one group, rank 0 also announces each collective call it enters (its
+number): a rank waiting for a creation rank 0 never made stops waiting, and the ranks drop those
+words at their own next call. Messages carry their write session's id: files open together on
+one communicator share its channel, so a message of another open file is kept for it, and one of
+a file no longer open is dropped.
+
+A failure of rank 0's to create a dataset (a full disk) is announced in place of the views; a
+rank that touches the dataset raises it, and every rank at the next collective call (after the
+close, which publishes the file without that dataset), which forgets it on every rank.
 
 At most :data:`LIMIT` creations in a row go without a round: the next takes one, which bounds
 the messages rank 0 has in flight to LIMIT x (P - 1).
@@ -21,6 +28,7 @@ the messages rank 0 has in flight to LIMIT x (P - 1).
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -40,27 +48,35 @@ from .session import Session
 #: Creations without a round between two rounds, at most.
 LIMIT = 256
 
-#: What rank 0 announces, with the write session's id (a message of an abandoned session is
-#: dropped): each dataset's view of one creation call for the rank, or the failure; or neither,
-#: with the number of the collective call rank 0 is entering after creations without a round.
+#: What rank 0 announces, with the write session's id: each dataset's view of one creation call
+#: for the rank, or the failure; or neither, with the number of the collective call rank 0 is
+#: entering.
 Announcement = tuple[str, int, dict[str, Any] | None, Failure | None]
 
 #: What a rank's node keeps of its own call until the announcement comes (the rest is rank 0's).
 _OWN = ("attrs", "track_order", "order")
 
+#: This process's write sessions with one group, by session id: where a message of each goes.
+_OPEN: weakref.WeakValueDictionary[str, Announced] = weakref.WeakValueDictionary()
+
 
 @dataclass
 class Announced:
     """A rank's creations without a round in write session ``session``: how many since its
-    last round (the same on every rank), and on ranks other than 0 the paths of each creation
+    last round (the same on every rank); on ranks other than 0, the paths of each creation
     whose announcement it has not taken yet, oldest first (``taking``: being taken now), and
-    the announcements received before they were needed (``arrived``)."""
+    the messages received before they were needed (``arrived``), and the groups each pending
+    creation made (``groups_made``). ``failed``: the creations rank 0 failed to make (paths,
+    with the groups made for them), and their error, which the next collective call raises."""
 
     session: Session
     since_round: int = 0
     waiting: list[tuple[str, ...]] = field(default_factory=list)
     taking: bool = False
     arrived: list[Announcement] = field(default_factory=list)
+    groups_made: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    failed: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    failure: H5SubfileError | None = None
 
     def take(self) -> None:
         """Take every announcement not taken yet (ranks other than 0; local, waiting for those
@@ -72,32 +88,49 @@ class Announced:
             finally:
                 self.taking = False
 
-    def before_round(self) -> None:
-        """Entering collective call number ``session.calls``, before its round: rank 0 says so
-        (a rank waiting for a creation rank 0 never made stops waiting; a rank that has entered
-        the call too skips it), the others take every announcement; the count starts again."""
+    def before_round(self) -> H5SubfileError | None:
+        """Entering collective call number ``session.calls``, before its round: rank 0 says so;
+        the others take every announcement and drop the words of calls they have entered too.
+        Returns the failure of creations since the last call (their datasets forgotten), which
+        the call raises on every rank; the count starts again."""
         if self.session.rank == 0:
             _announce(self.session, None, None, self.session.calls)
         else:
             self.take()
-            self._receive_arrived()
+            self._drop_entered()
         self.since_round = 0
+        return self.forget_failed()
 
     def finish(self) -> None:
         """After the agreement round of the close (or a commit), which every rank entered:
-        receive rank 0's word of it, and drop it and any before it, so that no message is left
-        unreceived when the session ends (some MPI libraries warn of them at exit)."""
+        receive rank 0's word of it, and any before it, so that no message is left unreceived
+        when the session ends (some MPI libraries warn of them at exit)."""
         session = self.session
-        if session.rank == 0:
-            return
-        self.take()  # none left in step: the round compared the calls
-        closing = session.calls - 1  # the close's number
-        while True:
-            _, number, views, failure = _next(session, ())
-            if views is None and failure is None and number >= closing:
-                return
+        if session.rank != 0:
+            self.take()  # none is left in step: the round compared the calls
+            closing = session.calls - 1  # the close's number
+            call = Call("close", closing, file=session.path)
+            while not any(_word_of(session, m, closing) for m in self.arrived):
+                message = next_announcement(session.comm, call)
+                if _word_of(session, message, closing):
+                    break
+                _deliver(session, message)
+            self.arrived.clear()
+        _OPEN.pop(session_id(session), None)
 
-    def _receive_arrived(self) -> None:
+    def forget_failed(self) -> H5SubfileError | None:
+        """Forget, on this rank, the datasets rank 0 failed to create (and the groups made for
+        them alone); their error, once."""
+        failure, self.failure = self.failure, None
+        for path, groups in self.failed.items():
+            structure.forget_dataset(self.session, path)
+            for group in reversed(groups):
+                if not self.session.catalog.children(group):
+                    self.session.catalog.nodes.pop(group, None)
+        self.failed.clear()
+        return failure
+
+    def _drop_entered(self) -> None:
         """Receive what has come, dropping rank 0's words of calls this rank has entered too,
         so that they never pile up in MPI's queue (where every later receive would search
         past them)."""
@@ -107,8 +140,24 @@ class Announced:
             came, message = arrived_announcement(session.comm)
             if not came:
                 return
-            if not _entered(session, message):
-                self.arrived.append(message)
+            _deliver(session, message)
+
+
+def attach(session: Session) -> None:
+    """Right after a write session with one group opens (or continues after a commit), on every
+    rank: its datasets may be created without a round from now on."""
+    writing = session.writing
+    if writing is None or writing.grouping.ngroups != 1:
+        return
+    announced = Announced(session)
+    writing.announced = announced
+    _OPEN[writing.session_id] = announced
+
+
+def session_id(session: Session) -> str:
+    writing = session.writing
+    assert writing is not None
+    return writing.session_id
 
 
 def eligible(
@@ -123,7 +172,7 @@ def eligible(
     if writing.grouping.ngroups != 1:
         return False
     announced = writing.announced
-    if announced is not None and announced.since_round >= LIMIT:
+    if announced is None or announced.since_round >= LIMIT:
         return False
     return all(
         r.kind is RequestKind.EXPLICIT
@@ -141,18 +190,20 @@ def create_datasets(session: Session, requests: Sequence[DatasetRequest]) -> lis
     returns their paths, or raises the same error."""
     writing = session.require_writable("create_dataset")
     _check(session, requests)
-    if writing.announced is None:
-        writing.announced = Announced(session)
-    writing.announced.since_round += 1
+    announced = writing.announced
+    assert isinstance(announced, Announced)  # eligible() said so
+    announced.since_round += 1
     for request in requests:
         session.ledger.record(Entry(_described(request)))
     paths = [r.path for r in requests]
     if session.rank == 0:
         _create_on_root(session, requests)
-    else:
-        for request in requests:
-            _provisional(session, request).__dict__[PENDING] = writing.announced.take
-        writing.announced.waiting.append(tuple(paths))
+        return paths
+    for request in requests:
+        node, groups = _provisional(session, request)
+        node.__dict__[PENDING] = announced.take
+        announced.groups_made[request.path] = groups
+    announced.waiting.append(tuple(paths))
     return paths
 
 
@@ -181,22 +232,23 @@ def _check(session: Session, requests: Sequence[DatasetRequest]) -> None:
         raise structure.agreed(exc) from None
 
 
-def _provisional(session: Session, request: DatasetRequest) -> NodeInfo:
-    """The dataset in this rank's catalogue, as far as the call says (its groups too); its
-    layout comes with rank 0's announcement."""
+def _provisional(session: Session, request: DatasetRequest) -> tuple[NodeInfo, tuple[str, ...]]:
+    """The dataset in this rank's catalogue, as far as the call says, and the groups made for
+    it; its layout comes with rank 0's announcement."""
     catalog = session.catalog
-    for group in catalog.missing_groups(request.path)[:-1]:
+    groups = tuple(catalog.missing_groups(request.path)[:-1])
+    for group in groups:
         catalog.nodes[group] = NodeInfo("group")
     assert request.shape is not None
     node = NodeInfo("dataset", shape=request.shape, dtype=request.dtype, fill=request.fill)
     del node.__dict__["layout"]  # asked for, it is taken from the announcement
     catalog.nodes[request.path] = node
-    return node
+    return node, groups
 
 
 def _create_on_root(session: Session, requests: Sequence[DatasetRequest]) -> None:
     """Rank 0: plan, create and publish the datasets as rank 0 of a creation round does, learn
-    them, and announce the other ranks' view; a failure is kept and announced instead."""
+    them, and announce the other ranks' view; a failure is announced instead."""
     try:
         creation = plan_on(session, [list(requests)] * session.comm.size)
         assert set(creation.tasks) <= {0}  # one group: rank 0 leads every source
@@ -205,7 +257,10 @@ def _create_on_root(session: Session, requests: Sequence[DatasetRequest]) -> Non
             raise error
         nodes = publish(session, creation, [offsets])
     except Exception as exc:  # noqa: BLE001 - raised by every rank at the next collective call
-        error = _kept(session, exc, requests)
+        error = as_error(exc)
+        error.args = (f"{error} (creating {', '.join(r.path for r in requests)})",)
+        made = {r.path: _provisional(session, r) for r in requests}
+        _fail(session, {path: groups for path, (_, groups) in made.items()}, error)
         _announce(session, None, describe(error))
         return
     for path, (info, held) in rank_view(nodes, creation, 0).items():
@@ -216,58 +271,48 @@ def _create_on_root(session: Session, requests: Sequence[DatasetRequest]) -> Non
     if session.comm.size > 1:
         # Learned, in one group: every other rank's view is the same (rank_view).
         assert all(d.learned for d in creation.datasets)
-        _announce(session, rank_view(nodes, creation, 1), None)
+        _announce(session, rank_view(nodes, creation, 1), None, ring=True)
 
 
 def _announce(
-    session: Session, views: dict[str, Any] | None, failure: Failure | None, call: int = -1
+    session: Session,
+    views: dict[str, Any] | None,
+    failure: Failure | None,
+    call: int = -1,
+    ring: bool = False,
 ) -> None:
-    writing = session.writing
-    assert writing is not None
+    """Rank 0: announce a creation's views, its failure, or the call it enters (``call``);
+    ``ring``: wake the ranks, which may be waiting for it."""
     if session.comm.size > 1:
-        announce(session.comm, (writing.session_id, call, views, failure))
-
-
-def _kept(session: Session, exc: BaseException, requests: Sequence[DatasetRequest]) -> Exception:
-    """A failure of rank 0's creation: kept for the next collective call, and the datasets
-    left in the catalogue (as on the other ranks) raising it when their storage is asked for."""
-    writing = session.writing
-    assert writing is not None
-    error = as_error(exc)
-    error.args = (f"{error} (creating {', '.join(r.path for r in requests)})",)
-    if writing.kept is None:
-        writing.kept = error
-    for request in requests:
-        _failed(_provisional(session, request), error)
-    return error
-
-
-def _failed(node: NodeInfo, error: BaseException) -> None:
-    def raise_it() -> None:
-        raise error
-
-    node.__dict__[PENDING] = raise_it
+        announce(session.comm, (session_id(session), call, views, failure), ring)
 
 
 def take(session: Session) -> None:
     """A rank other than 0: take every announcement it has not taken (waiting for those not
     sent yet), each filling in its datasets' nodes and where this rank writes them."""
     writing = session.writing
-    if writing is None or writing.announced is None:
-        return
-    waiting = writing.announced.waiting
+    assert writing is not None and isinstance(writing.announced, Announced)
+    announced = writing.announced
+    waiting = announced.waiting
     while waiting:
         paths = waiting[0]
         message = _next(session, paths)
         _, _, views, failure = message
+        made = {path: announced.groups_made.pop(path, ()) for path in paths}
         if failure is not None:
-            _fail(session, paths, rebuild([(0, failure)], 1))  # as rank 0 raises it
+            _fail(session, made, rebuild([(0, failure)], 1))  # as rank 0 raises it
         elif _entered(session, message):
+            announced.groups_made.update(made)
             continue
         elif views is None or not set(paths) <= set(views):
-            # Rank 0 made other calls: none of this rank's creations will be announced.
-            every = tuple(path for made in waiting for path in made)
-            _fail(session, every, _out_of_step(session, paths, views))
+            # Rank 0 made other calls: none of this rank's creations will be announced. The
+            # next round compares the calls (the ledger) and fails on every rank.
+            error = _out_of_step(session, paths, views)
+            for pending in waiting:
+                for path in pending:
+                    node = _still_pending(session, path)
+                    if node is not None:
+                        _failed(node, error)
             waiting.clear()
             return
         else:
@@ -280,24 +325,34 @@ def take(session: Session) -> None:
         del waiting[0]
 
 
+def _fail(session: Session, made: dict[str, tuple[str, ...]], error: H5SubfileError) -> None:
+    """Rank 0 failed to create the datasets ``made`` (with the groups made for them): they
+    raise ``error`` when their storage is asked for, and the next collective call raises it
+    on every rank and forgets them."""
+    writing = session.writing
+    assert writing is not None and isinstance(writing.announced, Announced)
+    announced = writing.announced
+    if announced.failure is None:
+        announced.failure = error
+    for path, groups in made.items():
+        node = session.catalog.nodes.get(path)
+        if node is not None:
+            _failed(node, error)
+            announced.failed[path] = groups
+
+
+def _failed(node: NodeInfo, error: BaseException) -> None:
+    def raise_it() -> None:
+        raise error
+
+    node.__dict__[PENDING] = raise_it
+
+
 def _still_pending(session: Session, path: str) -> NodeInfo | None:
     """The node of ``path`` waiting for its announcement; None if deleted since (a deletion
     takes the announcements first, so only where a rank's calls went astray)."""
     node = session.catalog.nodes.get(path)
     return node if node is not None and PENDING in node.__dict__ else None
-
-
-def _fail(session: Session, paths: Sequence[str], error: BaseException) -> None:
-    """The datasets ``paths`` raise ``error`` when their storage is asked for, and every rank
-    at the next collective call."""
-    writing = session.writing
-    assert writing is not None
-    if writing.kept is None:
-        writing.kept = error
-    for path in paths:
-        node = _still_pending(session, path)
-        if node is not None:
-            _failed(node, error)
 
 
 def _out_of_step(
@@ -312,28 +367,38 @@ def _out_of_step(
     return error
 
 
+def _word_of(session: Session, message: Announcement, call: int) -> bool:
+    """Whether ``message`` is rank 0's word of collective call number ``call`` (or later) of
+    this write session."""
+    own, number, views, failure = message
+    return own == session_id(session) and views is None and failure is None and number >= call
+
+
 def _entered(session: Session, message: Announcement) -> bool:
-    """Whether ``message`` is rank 0's word of a collective call this rank has entered too
-    (nothing to act on), or belongs to another (abandoned) write session."""
-    writing = session.writing
-    assert writing is not None
-    own, call, views, failure = message
-    if own != writing.session_id:
-        return True
+    """Whether ``message`` is rank 0's word of a collective call this rank has entered too."""
+    _, call, views, failure = message
     return views is None and failure is None and call < session.calls
 
 
+def _deliver(session: Session, message: Announcement) -> None:
+    """A message received for the write session it names: this one's, another open file's on
+    the same communicator (kept for it), or none open here any more (dropped); a word of a call
+    already entered is dropped at once."""
+    own = _OPEN.get(message[0])
+    if own is not None and not own.session.closed and not _entered(own.session, message):
+        own.arrived.append(message)
+
+
 def _next(session: Session, paths: tuple[str, ...]) -> Announcement:
-    """Rank 0's next announcement of this write session (those of an abandoned one dropped):
-    the first received before it was needed, or the next to come."""
+    """Rank 0's next announcement of this write session: the first received before it was
+    needed, or the next to come (those of other write sessions delivered to them)."""
     writing = session.writing
     assert writing is not None and isinstance(writing.announced, Announced)
     arrived = writing.announced.arrived
-    call = Call("create_dataset", -1, ", ".join(paths), file=session.path)
-    while True:
-        message: Announcement = arrived.pop(0) if arrived else next_announcement(session.comm, call)
-        if message[0] == writing.session_id:
-            return message
+    call = Call("create_dataset", session.calls, ", ".join(paths), file=session.path)
+    while not arrived:
+        _deliver(session, next_announcement(session.comm, call))
+    return arrived.pop(0)
 
 
 def _fill(node: NodeInfo, info: NodeInfo) -> None:

@@ -36,7 +36,7 @@ from ..layout.regions import describe
 from ..mpi.collective import Question
 from ..mpi.failures import Failure, rebuild
 from ..mpi.failures import describe as describe_error
-from . import integrity, learned
+from . import announced, integrity, learned
 from .dims import changed_through_id
 from .profiling import add_measured_phases, finish_profile, phase
 from .session import Session, continue_writing
@@ -94,6 +94,7 @@ def commit(session: Session) -> None:
     claim = writing.root.master.claim if writing.root is not None else None
     try:
         continue_writing(session, claim)
+        announced.attach(session)
     except BaseException:
         write_profile(session)  # the file is closed (published as committed): as after close
         raise
@@ -156,6 +157,7 @@ def _close(
         return None
     error = None
     session.take_announced()  # every dataset created without a round, in this rank's report
+    creating = writing.announced.forget_failed() if writing.announced is not None else None
     misuse = changed_through_id(session)
     if misuse:
         writing.kept = writing.kept or UnsupportedError(misuse)
@@ -206,7 +208,7 @@ def _close(
         incomplete = error_class(kind)(message)
         incomplete.collective = True  # the same on every rank
         return incomplete
-    return None
+    return creating  # a dataset rank 0 failed to create since the last call: left out
 
 
 def _learned_report(session: Session) -> tuple[learned.Closing, BaseException | None]:

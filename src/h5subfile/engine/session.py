@@ -76,7 +76,8 @@ class Announcements(Protocol):
     taking: bool
 
     def take(self) -> None: ...
-    def before_round(self) -> None: ...
+    def before_round(self) -> H5SubfileError | None: ...
+    def forget_failed(self) -> H5SubfileError | None: ...
     def finish(self) -> None: ...
 
 
@@ -323,19 +324,19 @@ class Session:
         A ``question`` for rank 0 (the call's next step: :func:`collective.agree_asking`)
         rides with the agreement where the rounds are stars; returns its answer, or None.
         """
-        if self.writing is not None and self.writing.announced is not None:
-            self.writing.announced.before_round()  # rank 0 sent them before this call
-        structure, values = self.ledger.digests()
-        earlier = self.ledger.described() if structure else ()
-        call = Call(name, self.calls, detail, args, self.path, structure, values, earlier)
-        self.calls += 1
-        profile = self.stats.profile
-        behind = None
-        if self.writing is not None:
-            self.writing.pool.flush_combined()  # small writes combined: written before any round
-        if background and error is None and self.writing is not None:
-            error = behind = self.writing.pool.error() or self.writing.kept
+        profile, behind = self.stats.profile, None
         try:
+            if self.writing is not None and self.writing.announced is not None:
+                # datasets created without a round: taken, and a failure to create them raised
+                error = self.writing.announced.before_round() or error
+            structure, values = self.ledger.digests()
+            earlier = self.ledger.described() if structure else ()
+            call = Call(name, self.calls, detail, args, self.path, structure, values, earlier)
+            self.calls += 1
+            if self.writing is not None:
+                self.writing.pool.flush_combined()  # small writes combined: before any round
+            if background and error is None and self.writing is not None:
+                error = behind = self.writing.pool.error() or self.writing.kept
             try:
                 if profile is None:
                     _, answered, values_differ = agree_asking(self.comm, error, call, question)

@@ -16,7 +16,7 @@ from typing import Any
 import h5py
 from mpi4py import MPI
 
-from ..engine import commit, transfer
+from ..engine import announced, commit, transfer
 from ..engine import verify as verification
 from ..engine.profiling import profile_folder
 from ..engine.session import Session, open_session, warn_problems
@@ -132,6 +132,7 @@ class File(Group):
             track_order=bool(track_order),
         )
         session.verify = bool(verify)
+        announced.attach(session)
         self._driver = "mpio" if driver == "mpio" else "h5subfile"
         super().__init__(session, "/")
         if session.catalog.problems:  # the same on every rank

@@ -19,16 +19,17 @@ from .calls import Call
 from .rounds import ANNOUNCE_TAG, channel_of, wait_for
 
 
-def announce(comm: MPI.Comm, message: Any) -> None:
-    """Rank 0: send ``message`` (pickled once) to every other rank, without waiting; on a
-    node where the rounds are stars, ring each rank's doorbell, which it may be asleep on."""
+def announce(comm: MPI.Comm, message: Any, ring: bool = False) -> None:
+    """Rank 0: send ``message`` (pickled once) to every other rank, without waiting; with
+    ``ring``, on a node where the rounds are stars, ring each rank's doorbell, which it may be
+    asleep on waiting for it (a rank that is not waiting for it finds it when it looks)."""
     channel = channel_of(comm)
     channel.settle()  # its first round is over: the duplicate exists
     assert channel.status is not None
     data = pickle.dumps(message, protocol=pickle.HIGHEST_PROTOCOL)
     for rank in range(1, comm.size):
         channel.sends.append(channel.status.Isend([data, MPI.BYTE], dest=rank, tag=ANNOUNCE_TAG))
-        if channel.star:
+        if ring and channel.star:
             channel.ring(rank)
 
 
