@@ -50,7 +50,7 @@ from ..io.master_read import open_for_reading, read_record, read_sessions
 from ..io.pool import FilePool
 from ..io.posix import IOStats
 from ..io.subfile import SubfileWriter
-from ..layout.catalog import Catalog, NodeInfo
+from ..layout.catalog import PENDING, Catalog, NodeInfo
 from ..layout.grouping import NODE_RULE, RankGrouping, plan_groups
 from ..layout.integrity import BlockStream, FedSum, PieceSum, identity
 from ..layout.names import SourcePaths, subfile_relpath
@@ -280,10 +280,12 @@ class Session:
     def take_announced(self, path: str = "") -> None:
         """Take rank 0's announcements of datasets created without a round, before looking up
         where this rank writes them (engine/announced.py); raise the failure of ``path``'s."""
-        if self.writing is not None and self.writing.announced is not None:
-            self.writing.announced.take()
-            if path in self.catalog.nodes:
-                _ = self.catalog.nodes[path].layout  # a failed creation's raises its error
+        announced = None if self.writing is None else self.writing.announced
+        if announced is not None and announced.waiting:
+            announced.take()
+        node = self.catalog.nodes.get(path)
+        if node is not None and PENDING in node.__dict__:
+            _ = node.layout  # a failed creation's raises its error
 
     def require_writable(self, what: str) -> Writing:
         """This rank's write session, or FileModeError naming ``what`` was refused."""
