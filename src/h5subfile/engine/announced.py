@@ -116,7 +116,7 @@ class Announced:
                     break
                 _deliver(session, message)
             self.arrived.clear()
-        _OPEN.pop(session_id(session), None)
+        _OPEN.pop(_session_id(session), None)
 
     def forget_failed(self) -> H5SubfileError | None:
         """Forget, on this rank, the datasets rank 0 failed to create (and the groups made for
@@ -154,7 +154,8 @@ def attach(session: Session) -> None:
     _OPEN[writing.session_id] = announced
 
 
-def session_id(session: Session) -> str:
+def _session_id(session: Session) -> str:
+    """The id of the write session open in ``session``, which its messages carry."""
     writing = session.writing
     assert writing is not None
     return writing.session_id
@@ -284,7 +285,7 @@ def _announce(
     """Rank 0: announce a creation's views, its failure, or the call it enters (``call``);
     ``ring``: wake the ranks, which may be waiting for it."""
     if session.comm.size > 1:
-        announce(session.comm, (session_id(session), call, views, failure), ring)
+        announce(session.comm, (_session_id(session), call, views, failure), ring)
 
 
 def take(session: Session) -> None:
@@ -371,7 +372,7 @@ def _word_of(session: Session, message: Announcement, call: int) -> bool:
     """Whether ``message`` is rank 0's word of collective call number ``call`` (or later) of
     this write session."""
     own, number, views, failure = message
-    return own == session_id(session) and views is None and failure is None and number >= call
+    return own == _session_id(session) and views is None and failure is None and number >= call
 
 
 def _entered(session: Session, message: Announcement) -> bool:
