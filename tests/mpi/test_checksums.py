@@ -14,7 +14,7 @@ from pathlib import Path
 import h5py
 import numpy as np
 import pytest
-from ranks import on_root, raises_on_every_rank, same_on_every_rank
+from ranks import on_root, plain_h5py, raises_on_every_rank, same_on_every_rank
 
 import h5subfile as hs
 
@@ -299,3 +299,41 @@ def test_files_are_open_before_the_hashing_starts(
         np.testing.assert_array_equal(f["b"][...], ranks.astype("f8"))
     with opened(alone) as f:
         np.testing.assert_array_equal(f["c"][...], ranks.astype("f8"))
+
+
+PLAIN_READ = """
+import sys, h5py, numpy as np
+with h5py.File(sys.argv[1], "r") as f:
+    print(np.asarray(f["x"][...]).tobytes().hex())
+"""
+
+
+@pytest.mark.parametrize(
+    "case",
+    [
+        dict(subfiles=2),
+        dict(subfiles=1),
+        dict(subfiles=2, fillvalue=-1.0),
+        dict(subfiles=2, maxshape=(None,)),
+        dict(subfiles=2, async_writes=True),
+        dict(subfiles=1, async_writes=True),
+    ],
+    ids=["2-subfiles", "one-group", "fill-value", "resizable", "write-behind", "one-group-behind"],
+)
+def test_no_checksums_keeps_what_was_written(comm, shared_tmp: Path, case) -> None:
+    """The plan's ``checksums=False`` leaves out the checksums, never the data: a dataset
+    without blocks, written by hyperslab, reads back bit for bit through h5subfile and plain
+    h5py (it read zeros, or the fill value, before)."""
+    path = shared_tmp / "nosums.h5"
+    case = dict(case)
+    create = {k: case.pop(k) for k in ("fillvalue", "maxshape") if k in case}
+    values = np.arange(comm.rank * 100, (comm.rank + 1) * 100, dtype="f8") + 0.5
+    with hs.File(path, "w", checksums=False, **case) as f:
+        d = f.create_dataset("x", (comm.size * 100,), "f8", **create)
+        d[comm.rank * 100 : (comm.rank + 1) * 100] = values
+    want = np.arange(comm.size * 100, dtype="f8") + 0.5
+    with opened(path) as f:
+        np.testing.assert_array_equal(f["x"][...], want)
+        report = same_on_every_rank(comm, f.verify(), "report")
+        assert report["clean"] and report["no_checksums"], report
+    assert plain_h5py(comm, PLAIN_READ, str(path)) == want.tobytes().hex()

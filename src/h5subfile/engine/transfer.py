@@ -175,16 +175,18 @@ def note_learned(
 ) -> None:
     """Account for this rank's writes of datasets whose layout is learned (engine/learned.py),
     each feeding its piece's hasher: as it is written when it is a large direct write this
-    rank makes itself (slice by slice, as whole blocks are hashed), now otherwise."""
+    rank makes itself (slice by slice, as whole blocks are hashed), now otherwise. Without
+    checksums (the plan's ``checksums=False``) the pieces are still accounted for: they are
+    what the master maps."""
     writing = session.writing
     assert writing is not None
     for write in writes:
-        if not write.target.learned or not writing.checksums:
+        if not write.target.learned:
             continue
         target = writing.learned[write.path]
         k = target.index_of(write.target)
         hasher = learned_state.note_write(target, k, write.box)
-        if hasher is None:
+        if hasher is None or not writing.checksums:
             continue
         as_written = (
             write.target.transfer is Transfer.DIRECT
