@@ -4,6 +4,7 @@ rank (io/attributes.py), and the ledger whose digests the next collective call c
 
 from __future__ import annotations
 
+import h5py
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -11,7 +12,7 @@ from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
 from h5subfile.engine.ledger import Entry, Ledger
-from h5subfile.io.attributes import stored_attribute, stored_through_hdf5
+from h5subfile.io.attributes import set_attribute, stored_attribute, stored_through_hdf5
 
 NUMERIC = st.one_of(
     hnp.integer_dtypes(endianness="="),
@@ -53,6 +54,41 @@ def test_the_shortcut_gives_what_hdf5_stores(value: object) -> None:
     got = stored_attribute(value)
     assert got[1] == expected[1]
     assert _same(got[0], expected[0]), (got, expected)
+
+
+_FILES: list[h5py.File] = []
+
+
+def _scratch() -> h5py.File:
+    if not _FILES:
+        _FILES.append(h5py.File("set-attribute", "w", driver="core", backing_store=False))
+    return _FILES[0]
+
+
+@settings(max_examples=300, deadline=None)
+@given(VALUES, st.booleans())
+def test_set_attribute_stores_what_h5py_stores(value: object, existing: bool) -> None:
+    """The master's own attribute write stores what h5py's ``attrs[name] = value`` stores:
+    the same HDF5 type, shape and bytes, over an existing attribute too; a value it does
+    not take is left to h5py (False, nothing written)."""
+    f = _scratch()
+    for name in ("mine", "h5py's"):
+        if name in f.attrs:
+            del f.attrs[name]
+        if existing:
+            f.attrs[name] = "an older value"
+    try:
+        f.attrs["h5py's"] = value
+    except Exception:  # noqa: BLE001 - a value h5py refuses is never taken here either
+        assert not set_attribute(f.id, "mine", value) or pytest.fail("took a refused value")
+        return
+    if not set_attribute(f.id, "mine", value):
+        assert not existing or f.attrs["mine"] == "an older value"
+        return
+    mine, theirs = f.attrs.get_id("mine"), f.attrs.get_id("h5py's")
+    assert mine.get_type() == theirs.get_type()
+    assert mine.shape == theirs.shape
+    assert _same(f.attrs["mine"], f.attrs["h5py's"])
 
 
 @pytest.mark.parametrize(

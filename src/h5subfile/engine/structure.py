@@ -14,7 +14,6 @@ holds.
 
 from __future__ import annotations
 
-import functools
 import hashlib
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -39,9 +38,12 @@ def agreed(exc: BaseException) -> H5SubfileError:
     return error
 
 
-def _on_root(session: Session, change: Callable[[MasterWriter], Any], what: str) -> None:
+def _on_root(
+    session: Session, change: Callable[[MasterWriter], Any], what: str | Callable[[], str]
+) -> None:
     """Rank 0 makes ``change`` in the master; a failure is kept (``Writing.kept``) and raised
-    by every rank at the next collective call, ``what`` naming the call."""
+    by every rank at the next collective call, ``what`` (or what it returns, asked only then)
+    naming the call."""
     writing = session.writing
     assert writing is not None
     if writing.root is None:
@@ -51,7 +53,7 @@ def _on_root(session: Session, change: Callable[[MasterWriter], Any], what: str)
     except Exception as exc:  # noqa: BLE001 - raised by every rank at the next collective call
         if writing.kept is None:
             error = as_error(exc)
-            error.args = (f"{error} ({what})",)
+            error.args = (f"{error} ({what if isinstance(what, str) else what()})",)
             error.__cause__ = exc  # shown on rank 0 where it is raised
             writing.kept = error
 
@@ -99,6 +101,8 @@ def tracking_order(session: Session, path: str) -> None:
 
 def value_signature(value: Any) -> Any:
     """A small, comparable summary of an attribute value (to check collective agreement)."""
+    if type(value) is str:
+        return ("str", hashlib.sha1(value.encode()).hexdigest()[:16])
     try:
         array = np.asarray(value)
         if array.dtype.kind != "O":
@@ -113,14 +117,22 @@ def set_attrs(session: Session, path: str, values: Mapping[str, Any]) -> None:
     """Collective: set the attributes ``values`` (name -> value) of ``path``, in order (no
     round: the next collective call checks that every rank set the same names with the same
     types and shapes; values that differ keep rank 0's, with a warning). The first that
-    fails stops the call, on every rank alike, the ones before it set."""
-    items = list(values.items())
-    session.require_writable(f"setting attributes {[n for n, _ in items]!r}")
-    try:
-        node = session.node(path)
-    except H5SubfileError as exc:
-        raise agreed(exc) from None
-    for name, value in items:
+    fails stops the call, on every rank alike, the ones before it set.
+
+    Thousands of attributes are set one by one in a model's output, each on every rank:
+    nothing here is done that the call does not need (a message is made when it is shown)."""
+    writing = session.writing
+    if writing is None or session.closed:
+        session.require_writable(f"setting attributes {list(values)!r}")
+    assert writing is not None
+    node = session.catalog.nodes.get(path)
+    if node is None:
+        try:
+            session.node(path)
+        except H5SubfileError as exc:
+            raise agreed(exc) from None
+    assert node is not None
+    for name, value in values.items():
         if not isinstance(name, str) or not name or is_reserved(name):
             raise ValueError(f"attribute name {name!r} is invalid or reserved for h5subfile")
         try:
@@ -134,13 +146,15 @@ def set_attrs(session: Session, path: str, values: Mapping[str, Any]) -> None:
             error = agreed(exc)
             error.args = (f"{error} (setting attribute {name!r} of {path})",)
             raise error from exc
-        _on_root(
-            session,
-            functools.partial(MasterWriter.set_attr, path=path, name=name, value=value),
-            f"setting attribute {name!r} of {path}",
-        )
+        if writing.root is not None:
+            _on_root(
+                session,
+                lambda master: master.set_attr(path, name, value),  # noqa: B023 - called now
+                lambda: f"setting attribute {name!r} of {path}",  # noqa: B023 - called now
+            )
         node.attrs[name] = stored
-        _image_stale(session, path)
+        if writing.image is not None:
+            writing.image.stale.add(path)
         signature = repr(value_signature(stored))
         described = f"attrs set {path}.attrs[{name!r}] {kind}"
         session.ledger.record(Entry(described, path, name, stored, signature))

@@ -21,8 +21,10 @@ def _type_text(dtype: np.dtype, shape: tuple[int, ...]) -> str:
     return f"{dtype.descr} {h5py.check_string_dtype(dtype) or ''} {shape}"
 
 
+#: how h5py stores a ``str``: a variable-length UTF-8 string
+_STRING = h5py.string_dtype()
 #: :func:`_type_text` of a variable-length UTF-8 string, as h5py stores a ``str``
-_UTF8_TEXT = _type_text(h5py.string_dtype(), ())
+_UTF8_TEXT = _type_text(_STRING, ())
 
 
 def stored_attribute(value: Any) -> tuple[Any, str]:
@@ -32,18 +34,65 @@ def stored_attribute(value: Any) -> tuple[Any, str]:
     HDF5 cannot store, the same in every process. Strings, numbers and non-empty arrays of
     plain numbers come back as they went in, and skip HDF5 (h5py's string attributes cost
     about 0.2 ms each way; the unit tests compare both ways)."""
-    if type(value) is str and "\0" not in value:  # not np.str_, which h5py refuses
+    plain = _plain(value)
+    if plain is None:
+        return stored_through_hdf5(value)
+    if type(value) is str:
+        return value, _UTF8_TEXT
+    return (plain[()] if plain.ndim == 0 else plain.copy()), _type_text(plain.dtype, plain.shape)
+
+
+def _plain(value: Any) -> np.ndarray | None:
+    """``value`` as the array h5py makes of it to store it, when it is a plain one: a ``str``
+    HDF5 can store (not ``np.str_``, which h5py refuses), a number, or a non-empty array of
+    plain numbers; None for anything else."""
+    if type(value) is str:
+        if "\0" in value:
+            return None
         try:
-            value.encode()  # a lone surrogate cannot be stored: HDF5's error, below
+            value.encode()  # a lone surrogate cannot be stored: HDF5's error, through h5py
         except UnicodeEncodeError:
-            return stored_through_hdf5(value)
-        return str(value), _UTF8_TEXT
+            return None
+        return np.array(value, dtype=_STRING)
     if isinstance(value, (int, float, complex, np.number, np.bool_, np.ndarray)):
-        array = np.asarray(value)
+        array = np.asarray(value, order="C")
         dtype = array.dtype
         if dtype.kind in "biufc" and dtype.fields is None and array.size and not dtype.metadata:
-            return (array[()] if array.ndim == 0 else array.copy()), _type_text(dtype, array.shape)
-    return stored_through_hdf5(value)
+            return array
+    return None
+
+
+#: By numpy dtype, the HDF5 types h5py stores an attribute of it with and reads it through
+_TYPES: dict[np.dtype, tuple[Any, Any]] = {}
+_SCALAR = h5py.h5s.create(h5py.h5s.SCALAR)
+
+
+def set_attribute(obj: Any, name: str, value: Any) -> bool:
+    """h5py's ``attrs[name] = value`` on the low-level object ``obj``, for a plain value (see
+    :func:`_plain`): the same HDF5 calls h5py makes (an attribute of that name deleted, one
+    created with h5py's type and shape, written), without h5py's conversions and with the
+    types made once. A master's attributes are set one by one, thousands of them, and h5py
+    spent longer than HDF5 on each. Returns False, doing nothing, for any other value."""
+    data = _plain(value)
+    if data is None:
+        return False
+    types = _TYPES.get(data.dtype)
+    if types is None:
+        types = (h5py.h5t.py_create(data.dtype, logical=True), h5py.h5t.py_create(data.dtype))
+        _TYPES[data.dtype] = types
+    stored, memory = types
+    key = name.encode()
+    if h5py.h5a.exists(obj, key):
+        h5py.h5a.delete(obj, key)
+    space = h5py.h5s.create_simple(data.shape) if data.ndim else _SCALAR
+    attr = h5py.h5a.create(obj, key, stored, space)
+    try:
+        attr.write(data, mtype=memory)
+    except BaseException:
+        attr.close()
+        h5py.h5a.delete(obj, key)
+        raise
+    return True
 
 
 def stored_through_hdf5(value: Any) -> tuple[Any, str]:

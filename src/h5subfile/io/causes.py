@@ -185,8 +185,12 @@ def hdf5_writes(doing: str) -> Callable[[F], F]:
     def decorate(fn: F) -> F:
         @functools.wraps(fn)
         def wrapper(self: Any, *args: Any, **kwargs: Any) -> Any:
-            with hdf5_writing(self.path, doing):
+            try:  # hdf5_writing's handling, inline: a master's attributes come in thousands
                 return fn(self, *args, **kwargs)
+            except H5SubfileError:
+                raise
+            except (OSError, RuntimeError) as exc:
+                raise hdf5_error(exc, self.path, doing) from exc
 
         return wrapper  # type: ignore[return-value]
 

@@ -409,7 +409,9 @@ class Groups:
     def __init__(self, h5: h5py.File):
         self.h5 = h5
         self._known: dict[str, h5py.Group] = {"/": h5["/"]}
-        self._datasets: dict[str, h5py.Dataset] = {}  # opened by :meth:`object`
+        #: other objects' low-level identifiers, opened by :meth:`object_id` or remembered
+        #: when made (:meth:`remember`)
+        self._opened: dict[str, Any] = {}
         #: paths of the groups and datasets to be created keeping their creation order
         #: (h5py's ``track_order=True``)
         self.tracked: set[str] = set()
@@ -431,28 +433,31 @@ class Groups:
     def parent_of(self, path: str) -> h5py.Group:
         return self.require(posixpath.dirname(path) or "/")
 
-    def object(self, path: str) -> h5py.Group | h5py.Dataset:
-        """The group or dataset ``path``, opened once (a master's attributes are set one by one,
-        thousands of them: HDF5's path lookup each time cost more than the write)."""
-        found = self._known.get(path) or self._datasets.get(path)
+    def object_id(self, path: str) -> Any:
+        """The low-level identifier of group or dataset ``path``, opened once (a master's
+        attributes are set one by one, thousands of them: HDF5's path lookup each time cost
+        more than the write)."""
+        group = self._known.get(path)
+        if group is not None:
+            return group.id
+        found = self._opened.get(path)
         if found is None:
-            found = self.h5[path]
-            if isinstance(found, h5py.Group):
-                self._known[path] = found
-            else:
-                self._datasets[path] = found
+            found = self._opened[path] = h5py.h5o.open(self.h5.id, path.encode())
         return found
+
+    def remember(self, path: str, made: Any) -> None:
+        """Keep the identifier of dataset ``path``, just made, for :meth:`object_id`."""
+        self._opened[path] = made
 
     def forget(self, path: str) -> None:
         """Forget ``path`` and the groups and datasets below it (unlinked from the file, or
         made again)."""
-        if self._datasets.pop(path, None) is not None:
+        if isinstance(self._opened.pop(path, None), h5py.h5d.DatasetID):
             return  # a dataset: nothing below it
         below = path.rstrip("/") + "/"
-        for known in [k for k in self._known if k == path or k.startswith(below)]:
-            del self._known[known]
-        for known in [k for k in self._datasets if k.startswith(below)]:
-            del self._datasets[known]
+        for held in (self._known, self._opened):
+            for known in [k for k in held if k == path or k.startswith(below)]:
+                del held[known]
 
 
 def create_early_dataset(
@@ -485,6 +490,7 @@ def create_early_dataset(
     name = posixpath.basename(path).encode()
     end = groups.h5.id.get_filesize()
     dataset = h5py.h5d.create(groups.parent_of(path).id, name, type_id, space, dcpl=dcpl)
+    groups.remember(path, dataset)
     offset = dataset.get_offset()
     if offset is None:
         raise OSError(f"HDF5 allocated no storage for {path} (shape {shape})")

@@ -28,6 +28,7 @@ from ..layout.record import LAYOUT_ATTR, ROOT_ATTR, DatasetLayout, FileRecord, S
 from ..profiler.counters import Profile
 from ..profiler.reduction import record_id
 from . import image
+from .attributes import set_attribute
 from .causes import close_hdf5, hdf5_writes, hdf5_writing, let_go, os_error, reserve_space
 from .claim import Claim
 from .h5 import (
@@ -214,12 +215,13 @@ class MasterWriter(SourceFile):
     @hdf5_writes("write")
     def set_attr(self, path: str, name: str, value: Any) -> None:
         self._make_pending(path)
-        self.groups.object(path).attrs[name] = value
+        if not set_attribute(self.groups.object_id(path), name, value):
+            self.h5[path].attrs[name] = value  # h5py's own way for all but plain values
 
     @hdf5_writes("write")
     def delete_attr(self, path: str, name: str) -> None:
         self._make_pending(path)
-        del self.groups.object(path).attrs[name]
+        h5py.h5a.delete(self.groups.object_id(path), name.encode())
 
     @hdf5_writes("write")
     def make_scale(self, path: str, name: str | bytes) -> None:
@@ -370,7 +372,7 @@ class MasterWriter(SourceFile):
 
     @hdf5_writes("write")
     def write_layout(self, path: str, layout: DatasetLayout) -> None:
-        write_text_attr(h5py.h5o.open(self.h5.id, path.encode()), LAYOUT_ATTR, layout.to_json())
+        write_text_attr(self.groups.object_id(path), LAYOUT_ATTR, layout.to_json())
 
     # commit --------------------------------------------------------------------------------
     @hdf5_writes("write")
