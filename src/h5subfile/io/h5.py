@@ -32,7 +32,7 @@ from ..layout.names import SET_ASIDE
 from ..layout.validate import Hdf5Facts, Mapping
 from ..profiler.counters import PosixRecord, Profile, replay_hdf5_log
 from .causes import hdf5_writes
-from .posix import block_size
+from .posix import RawFile, block_size
 from .references import as_paths
 from .regular import require_regular
 
@@ -495,25 +495,36 @@ def create_early_dataset(
     if offset is None:
         raise OSError(f"HDF5 allocated no storage for {path} (shape {shape})")
     if value is not None or offset < end:
-        _fill(groups.h5[path], np.zeros((), dtype=dtype) if value is None else value)
+        element = fill if fill is not None else bytes(dtype.itemsize)
+        _fill(groups.h5.filename, int(offset), math.prod(shape), element)
     return int(offset)
 
 
-#: Elements filled at a time by :func:`_fill` (at most this many bytes: a few MiB).
+#: Bytes written at a time by :func:`_fill` (a few MiB).
 FILL_BYTES = 16 << 20
 
 
-def _fill(dataset: h5py.Dataset, value: np.ndarray) -> None:
-    """Write ``value`` (one element) over a dataset, axis 0 in slabs of at most
-    :data:`FILL_BYTES`."""
-    if not dataset.shape:
-        dataset[()] = value
+def _fill(path: str, offset: int, count: int, element: bytes) -> None:
+    """Write ``element`` (one element's bytes) ``count`` times from byte ``offset`` of
+    ``path``, in writes of at most :data:`FILL_BYTES`.
+
+    Written directly, as the ranks write data, never through HDF5: HDF5 keeps what it writes
+    to a contiguous dataset in its sieve buffer, up to 64 KiB around it, and writes the buffer
+    out later, at the latest when the file closes, over whatever the ranks have written there
+    by then (a dataset filled with zeros this way read back as zeros, not as its data)."""
+    if not count or not element:
         return
-    row = max(dataset.dtype.itemsize * math.prod(dataset.shape[1:]), 1)
-    step = max(1, FILL_BYTES // row)
-    for start in range(0, dataset.shape[0], step):
-        stop = min(start + step, dataset.shape[0])
-        dataset[start:stop] = np.broadcast_to(value, (stop - start, *dataset.shape[1:]))
+    per_write = max(1, FILL_BYTES // len(element))
+    block = element * min(per_write, count)
+    raw = RawFile(path, writable=True)
+    try:
+        done = 0
+        while done < count:
+            n = min(per_write, count - done)
+            raw.pwrite(memoryview(block)[: n * len(element)], offset + done * len(element))
+            done += n
+    finally:
+        raw.close()
 
 
 def direct_offset(dataset: h5py.Dataset) -> int | None:
