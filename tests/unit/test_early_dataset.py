@@ -13,7 +13,8 @@ import numpy as np
 import pytest
 
 from conftest import run_python
-from h5subfile.io.h5 import Groups, create_early_dataset, create_file
+from h5subfile.io.h5 import create_file
+from h5subfile.io.objects import Groups, create_early_dataset
 
 READ = """
 import sys, h5py
@@ -35,7 +36,7 @@ def _pwrite(path: Path, data: bytes, offset: int) -> None:
 def _with_freed_space(path: Path) -> Groups:
     """A new file where a dataset of 800 bytes, written with 0xAB bytes, was unlinked between
     two others: its storage is free for the next dataset of that size."""
-    groups = Groups(create_file(str(path)))
+    groups = Groups(create_file(str(path)), keep_made=True)  # as the master's
     _pwrite(path, b"\xab" * 800, create_early_dataset(groups, "/a", (100,), np.dtype("<f8")))
     create_early_dataset(groups, "/c", (100,), np.dtype("<f8"))
     groups.forget("/a")  # its identifier closed, so that HDF5 frees its storage

@@ -11,7 +11,8 @@ import h5py
 import numpy as np
 
 from conftest import run_python
-from h5subfile.io.h5 import Groups, create_virtual_dataset, hdf5_facts, whole_sources
+from h5subfile.io.h5 import create_virtual_dataset, hdf5_facts, whole_sources
+from h5subfile.io.objects import Groups
 from h5subfile.layout.blocks import Block
 from h5subfile.layout.hyperslab import Slab
 from h5subfile.layout.validate import Mapping

@@ -32,7 +32,14 @@ from ..layout.names import SET_ASIDE
 from ..layout.validate import Hdf5Facts, Mapping
 from ..profiler.counters import PosixRecord, Profile, replay_hdf5_log
 from .causes import hdf5_writes
-from .posix import RawFile, block_size
+from .objects import (
+    Groups,
+    create_chunked_dataset,
+    create_early_dataset,
+    creation_properties,
+    link_name,
+)
+from .posix import block_size
 from .references import as_paths
 from .regular import require_regular
 
@@ -206,25 +213,8 @@ def create_file(
     low-level API; ``track_order``: its root group keeps its links' and attributes' creation
     order (h5py's ``File(..., track_order=True)``)."""
     fapl = _file_access(alignment, meta_block_size, log_for(profile, path, created=True))
-    fcpl = h5py.h5p.create(h5py.h5p.FILE_CREATE)
-    if track_order:
-        track_creation_order(fcpl, links=True)
+    fcpl = creation_properties(h5py.h5p.FILE_CREATE, track_order, links=True)
     return h5py.File(h5py.h5f.create(path.encode(), h5py.h5f.ACC_TRUNC, fapl=fapl, fcpl=fcpl))
-
-
-def track_creation_order(plist: Any, links: bool) -> None:
-    """Make a creation property list keep (and index) the creation order of the object's
-    attributes and, for a group (``links``), of its members: h5py's ``track_order=True``."""
-    flags = h5py.h5p.CRT_ORDER_TRACKED | h5py.h5p.CRT_ORDER_INDEXED
-    plist.set_attr_creation_order(flags)
-    if links:
-        plist.set_link_creation_order(flags)
-
-
-def tracks_order(obj: Any) -> bool:
-    """Whether an open group or dataset keeps its creation order (``track_order``)."""
-    plist = obj.id.get_create_plist()
-    return bool(plist.get_attr_creation_order() & h5py.h5p.CRT_ORDER_TRACKED)
 
 
 def open_file_rw(
@@ -271,34 +261,6 @@ def _no_small_data_block(fapl: h5py.h5p.PropFAID) -> None:
     library = _hdf5_library()
     if library is not None and library.H5Pset_small_data_block_size(fapl.id, 0) < 0:
         raise RuntimeError("H5Pset_small_data_block_size failed")
-
-
-def fill_array(dtype: np.dtype, fill: bytes | None) -> np.ndarray | None:
-    """A fill value's bytes (one element) as HDF5 takes it (None: HDF5's zeros)."""
-    return None if fill is None else np.frombuffer(fill, dtype=dtype).reshape(())
-
-
-def create_chunked_dataset(
-    groups: Groups,
-    path: str,
-    shape: tuple[int, ...],
-    dtype: np.dtype,
-    chunks: tuple[int, ...],
-    filters: dict[str, Any],
-    fill: bytes | None = None,
-) -> h5py.Dataset:
-    """Create a chunked dataset with h5py's filter arguments (``FilterSpec.h5py_kwargs()``)
-    and fill value (``fill``: one element's bytes; None: zeros); its chunks are then written
-    whole with ``write_direct_chunk``."""
-    return groups.parent_of(path).create_dataset(
-        posixpath.basename(path),
-        shape=shape,
-        dtype=dtype,
-        chunks=chunks,
-        fillvalue=fill_array(dtype, fill),
-        track_order=path in groups.tracked,
-        **filters,
-    )
 
 
 def write_text_attr(obj: Any, name: str, text: str) -> None:
@@ -358,9 +320,7 @@ def create_virtual_dataset(
     virtual dataspace is selected again for every mapping and one source dataspace made for
     each source shape (a quarter of the time of new ones for each mapping: rank 0 maps every
     extent of every dataset it publishes)."""
-    dcpl = h5py.h5p.create(h5py.h5p.DATASET_CREATE)
-    if path in groups.tracked:
-        track_creation_order(dcpl, links=False)
+    dcpl = creation_properties(h5py.h5p.DATASET_CREATE, path in groups.tracked)
     if fill is not None:
         dcpl.set_fill_value(np.asarray(fill, dtype=dtype).reshape(()))
     limits = None if not maxshape else tuple(h5py.h5s.UNLIMITED if n < 0 else n for n in maxshape)
@@ -382,10 +342,9 @@ def create_virtual_dataset(
             source.select_hyperslab(local.start, local.count, local.stride, local.block)
         dcpl.set_virtual(selection, file.encode(), dataset.encode(), source)
     type_id = h5py.h5t.py_create(dtype, logical=True)
-    name = posixpath.basename(path).encode()
-    h5py.h5d.create(
-        groups.parent_of(path).id, name, type_id, h5py.h5s.create_simple(shape, limits), dcpl=dcpl
-    )
+    name, lcpl = link_name(posixpath.basename(path))
+    space = h5py.h5s.create_simple(shape, limits)
+    h5py.h5d.create(groups.parent_of(path).id, name, type_id, space, dcpl=dcpl, lcpl=lcpl)
 
 
 def copy_attributes(source: h5py.HLObject, target: h5py.HLObject) -> None:
@@ -400,131 +359,6 @@ def copy_attributes(source: h5py.HLObject, target: h5py.HLObject) -> None:
             h5py.h5a.delete(target.id, key)
         copied = h5py.h5a.create(target.id, key, attr.get_type(), attr.get_space())
         copied.write(value)
-
-
-class Groups:
-    """The groups of an open file by path, created on first use and remembered (so that creating
-    many datasets does not ask HDF5 about the same parent group again and again)."""
-
-    def __init__(self, h5: h5py.File):
-        self.h5 = h5
-        self._known: dict[str, h5py.Group] = {"/": h5["/"]}
-        #: other objects' low-level identifiers, opened by :meth:`object_id` or remembered
-        #: when made (:meth:`remember`)
-        self._opened: dict[str, Any] = {}
-        #: paths of the groups and datasets to be created keeping their creation order
-        #: (h5py's ``track_order=True``)
-        self.tracked: set[str] = set()
-
-    def require(self, path: str) -> h5py.Group:
-        group = self._known.get(path)
-        if group is None:
-            if path in self.h5:  # not h5.get: HDF5's error for a missing path can be garbage
-                group = self.h5[path]
-                if not isinstance(group, h5py.Group):
-                    raise TypeError(f"Incompatible object ({type(group).__name__}) at {path}")
-            else:
-                parent = self.parent_of(path)
-                name = posixpath.basename(path)
-                group = parent.create_group(name, track_order=path in self.tracked)
-            self._known[path] = group
-        return group
-
-    def parent_of(self, path: str) -> h5py.Group:
-        return self.require(posixpath.dirname(path) or "/")
-
-    def object_id(self, path: str) -> Any:
-        """The low-level identifier of group or dataset ``path``, opened once (a master's
-        attributes are set one by one, thousands of them: HDF5's path lookup each time cost
-        more than the write)."""
-        group = self._known.get(path)
-        if group is not None:
-            return group.id
-        found = self._opened.get(path)
-        if found is None:
-            found = self._opened[path] = h5py.h5o.open(self.h5.id, path.encode())
-        return found
-
-    def remember(self, path: str, made: Any) -> None:
-        """Keep the identifier of dataset ``path``, just made, for :meth:`object_id`."""
-        self._opened[path] = made
-
-    def forget(self, path: str) -> None:
-        """Forget ``path`` and the groups and datasets below it (unlinked from the file, or
-        made again)."""
-        if isinstance(self._opened.pop(path, None), h5py.h5d.DatasetID):
-            return  # a dataset: nothing below it
-        below = path.rstrip("/") + "/"
-        for held in (self._known, self._opened):
-            for known in [k for k in held if k == path or k.startswith(below)]:
-                del held[known]
-
-
-def create_early_dataset(
-    groups: Groups,
-    path: str,
-    shape: tuple[int, ...],
-    dtype: np.dtype,
-    fill: bytes | None = None,
-) -> int:
-    """Create a contiguous dataset whose storage is allocated now and never filled by HDF5.
-
-    Returns the byte offset of its data in the file, where ranks then write directly. Storage
-    beyond the file's end reads as zeros until written; storage HDF5 found among space freed
-    earlier in this session (a dataset unlinked) is zeroed first, so that what nobody writes
-    reads as zeros (HDF5's default fill value) there too. ``fill`` (one element's bytes, not
-    all zeros): the dataset's fill value, written over its storage now (what nobody writes
-    reads as it; only scalars and small datasets are made so).
-    """
-    dcpl = h5py.h5p.create(h5py.h5p.DATASET_CREATE)
-    if path in groups.tracked:
-        track_creation_order(dcpl, links=False)
-    dcpl.set_layout(h5py.h5d.CONTIGUOUS)
-    dcpl.set_alloc_time(h5py.h5d.ALLOC_TIME_EARLY)
-    dcpl.set_fill_time(h5py.h5d.FILL_TIME_NEVER)
-    value = fill_array(dtype, fill)
-    if value is not None:
-        dcpl.set_fill_value(value)
-    space = h5py.h5s.create_simple(shape) if shape else h5py.h5s.create(h5py.h5s.SCALAR)
-    type_id = h5py.h5t.py_create(dtype, logical=True)
-    name = posixpath.basename(path).encode()
-    end = groups.h5.id.get_filesize()
-    dataset = h5py.h5d.create(groups.parent_of(path).id, name, type_id, space, dcpl=dcpl)
-    groups.remember(path, dataset)
-    offset = dataset.get_offset()
-    if offset is None:
-        raise OSError(f"HDF5 allocated no storage for {path} (shape {shape})")
-    if value is not None or offset < end:
-        element = fill if fill is not None else bytes(dtype.itemsize)
-        _fill(groups.h5.filename, int(offset), math.prod(shape), element)
-    return int(offset)
-
-
-#: Bytes written at a time by :func:`_fill` (a few MiB).
-FILL_BYTES = 16 << 20
-
-
-def _fill(path: str, offset: int, count: int, element: bytes) -> None:
-    """Write ``element`` (one element's bytes) ``count`` times from byte ``offset`` of
-    ``path``, in writes of at most :data:`FILL_BYTES`.
-
-    Written directly, as the ranks write data, never through HDF5: HDF5 keeps what it writes
-    to a contiguous dataset in its sieve buffer, up to 64 KiB around it, and writes the buffer
-    out later, at the latest when the file closes, over whatever the ranks have written there
-    by then (a dataset filled with zeros this way read back as zeros, not as its data)."""
-    if not count or not element:
-        return
-    per_write = max(1, FILL_BYTES // len(element))
-    block = element * min(per_write, count)
-    raw = RawFile(path, writable=True)
-    try:
-        done = 0
-        while done < count:
-            n = min(per_write, count - done)
-            raw.pwrite(memoryview(block)[: n * len(element)], offset + done * len(element))
-            done += n
-    finally:
-        raw.close()
 
 
 def direct_offset(dataset: h5py.Dataset) -> int | None:

@@ -23,7 +23,7 @@ import h5py
 import numpy as np
 
 from ..layout.references import ObjectRef
-from .h5 import track_creation_order
+from .objects import track_creation_order
 
 _NUMBERS = itertools.count()
 

@@ -33,19 +33,17 @@ from .causes import close_hdf5, hdf5_writes, hdf5_writing, let_go, os_error, res
 from .claim import Claim
 from .h5 import (
     META_BLOCK_SIZE,
-    Groups,
     Mapped,
     SourceFile,
     copy_attributes,
     create_file,
     create_virtual_dataset,
-    fill_array,
     open_file_rw,
-    tracks_order,
     whole_sources,
     write_text_attr,
 )
 from .master_read import dataset_node, scan
+from .objects import Groups, creation_properties, fill_array, tracks_order
 from .posix import block_size, fsync_path
 
 COPY_LIMIT_ENV = "H5SUBFILE_MASTER_COPY_LIMIT"
@@ -179,7 +177,7 @@ class MasterWriter(SourceFile):
 
     def _begin(self, mode: str, session_info: dict[str, Any]) -> None:
         """The session's record, in the catalogue and, appending in place, in the master."""
-        self.groups = Groups(self.h5)
+        self.groups = Groups(self.h5, keep_made=True)
         #: whether :meth:`commit` has published the master (renamed, or closed in place)
         self.published = False
         #: virtual datasets of learned layouts, made at close (:meth:`map_pieces`): by path,
@@ -299,7 +297,7 @@ class MasterWriter(SourceFile):
                 posixpath.basename(path),
                 shape=shape,
                 dtype=dtype,
-                track_order=path in self.groups.tracked,
+                dcpl=creation_properties(h5py.h5p.DATASET_CREATE, path in self.groups.tracked),
             )
         elif not all(names_master(e.file) for e in extents):
             sources = whole_sources([(e.file, e.dataset, e.start, e.shape) for e in extents])

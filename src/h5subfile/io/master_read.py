@@ -48,9 +48,9 @@ from .h5 import (
     open_shared_read,
     read_attrs,
     read_text_attr,
-    tracks_order,
     virtual_sources,
 )
+from .objects import tracks_order
 from .posix import probe_file
 from .regular import require_regular
 

@@ -14,7 +14,8 @@ import numpy as np
 from ..layout.integrity import IDENTITY_DATASET, SubfileInfo
 from ..profiler.counters import Profile
 from .causes import close_hdf5, hdf5_writing, let_go
-from .h5 import META_BLOCK_SIZE, Groups, SourceFile, create_file
+from .h5 import META_BLOCK_SIZE, SourceFile, create_file
+from .objects import Groups
 from .posix import fsync_path
 
 
