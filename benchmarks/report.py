@@ -75,6 +75,7 @@ DATA = {
     "patterns_one_round": "write-patterns-one-round.json",
     "patterns_proven": "write-patterns-proven-copies.json",
     "patterns_announced": "write-patterns-announced.json",
+    "patterns_master_attrs": "write-patterns-master-attributes.json",
 }
 PAPER_TITLE = paper_experiment.TITLE
 SHORT = {PAPER_TITLE: "VPIC-IO / IOR"}
@@ -827,6 +828,7 @@ def summary(data: dict[str, dict]) -> str:
         + write_patterns.summary_rows(data["patterns_one_round"])
         + write_patterns.summary_rows(data["patterns_proven"])
         + write_patterns.summary_rows(data["patterns_announced"])
+        + write_patterns.summary_rows(data["patterns_master_attrs"])
     )
     other = sorted(
         {
@@ -909,6 +911,7 @@ others run `report.py`):
 | [Write patterns after metadata calls without rounds]({patterns_metadata}) | `docs/write-patterns-metadata.json` | the write-patterns script with `--only vpic_2 vpic_h5py_2 t64k_one_file t64k_posix_shared t16m_subfiles2 t16m_posix_fpp --title "Write patterns after metadata calls without rounds"` (BASE: the commit before) |
 | [VPIC writes after metadata calls without rounds, a second series]({patterns_metadata_vpic}) | `docs/write-patterns-metadata-vpic.json` | the same script with `--reps 7 --only vpic_2 vpic_h5py_2 --title "VPIC writes after metadata calls without rounds, a second series"` |
 | [Write patterns after dimension scales, appends and copies]({patterns_scales}) | `docs/write-patterns-scales.json` | the same script with `--reps 9 --only vpic_2 vpic_h5py_2 t64k_one_file t64k_posix_shared --title "Write patterns after dimension scales, appends and copies"` (BASE: the commit before this work) |
+| [Write patterns after the master's attribute work]({patterns_master_attrs}) | `docs/write-patterns-master-attributes.json` | the same script with `--reps 7 --only vpic_2 vpic_h5py_2 t64k_one_file t64k_posix_shared --title "Write patterns after the master's attribute work"` (BASE: the commit before this work) |
 | [VPIC writes after dimension scales, appends and copies, a second series]({patterns_scales_vpic}) | `docs/write-patterns-scales-vpic.json` | the same script with `--reps 11 --only vpic_2 vpic_h5py_2 --title "VPIC writes after dimension scales, appends and copies, a second series"` |
 | [VPIC writes after one-round creation where rank 0 leads every source]({patterns_one_round}) | `docs/write-patterns-one-round.json` | the same script with `--reps 9 --only vpic_2 vpic_h5py_2 --title "VPIC writes after one-round creation where rank 0 leads every source"` (BASE: the commit before) |
 | [VPIC writes after copies proven by the bytes passed]({patterns_proven}) | `docs/write-patterns-proven-copies.json` | the same script with `--reps 7 --only vpic_2 vpic_h5py_2 --title "VPIC writes after copies proven by the bytes passed"` (BASE: the commit before) |
@@ -951,6 +954,7 @@ def build(data: dict[str, dict]) -> str:
         "patterns_one_round": anchor(data["patterns_one_round"]["title"]),
         "patterns_proven": anchor(data["patterns_proven"]["title"]),
         "patterns_announced": anchor(data["patterns_announced"]["title"]),
+        "patterns_master_attrs": anchor(data["patterns_master_attrs"]["title"]),
     }
     parts = [
         HEADER.format(**anchors),
@@ -984,6 +988,7 @@ def build(data: dict[str, dict]) -> str:
         write_patterns.render(data["patterns_one_round"]),
         write_patterns.render(data["patterns_proven"]),
         write_patterns.render(data["patterns_announced"]),
+        write_patterns.render(data["patterns_master_attrs"]),
     ]
     return "\n\n".join(parts) + "\n"
 
