@@ -123,3 +123,21 @@ def test_strings_and_fields(tmp_path: Path) -> None:
         assert r.fields(["i"])[...].dtype.names == ("i",)
         with pytest.raises(TypeError):
             r.asstr()
+
+
+@pytest.mark.parametrize("mode", ["w", "w-", "x", "a", "r+", "r"])
+def test_mode_as_h5py_says_it(tmp_path: Path, mode: str) -> None:
+    """``File.mode`` is what h5py's is for a file opened with the same mode: ``"r+"`` for
+    every mode that writes, ``"r"`` for reading; a closed file's raises ValueError, as h5py's
+    does (h5subfile said ``"w"`` for a file opened with ``"w"``)."""
+    ours, theirs = tmp_path / "ours.h5", tmp_path / "theirs.h5"
+    if mode in ("r+", "r"):
+        hs.File(ours, "w", comm=MPI.COMM_SELF).close()
+        h5py.File(theirs, "w").close()
+    f = hs.File(ours, mode, comm=MPI.COMM_SELF)
+    with h5py.File(theirs, mode) as g:
+        assert f.mode == g.mode
+        assert f"(mode {g.mode!r})" in repr(f)
+    f.close()
+    with pytest.raises(ValueError):
+        assert f.mode is None  # raises first

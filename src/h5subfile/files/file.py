@@ -208,7 +208,11 @@ class File(Group):
 
     @property
     def mode(self) -> str:
-        return self._session.mode
+        """h5py's: ``"r+"`` for a file open for writing, whatever mode opened it (``"w"``,
+        ``"a"``, ``"x"``...), ``"r"`` for one open read-only; ValueError once it is closed."""
+        if self._session.closed:
+            raise ValueError(f"{self._session.path} is closed: it has no mode (as in h5py)")
+        return "r" if self._session.writing is None else "r+"
 
     @property
     def comm(self) -> MPI.Comm:
@@ -258,7 +262,7 @@ class File(Group):
         commit.record_extra(self._session, key, value)
 
     def __repr__(self) -> str:
-        status = "closed" if self._session.closed else f"mode {self._session.mode!r}"
+        status = "closed" if self._session.closed else f"mode {self.mode!r}"
         return f"<h5subfile.File {self._session.path!r} ({status})>"
 
     # flushing, committing and closing ----------------------------------------------------
