@@ -141,3 +141,33 @@ def test_mode_as_h5py_says_it(tmp_path: Path, mode: str) -> None:
     f.close()
     with pytest.raises(ValueError):
         assert f.mode is None  # raises first
+
+
+def test_writes_broadcast_as_h5py(tmp_path: Path) -> None:
+    """Data that h5py broadcasts into a selection is written the same, into a dataset with
+    a declared block and into one whose layout is learned (a one-element array into one
+    element was refused: ``DataShapeError``)."""
+    writes = [
+        (3, np.array([7.0])),
+        (2, np.array([[4.0]])),
+        (slice(0, 2), np.ones((1, 2))),
+        ((slice(4, 6),), np.array([[[5.0]]])),
+        (slice(6, 10), 2.5),
+    ]
+    with (
+        h5py.File(tmp_path / "h5py.h5", "w") as g,
+        hs.File(tmp_path / "ours.h5", "w", comm=MPI.COMM_SELF) as f,
+    ):
+        want = g.create_dataset("x", (10,), "f8")
+        declared = f.create_dataset("declared", (10,), "f8", start=(0,), count=(10,))
+        learned = f.create_dataset("learned", (10,), "f8")
+        for selection, data in writes:
+            want[selection] = data
+            declared[selection] = data
+            learned[selection] = data
+        with pytest.raises(hs.DataShapeError, match="does not match"):
+            learned[0:2] = np.ones(3)
+        want = want[...]
+    with h5py.File(tmp_path / "ours.h5", "r") as f:
+        np.testing.assert_array_equal(f["declared"][...], want)
+        np.testing.assert_array_equal(f["learned"][...], want)

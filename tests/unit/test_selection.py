@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 
+import h5py
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -11,7 +12,7 @@ from hypothesis import strategies as st
 
 from h5subfile.errors import SelectionError
 from h5subfile.layout import selection as sel
-from h5subfile.layout.selection import assemble, partition, plan_read
+from h5subfile.layout.selection import assemble, broadcast_as_h5py, partition, plan_read
 
 
 def read(array: np.ndarray, selection) -> np.ndarray:
@@ -119,3 +120,41 @@ def test_partition_covers_every_item_once(n, size) -> None:
     assert parts[0][0] == 0 and parts[-1][1] == n
     assert all(a[1] == b[0] for a, b in zip(parts, parts[1:]))
     assert all(hi - lo == n // size for lo, hi in parts[:-1])
+
+
+_SHAPES = st.lists(st.integers(1, 3), min_size=0, max_size=3).map(tuple)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.integers(1, 4), min_size=1, max_size=3).map(tuple), st.data())
+def test_broadcast_as_h5py_writes_what_h5py_writes(dataset: tuple[int, ...], data) -> None:
+    """Every source shape into every selection of integers and slices: broadcast_as_h5py
+    gives the values h5py stores, or None where h5py raises."""
+    selection = tuple(
+        data.draw(
+            st.one_of(
+                st.integers(0, n - 1),
+                st.tuples(st.integers(0, n), st.integers(0, n)).map(
+                    lambda ab: slice(min(ab), max(ab))
+                ),
+            )
+        )
+        for n in dataset
+    )
+    source = data.draw(_SHAPES)
+    values = np.arange(1, math.prod(source) + 1, dtype="f8").reshape(source)
+    with h5py.File("broadcast", "w", driver="core", backing_store=False) as f:
+        d = f.create_dataset("d", dataset, "f8")
+        try:
+            d[selection] = values
+        except (TypeError, ValueError):
+            expected = None
+        else:
+            expected = d[selection]
+    shape = np.zeros(dataset)[selection].shape
+    got = broadcast_as_h5py(values, shape)
+    if expected is None:
+        assert got is None, (source, shape)
+    elif np.size(expected):  # an empty selection: h5py writes nothing, whatever the shape
+        assert got is not None, (source, shape)
+        np.testing.assert_array_equal(got, expected)

@@ -17,7 +17,7 @@ import numpy as np
 
 from ..errors import DataShapeError, FileModeError, H5SubfileError, SelectionError
 from ..layout.blocks import Block
-from ..layout.selection import plan_write, selection_box
+from ..layout.selection import broadcast_as_h5py, plan_write, selection_box
 from .learned_state import LearnedTarget
 from .messages import ROOT_WRITES, WHOLE_BLOCK, PreparedWrite, Transfer, WriteRequest
 from .read import read
@@ -132,13 +132,15 @@ def _prepare_declared(session: Session, request: WriteRequest) -> PreparedWrite 
         )
     array = convert(request.data, info.dtype, f"rank {rank}")
     if array.shape != shape:
-        if array.ndim != 0 or whole:
+        # a block written whole takes its shape; a selection, what h5py broadcasts to it
+        broadcast = None if whole else broadcast_as_h5py(array, shape)
+        if broadcast is None:
             what = f"its block {box}" if whole else f"the selection {box}"
             raise DataShapeError(
                 f"rank {rank}: data of shape {array.shape} does not match {what} "
                 f"(shape {shape}) of dataset {path}"
             )
-        array = np.full(shape, array, dtype=array.dtype)  # a scalar fills the selection
+        array = np.ascontiguousarray(broadcast)
     if box.size == 0:
         return None
     return PreparedWrite(path, target, box, array.reshape(box.count))
@@ -173,13 +175,13 @@ def prepare_learned(
     plan = plan_write(info.shape, selection)
     array = convert(request.data, info.dtype, f"rank {rank}", like_h5py=True)
     if array.shape != plan.shape:
-        try:
-            array = np.broadcast_to(array, plan.shape)
-        except ValueError:
+        broadcast = broadcast_as_h5py(array, plan.shape)
+        if broadcast is None:
             raise DataShapeError(
                 f"rank {rank}: data of shape {array.shape} does not match the selection "
                 f"(shape {plan.shape}) of dataset {path}"
-            ) from None
+            )
+        array = broadcast
     array = array.reshape(plan.full)
     chunked = learned.extents and learned.extents[0].transfer is Transfer.CHUNKED
     if chunked and sum(1 for box, _ in plan.boxes if not box.is_empty) > 1:

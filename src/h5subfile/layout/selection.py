@@ -288,3 +288,24 @@ def plan_write(shape: Shape, selection: Any) -> WritePlan:
         for combo in itertools.product(*memory)
     )
     return WritePlan(kept, full, boxes)
+
+
+def broadcast_as_h5py(array: np.ndarray, shape: Shape) -> np.ndarray | None:
+    """``array`` as h5py writes it into a selection of ``shape`` (integer-indexed axes left
+    out), or None where h5py raises: to a scalar selection, any array of one element; else
+    ``array``'s axes matched to the selection's from the last, each 1 or the selection's
+    length (missing ones taken as 1), and those left over all 1, then repeated as numpy
+    broadcasts. So ``d[3] = np.array([7.0])`` and ``d[0:2] = np.ones((1, 2))`` are
+    writes, as in h5py (numpy alone refuses the second)."""
+    if not shape:
+        return array.reshape(()) if array.size == 1 else None
+    remaining = list(array.shape)
+    expanded = []
+    for n in reversed(shape):
+        t = remaining.pop() if remaining else 1
+        if t != 1 and t != n:
+            return None
+        expanded.append(t)
+    if any(t != 1 for t in remaining):
+        return None
+    return np.broadcast_to(array.reshape(tuple(reversed(expanded))), shape)
