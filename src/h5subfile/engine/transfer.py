@@ -186,7 +186,13 @@ def note_learned(
         target = writing.learned[write.path]
         k = target.index_of(write.target)
         hasher = learned_state.note_write(target, k, write.box)
-        if hasher is None or not writing.checksums:
+        if hasher is None:
+            # hashed from the file at close, which proves nothing about the bytes passed:
+            # written from a copy, never from the caller's array (async_zero_copy), which
+            # the caller may change before it is written
+            hashing.copied.add(id(write))
+            continue
+        if not writing.checksums:
             continue
         as_written = (
             write.target.transfer is Transfer.DIRECT
