@@ -278,3 +278,37 @@ def test_format4_file_reads_verifies_and_grows_into_format_5(format4: Path) -> N
     result = run_cli(2, "verify", format4)
     assert result.returncode == 0, result.stdout + result.stderr
     assert "clean" in result.stdout
+
+
+ADD_GZIP = """
+import sys, h5py, numpy as np
+with h5py.File(sys.argv[1], "r+") as f:  # as applications add to a file after writing it
+    d = f.create_dataset("added", data=np.arange(10000.0), chunks=(1000,), compression="gzip")
+    print(d.id.get_chunk_info(3).byte_offset)
+"""
+
+
+@pytest.mark.parametrize("ranks", [1, 3])
+def test_a_dataset_added_by_another_program_is_read_through_hdf5(
+    tmp_path: Path, written: Path, ranks: int
+) -> None:
+    """A compressed dataset plain h5py added to the master has no checksums of h5subfile's:
+    verify reads it whole through HDF5 and says so; one byte of a chunk flipped, HDF5 cannot
+    read it and verify exits 1 naming the dataset (it said "clean" before)."""
+    path = copy_file(written, tmp_path)
+    added = run_python(ADD_GZIP, str(path))
+    assert added.returncode == 0, added.stderr
+    result = run_cli(ranks, "verify", path, "--json")
+    report = json.loads(result.stdout)
+    assert result.returncode == 0 and report["clean"], result.stdout + result.stderr
+    assert report["read_through_hdf5"] == ["/added"]
+    offset = int(added.stdout) + 20
+    with open(path, "r+b") as handle:
+        handle.seek(offset)
+        byte = handle.read(1)[0]
+        handle.seek(offset)
+        handle.write(bytes([byte ^ 0xFF]))
+    result = run_cli(ranks, "verify", path)
+    assert result.returncode == 1, result.stdout + result.stderr
+    assert "read through HDF5: 1 dataset(s) not written by h5subfile (/added)" in result.stdout
+    assert "BAD /added: CorruptFileError" in result.stdout and "DAMAGED" in result.stdout

@@ -51,15 +51,30 @@ def no_checksums(names: list[str]) -> str:
     )
 
 
+def through_hdf5(names: list[str]) -> str:
+    """The line naming the datasets another program added, which only HDF5's checks cover."""
+    shown = ", ".join(names[:8]) + (", ..." if len(names) > 8 else "")
+    return (
+        f"read through HDF5: {len(names)} dataset(s) not written by h5subfile ({shown}); "
+        "every value was read, so HDF5's own checks (a filter's, Fletcher32's) ran, but "
+        "h5subfile holds no checksums of them"
+    )
+
+
 def render(report: dict[str, Any]) -> str:
     lines = [
         f"{report['file']}: {checked(report)}, {report['ranks']} rank(s), {report['seconds']:.2f} s"
     ]
     if report["no_checksums"]:
         lines.append(no_checksums(report["no_checksums"]))
+    if report.get("read_through_hdf5"):
+        lines.append(through_hdf5(report["read_through_hdf5"]))
     for bad in report["bad"]:
         if "subfile" in bad:
             lines.append(f"BAD subfile {bad['subfile']}: {bad['message']}")
+            continue
+        if "start" not in bad:  # a dataset read through HDF5
+            lines.append(f"BAD {bad['dataset']}: {bad['error']}: {bad['message']}")
             continue
         where = f"{bad['file']}"
         if bad.get("offset") is not None:

@@ -4,11 +4,18 @@ checksum and every recorded subfile's identity and size, split over the ranks.
 Rank 0, which holds every layout, lists the work items and splits them into shares of about
 equal bytes; each rank receives its own share with the extents it needs (never the whole
 layout), and the findings are gathered on every rank.
+
+Datasets another program added to the master (``h5py.File(master, "r+")``) have no
+checksums of h5subfile's: a contiguous one is listed in ``no_checksums``; any other
+(compressed, chunked, virtual) is read whole through HDF5, so that HDF5's own checks (a
+filter's, Fletcher32's) run on every chunk, and listed in ``read_through_hdf5``: what HDF5
+cannot read is a finding, as a bad piece is.
 """
 
 from __future__ import annotations
 
 import heapq
+import math
 import os
 import time
 from collections.abc import Callable
@@ -23,7 +30,7 @@ from ..errors import (
     NotRegularFileError,
 )
 from ..io.boxes import identity_problem
-from ..io.h5 import structure_problem
+from ..io.h5 import read_problem, structure_problem
 from ..io.posix import RawFile
 from ..layout.catalog import NodeInfo
 from ..layout.integrity import PieceSum, SubfileInfo
@@ -48,12 +55,15 @@ class _Item:
     subfile: str = ""
     session_uuid: str = ""
     info: SubfileInfo | None = None
+    through_hdf5: bool = False  # a dataset h5subfile did not write, read whole by HDF5
 
 
-def _items(session: Session) -> tuple[list[_Item], list[str]]:
-    """Every piece and recorded subfile to check, and the datasets without checksums."""
+def _items(session: Session) -> tuple[list[_Item], list[str], list[str]]:
+    """Every piece and recorded subfile to check, the datasets without checksums, and those
+    read through HDF5 (see the module)."""
     items: list[_Item] = []
     unchecked: list[str] = []
+    through_hdf5: list[str] = []
     known: dict[str, bool] = {}
 
     def present(relpath: str) -> bool:
@@ -66,6 +76,12 @@ def _items(session: Session) -> tuple[list[_Item], list[str]]:
         return known[relpath]
 
     for path, info in sorted(session.catalog.nodes.items()):
+        if info.kind == "dataset" and info.via_h5py and info.problem is None:
+            through_hdf5.append(path)
+            assert info.dtype is not None
+            nbytes = info.dtype.itemsize * math.prod(info.shape)
+            items.append(_Item(max(nbytes, 1), path, through_hdf5=True))
+            continue
         layout = info.layout
         if info.kind != "dataset" or layout is None or not layout.extents:
             continue
@@ -83,7 +99,7 @@ def _items(session: Session) -> tuple[list[_Item], list[str]]:
                 nbytes = _piece_bytes(piece, itemsize)
                 items.append(_Item(nbytes, path, extent, j))
     items.extend(_subfile_items(session.catalog.record))
-    return items, unchecked
+    return items, unchecked, through_hdf5
 
 
 def _subfile_items(record: FileRecord) -> list[_Item]:
@@ -140,6 +156,27 @@ def _check_subfile(session: Session, item: _Item) -> dict[str, Any] | None:
     return {"subfile": item.subfile, "error": "CorruptFileError", "message": message}
 
 
+def _check_through_hdf5(session: Session, item: _Item) -> dict[str, Any] | None:
+    problem = read_problem(session.path, item.dataset)
+    if problem is None:
+        return None
+    message = f"dataset {item.dataset} (not written by h5subfile): {problem}"
+    return {
+        "dataset": item.dataset,
+        "file": "(the master)",
+        "error": "CorruptFileError",
+        "message": message,
+    }
+
+
+def _check(session: Session, item: _Item) -> dict[str, Any] | None:
+    if item.subfile:
+        return _check_subfile(session, item)
+    if item.through_hdf5:
+        return _check_through_hdf5(session, item)
+    return _check_piece(session, item)
+
+
 def _check_piece(session: Session, item: _Item) -> dict[str, Any] | None:
     info = session.catalog.nodes[item.dataset]
     extent = item.stored
@@ -176,13 +213,14 @@ def verify(session: Session, progress: Progress | None = None) -> dict[str, Any]
         )
     session.enter("verify", refused)  # a rank in another call: CollectiveMismatchError
 
-    def plan(_: list[None]) -> list[tuple[list[_Item], int, int, list[str]]]:
-        items, unchecked = _items(session)  # rank 0: every layout
-        pieces = sum(1 for i in items if not i.subfile)
+    def plan(_: list[None]) -> list[tuple[list[_Item], int, int, list[str], list[str]]]:
+        items, unchecked, through_hdf5 = _items(session)  # rank 0: every layout
+        pieces = sum(1 for i in items if not i.subfile and not i.through_hdf5)
+        subfiles = sum(1 for i in items if i.subfile)
         split = shares(items, session.comm.size)
-        return [(mine, pieces, len(items) - pieces, unchecked) for mine in split]
+        return [(mine, pieces, subfiles, unchecked, through_hdf5) for mine in split]
 
-    mine, pieces, subfiles, unchecked = root_decides(session.comm, None, None, plan)
+    mine, pieces, subfiles, unchecked, through_hdf5 = root_decides(session.comm, None, None, plan)
     total = sum(i.nbytes for i in mine)
     # Pieces are checked by checksum whatever their subfile's identity says: every bad
     # piece is listed (the identities are checked as items of their own).
@@ -193,11 +231,11 @@ def verify(session: Session, progress: Progress | None = None) -> dict[str, Any]
     started = time.perf_counter()
     try:
         for item in mine:
-            found = _check_subfile(session, item) if item.subfile else _check_piece(session, item)
+            found = _check(session, item)
             if found is not None:
                 findings.append(found)
             done += item.nbytes
-            checked += 0 if item.subfile else item.nbytes
+            checked += 0 if item.subfile or item.through_hdf5 else item.nbytes
             if progress is not None:
                 progress(done, total)
     finally:
@@ -213,6 +251,7 @@ def verify(session: Session, progress: Progress | None = None) -> dict[str, Any]
         "checked_bytes": sum(c for _, c, _ in gathered),
         "seconds": max(s for _, _, s in gathered),
         "no_checksums": unchecked,
+        "read_through_hdf5": through_hdf5,
         "problems": list(session.catalog.problems),
         "bad": bad,
         "clean": not bad and not session.catalog.problems,

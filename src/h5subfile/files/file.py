@@ -248,8 +248,9 @@ class File(Group):
         """Collective: check every stored byte against its checksum and every recorded
         subfile's identity and size, the work split over the ranks; every rank returns the
         report (``bad``: each damaged piece or subfile; ``no_checksums``: datasets written
-        without them; ``problems``: the open-time scan's; ``clean``). ``progress(done, total)``
-        is called with this rank's bytes."""
+        without them; ``read_through_hdf5``: datasets another program added, read whole by
+        HDF5 with its own checks; ``problems``: the open-time scan's; ``clean``).
+        ``progress(done, total)`` is called with this rank's bytes."""
         self._session.require_open()
         return verification.verify(self._session, progress)
 

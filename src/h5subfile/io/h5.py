@@ -156,6 +156,29 @@ def structure_problem(path: str) -> str | None:
         return f"HDF5 cannot read it: {exc}"
 
 
+#: Bytes :func:`read_problem` reads at a time.
+READ_BYTES = 16 << 20
+
+
+def read_problem(path: str, dataset: str) -> str | None:
+    """Why HDF5 cannot read dataset ``dataset`` of the file ``path`` whole, or None: its
+    values are read as a reader would, in slabs of about :data:`READ_BYTES` along its first
+    axis, so that HDF5's own checks (a filter's, Fletcher32's) run on every chunk."""
+    try:
+        with open_shared_read(path, what="master") as h5:
+            obj = h5[dataset]
+            if not obj.shape or not obj.size:
+                _ = obj[()]
+                return None
+            row = max(obj.dtype.itemsize * math.prod(obj.shape[1:]), 1)
+            step = max(1, READ_BYTES // row)
+            for start in range(0, obj.shape[0], step):
+                _ = obj[start : start + step]
+    except (OSError, KeyError, RuntimeError, ValueError, TypeError) as exc:
+        return f"HDF5 cannot read it: {exc}"
+    return None
+
+
 def _touch(obj: h5py.HLObject) -> None:
     """Read ``obj``'s attributes and, for a dataset, its type, shape and creation properties."""
     read = [obj.attrs[name] for name in obj.attrs]
