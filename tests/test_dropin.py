@@ -117,11 +117,14 @@ def test_a_module_and_its_exit_status(tmp_path: Path) -> None:
         "import sys, h5py\n"
         "from mpi4py import MPI\n"
         "assert h5py.get_config().mpi\n"
+        "assert sys.argv[2:] == ['--flag', 'v', '-n', '2'], sys.argv  # the module's, all\n"
         "with h5py.File(sys.argv[1], 'w', driver='mpio', comm=MPI.COMM_WORLD) as f:\n"
         "    f.create_dataset('x', (2,), 'i4')[MPI.COMM_WORLD.rank] = 7\n"
         "sys.exit(3)\n"
     )
-    done = run(2, "-m", "exits", str(tmp_path / "m.h5"), env={"PYTHONPATH": str(tmp_path)})
+    path = str(tmp_path / "m.h5")
+    env = {"PYTHONPATH": str(tmp_path)}
+    done = run(2, "-m", "exits", path, "--flag", "v", "-n", "2", env=env)
     assert done.returncode == 3, done.stderr
     with h5py.File(tmp_path / "m.h5") as f:
         assert f["x"][()].tolist() == [7, 7]
@@ -137,6 +140,22 @@ def test_an_uncaught_exception_ends_the_job(tmp_path: Path) -> None:
     done = run(2, str(tmp_path / "fails.py"))
     assert done.returncode != 0
     assert "ValueError: rank 1 gives up" in done.stderr
+
+
+def test_an_error_status_on_one_rank_ends_the_job(tmp_path: Path) -> None:
+    """``sys.exit(3)`` on rank 1 while rank 0 waits in a barrier after closing its file: the
+    job ends with status 3, as under ``python -m mpi4py`` (it hung)."""
+    (tmp_path / "quits.py").write_text(
+        "import sys, h5py\n"
+        "from mpi4py import MPI\n"
+        "with h5py.File(sys.argv[1], 'w', driver='mpio', comm=MPI.COMM_WORLD) as f:\n"
+        "    f.create_dataset('x', (2,), 'i4')[MPI.COMM_WORLD.rank] = 7\n"
+        "if MPI.COMM_WORLD.rank == 1:\n"
+        "    sys.exit(3)\n"
+        "MPI.COMM_WORLD.Barrier()\n"  # rank 0 would wait here for ever
+    )
+    done = run(2, str(tmp_path / "quits.py"), str(tmp_path / "q.h5"))
+    assert done.returncode == 3, done.stderr
 
 
 def test_the_stand_ins_leave_other_files_to_h5py(tmp_path: Path) -> None:

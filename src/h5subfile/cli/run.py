@@ -4,8 +4,9 @@ h5py program with h5subfile serving its ``h5py.File(..., driver="mpio", comm=com
 as the program itself would be run.
 
 The program runs as ``__main__`` with ``sys.argv`` set as if started itself. Its exit status
-is the command's; an exception it does not catch ends the whole job at once, as ``python -m
-mpi4py`` ends it (a rank left alone would leave the others waiting in a collective call).
+is the command's; an exception it does not catch, or ``sys.exit`` with an error status on any
+rank, ends the whole job at once, as ``python -m mpi4py`` ends it (a rank left alone would
+leave the others waiting in a collective call).
 """
 
 from __future__ import annotations
@@ -33,8 +34,9 @@ def add_parser(verbs: Any) -> None:
     parser.add_argument(
         "-m",
         dest="module",
+        nargs=argparse.REMAINDER,
         metavar="MODULE",
-        help="run a module as python -m would (its arguments follow)",
+        help="run a module as python -m would (everything after it is the module's arguments)",
     )
     parser.add_argument(
         "program",
@@ -49,13 +51,17 @@ def run(args: argparse.Namespace) -> int:
     from .. import dropin
 
     words = list(args.program)
-    if args.module is None and not words:
+    if args.module is not None:  # -m MODULE ARGS...: everything after -m is python -m's
+        if not args.module:
+            raise SystemExit("h5subfile run: -m needs a module to run")
+        module, *words = args.module
+    elif not words:
         raise SystemExit("h5subfile run: give a program (PROGRAM.py or -m MODULE) to run")
     plan = {k: v for k, v in plan_arguments(args).items() if v is not None}
     dropin.install(**plan)
     if args.module is not None:
-        sys.argv = [args.module, *words]
-        return _main(lambda: runpy.run_module(args.module, run_name="__main__", alter_sys=True))
+        sys.argv = [module, *words]
+        return _main(lambda: runpy.run_module(module, run_name="__main__", alter_sys=True))
     program = words[0]
     if not os.path.exists(program):
         raise SystemExit(f"h5subfile run: {program}: no such program")
@@ -71,10 +77,17 @@ def _main(start: Any) -> int:
         start()
     except SystemExit as exc:
         code = exc.code
-        if code is None or isinstance(code, int):
-            return int(code or 0)
-        print(code, file=sys.stderr)
-        return 1
+        status = int(code or 0) if code is None or isinstance(code, int) else 1
+        text = "" if code is None or isinstance(code, int) else f"{code}\n"
+        if status:
+            from mpi4py import MPI
+
+            if MPI.COMM_WORLD.size > 1:
+                # as python -m mpi4py: a rank leaving with an error status ends the job, so
+                # that no other rank waits for it in a collective call
+                abort_job(status, text)
+        print(text, end="", file=sys.stderr)
+        return status
     except BaseException:  # noqa: BLE001 - the program's own error: shown, then the job ends
         from mpi4py import MPI
 
