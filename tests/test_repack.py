@@ -311,3 +311,42 @@ def test_input_without_checksums_is_copied_saying_so(tmp_path: Path) -> None:
     assert said[0] in result.stdout.splitlines(), result.stdout
     assert record_of(out) == {"source": str(path), "verified": True, "no_checksums": 8}
     check_same(path, out, "--conventional")
+
+
+ONE_GROUP_GZIP = """
+import sys, numpy as np, h5subfile as hs
+from mpi4py import MPI
+with hs.File(sys.argv[1], "w", comm=MPI.COMM_SELF, subfiles="node") as f:
+    f.write_dataset("z", np.arange(10000.0), compression="gzip")
+"""
+READ_Z = """
+import sys, h5py, numpy as np
+with h5py.File(sys.argv[1], "r") as f:
+    assert np.array_equal(f["z"][...], np.arange(10000.0))
+    print(sorted(f))
+"""
+
+
+@pytest.mark.parametrize("touched", ["as written", "copied", "added to by h5py"])
+def test_a_one_group_file_with_a_compressed_dataset(tmp_path: Path, touched: str) -> None:
+    """One group (one machine's default) holding a compressed dataset: repack opened the
+    master a second time in the same process with other locking flags, and HDF5 refused
+    ("file locking flag values don't match"), as written, copied with cp -r, or after plain
+    h5py added a dataset."""
+    path = tmp_path / "one.h5"
+    made = run_python(ONE_GROUP_GZIP, str(path))
+    assert made.returncode == 0, made.stderr
+    if touched == "copied":
+        (tmp_path / "copy").mkdir()
+        shutil.copy(path, tmp_path / "copy" / "one.h5")
+        if path.with_suffix(".subfiles").exists():
+            shutil.copytree(path.with_suffix(".subfiles"), tmp_path / "copy" / "one.subfiles")
+        path = tmp_path / "copy" / "one.h5"
+    if touched == "added to by h5py":
+        code = "import sys, h5py\nh5py.File(sys.argv[1], 'r+')['more'] = [1, 2, 3]\n"
+        assert run_python(code, str(path)).returncode == 0
+    out = tmp_path / "out.h5"
+    result = run_cli(1, "repack", path, out)
+    assert result.returncode == 0, result.stdout + result.stderr
+    read = run_python(READ_Z, str(out))
+    assert read.returncode == 0, read.stderr

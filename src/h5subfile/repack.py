@@ -55,7 +55,7 @@ from .errors import (
 )
 from .files import Dataset, File, Group
 from .files.dims import scale_name
-from .io.h5 import is_attribute_note
+from .io.h5 import is_attribute_note, open_shared_read
 from .layout.dtypes import check_dtype
 from .layout.names import subfile_folder
 from .layout.references import ObjectRef, holds_refs
@@ -224,7 +224,9 @@ def find_links(path: str) -> list[str]:
             if isinstance(obj, h5py.Group):
                 walk(obj, path)
 
-    with h5py.File(path, "r") as f:
+    # opened as h5subfile's reader has it open (HDF5 refuses a second open of a file with
+    # other locking flags: "file locking flag values don't match")
+    with open_shared_read(path, what="master") as f:
         walk(f, "")
     return found
 
