@@ -158,6 +158,24 @@ def test_an_error_status_on_one_rank_ends_the_job(tmp_path: Path) -> None:
     assert done.returncode == 3, done.stderr
 
 
+@pytest.mark.parametrize("status", [0, 3])
+def test_sys_exit_inside_the_with_block_keeps_the_file(tmp_path: Path, status: int) -> None:
+    """``sys.exit`` on every rank inside ``with h5py.File(..., driver="mpio")`` after writing:
+    h5py's ``__exit__`` closes the file and keeps the data, and so does h5subfile's (the file
+    did not exist afterwards)."""
+    (tmp_path / "leaves.py").write_text(
+        "import sys, h5py\n"
+        "from mpi4py import MPI\n"
+        "with h5py.File(sys.argv[1], 'w', driver='mpio', comm=MPI.COMM_WORLD) as f:\n"
+        "    f.create_dataset('x', (2,), 'i4')[MPI.COMM_WORLD.rank] = 7\n"
+        "    sys.exit(int(sys.argv[2]))\n"
+    )
+    done = run(2, str(tmp_path / "leaves.py"), str(tmp_path / "l.h5"), str(status))
+    assert done.returncode == status, done.stderr
+    with h5py.File(tmp_path / "l.h5") as f:
+        assert f["x"][()].tolist() == [7, 7]
+
+
 def test_the_stand_ins_leave_other_files_to_h5py(tmp_path: Path) -> None:
     from h5py import h5
 

@@ -224,6 +224,25 @@ def test_an_exception_on_every_rank_leaves_the_file_untouched(
     _check_intact(comm, earlier, "x")
 
 
+@pytest.mark.parametrize("leaving", [SystemExit(0), SystemExit(3), ValueError("stop here")])
+def test_the_same_exception_on_every_rank_closes_as_h5py_does(
+    comm: MPI.Comm, shared_tmp: Path, leaving: BaseException
+) -> None:
+    """Every rank leaving the block with the same exception (``sys.exit`` in a program, say)
+    closes the file as h5py's ``__exit__`` does: what was written completely is published
+    (it was abandoned: a first session's file did not exist), what was not is left out, and
+    the exception goes on."""
+    path = shared_tmp / "left.h5"
+    with pytest.raises(type(leaving)):
+        with hs.File(path, "w", comm=comm) as f:
+            _block(f, "whole").write(np.full(2, comm.rank, "i4"))
+            _block(f, "half")[2 * comm.rank] = 7  # each rank writes half of its block
+            raise leaving
+    with hs.File(path, "r", comm=comm) as f:
+        assert f["whole"][...].tolist() == [r for r in range(comm.size) for _ in range(2)]
+        assert "half" not in f
+
+
 def test_writes_of_different_datasets_are_refused(comm: MPI.Comm, shared_tmp: Path) -> None:
     with raises_on_every_rank(comm, hs.IncompleteFileError, "/a", "/b"):
         with hs.File(shared_tmp / "args.h5", "w", comm=comm) as f:

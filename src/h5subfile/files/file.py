@@ -311,12 +311,16 @@ class File(Group):
         return self
 
     def __exit__(self, exc_type: Any, exc: BaseException | None, tb: Any) -> None:
-        """Collective: close the file; after an exception on this rank only, leave it.
+        """Collective: close the file; after an exception of this rank's own, close it only if
+        every rank left the block with the same one, else leave it.
 
-        A rank leaving after an exception of its own makes one agreement round carrying it:
-        the other ranks meet it in their next collective call on the file, where every rank
-        raises (they CollectiveMismatchError naming this rank and its exception; this rank
-        keeps its own exception) and abandons the session: nothing of it is published, files
+        A rank leaving after an exception of its own makes one agreement round naming it.
+        Where every rank is there with the same exception (its class and message: a
+        ``sys.exit(0)`` on every rank, say), the file is closed as h5py closes it, keeping
+        what was written completely (as after any error agreed by every rank). Otherwise the
+        other ranks meet it in their next collective call on the file, where every rank
+        raises (CollectiveMismatchError naming this rank and its exception; this rank keeps
+        its own exception) and abandons the session: nothing of it is published, files
         closed before stay as they were. No rank waits for ever.
         """
         session = self._session
@@ -327,16 +331,16 @@ class File(Group):
         if session.closed or (session.writing is None and session.stats.profile is None):
             session.abandon()  # reading: closing is local, nobody waits for this rank
             return
+        left = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
         try:
-            detail = (
-                f"after {type(exc).__name__}: {exc}" if str(exc) else f"after {type(exc).__name__}"
-            )
-            session.enter("File.__exit__", exc, detail=f"on rank {session.rank} {detail}")
+            # the same call and arguments on every rank: every rank left with this exception
+            session.enter("File.__exit__", detail=f"on rank {session.rank} after {left}", args=left)
         except H5SubfileError as agreed:
             if sys.version_info >= (3, 11):
                 exc.add_note(f"every rank of the file left it: {agreed}")
-        finally:
             session.abandon()
+            return
+        commit.close(session, exc)
 
 
 Node.file_of = File._from_session
