@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .errors import PlanError
-from .units import parse_size
+from .units import format_bytes, parse_size
 
 GROUPING_KEYWORDS = ("node", "rank")
 
@@ -77,6 +77,14 @@ MAX_BYTES = (1 << 63) - 1
 #: dataset aligned to more would start that far into its subfile (2**50 made HDF5 fail with
 #: EFBIG, "File too large", on ext4).
 MAX_ALIGNMENT = 1 << 30
+
+
+def physical_memory() -> int:
+    """This machine's memory in bytes (0 where the system does not say)."""
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError, AttributeError):
+        return 0
 
 
 def parse_bytes(
@@ -408,6 +416,14 @@ class Plan:
                 f"async_buffer_size={self.async_buffer_size}: the write-behind buffer must "
                 f"hold at least {MIN_BUFFER_SIZE} bytes"
             )
+        memory = physical_memory()
+        for name in ("buffer_size", "async_buffer_size"):
+            size = getattr(self, name)
+            if size is not None and memory and size > memory:
+                raise PlanError(
+                    f"{name}={size}: a buffer in memory, larger than this machine's "
+                    f"{format_bytes(memory)} of memory"
+                )
 
     @classmethod
     def parse(cls, env: Mapping[str, str] | None = None, **values: Any) -> Plan:

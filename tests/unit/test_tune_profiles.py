@@ -162,6 +162,20 @@ def test_only_damaged_profiles_leave_the_defaults(tmp_path: Path) -> None:
     assert plan is None and reason == "no tuning profile for ext4 on /work, 2 ranks: defaults"
 
 
+def test_a_buffer_larger_than_memory_is_a_damaged_profile(tmp_path: Path) -> None:
+    """``async_buffer_size: 2**62`` failed at the first write behind, in numpy ("Unable to
+    allocate 4.00 EiB"), not naming the profile; now the plan refuses it, so the profile is
+    named and skipped."""
+    bad = tmp_path / "ext4-work-2r-1n.json"
+    bad.write_text(valid(plan={"async_writes": True, "async_buffer_size": 2**62}))
+    with pytest.warns(RuntimeWarning, match=f"tuning profile {bad} is damaged") as caught:
+        plan, _ = auto_plan("ext4", "/work", 2, 1, tmp_path)
+    assert "async_buffer_size=4611686018427387904: a buffer in memory, larger than" in str(
+        caught[0].message
+    )
+    assert plan is None
+
+
 def test_an_unreadable_or_non_regular_profile_is_skipped(tmp_path: Path) -> None:
     save_profile(profile("ext4", "/work", 2, aggregators=1), tmp_path)
     (tmp_path / "folder.json").mkdir()
