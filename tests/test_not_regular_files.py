@@ -65,6 +65,20 @@ def test_a_subfile_that_is_not_a_regular_file_is_reported_by_verify_and_info(
     assert status != 0 and subfile.name in said and "not a regular file" in said, said
 
 
+def test_a_subfile_linked_to_itself_is_a_loop_not_outside(written: Path, tmp_path: Path) -> None:
+    """A subfile replaced by a symbolic link to itself: info said it lay OUTSIDE the master's
+    folder; it is a loop (ELOOP), as verify says."""
+    path = copy_file(written, tmp_path)
+    subfile = _subfiles(path)[0]
+    subfile.unlink()
+    subfile.symlink_to(subfile.name)
+    status, said = run(1, "info", path)
+    assert status == 1 and "UNREADABLE (a loop of symbolic links: ELOOP)" in said, said
+    assert "OUTSIDE" not in said, said
+    status, said = run(1, "verify", path)
+    assert status != 0 and "ELOOP" in said, said
+
+
 @pytest.mark.parametrize("kind", ["fifo", "device", "folder"])
 def test_a_master_that_is_not_a_regular_file_is_refused(tmp_path: Path, kind: str) -> None:
     path = tmp_path / "x.h5"

@@ -184,7 +184,10 @@ class DamagedFileError(CorruptFileError):
 
 
 class UnsafePathError(H5SubfileError, ValueError):
-    """A recorded source path that would escape the master file's folder."""
+    """A recorded source path that would escape the master file's folder, or (``loop``) one
+    that cannot be followed: a loop of symbolic links (ELOOP)."""
+
+    loop = False
 
 
 class SameFileError(H5SubfileError, ValueError):

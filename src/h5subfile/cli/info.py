@@ -150,7 +150,9 @@ def _file_state(paths: SourcePaths, name: str) -> tuple[int | None, str]:
 
     try:
         full = paths.resolve(name)
-    except UnsafePathError:
+    except UnsafePathError as exc:
+        if exc.loop:
+            return None, "UNREADABLE (a loop of symbolic links: ELOOP)"
         return None, "OUTSIDE the master's folder (not examined)"
     size, error = probe_file(full)
     if error is None:

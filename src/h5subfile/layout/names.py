@@ -79,11 +79,13 @@ def resolve_inside(master_path: str, relpath: str, base: str | None = None) -> s
     try:
         target = _walk_inside(base, relpath)
     except _LinkLoop:
-        raise UnsafePathError(
+        error = UnsafePathError(
             f"source path {relpath!r} in {master_path} cannot be followed: more than "
             f"{MAX_LINKS} symbolic links (a link that points to itself, or a loop of links; "
             "ELOOP)"
-        ) from None
+        )
+        error.loop = True
+        raise error from None
     if target is None:
         raise UnsafePathError(
             f"source path {relpath!r} in {master_path} escapes the master's folder {base}"
