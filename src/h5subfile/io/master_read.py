@@ -10,6 +10,7 @@ when it checked it.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import os
 from collections.abc import Iterable
@@ -234,9 +235,14 @@ class _Scan:
         except CorruptFileError as exc:
             info.problem, info.storage = ("CorruptFileError", str(exc)), "damaged layout record"
             return
+        moved = _moved(layout, obj)
+        if moved is not None:
+            layout = moved
         info.layout = layout
         info.record_sha = text_sha(text)
         info.storage = describe_storage(layout)
+        if moved is not None:
+            info.storage += " (moved: the master was rewritten by another tool)"
         if layout.learned:
             info.fill = fill_bytes_of(obj)
         if layout.session in self.open_sessions:
@@ -380,6 +386,23 @@ def text_sha(text: str) -> str:
     """SHA-256 (hex) of a record's text: a rank reading a record rank 0 checked at open compares
     it, so that a record changed since is refused instead of trusted."""
     return hashlib.sha256(text.encode()).hexdigest()
+
+
+def _moved(layout: DatasetLayout, obj: h5py.Dataset) -> DatasetLayout | None:
+    """``layout`` with HDF5's offset, for a dataset stored whole and contiguous in the master
+    whose data HDF5 now has elsewhere: a tool that rewrites files (h5repack) moved it, and
+    HDF5's offset is where every reader finds its bytes. None for any other dataset, or one
+    where HDF5 agrees. The record's checksums still hold the bytes to what was written
+    (``verify``, verifying reads), and its other facts are checked as for any record."""
+    if len(layout.extents) != 1:
+        return None
+    (extent,) = layout.extents
+    if not names_master(extent.file) or extent.chunks or extent.offset < 0:
+        return None
+    offset = direct_offset(obj)
+    if offset is None or offset == extent.offset:
+        return None
+    return dataclasses.replace(layout, extents=(extent.changed(offset=offset),))
 
 
 def read_record(h5: h5py.File, path: str, expected_sha: str) -> str:
