@@ -435,7 +435,10 @@ def named(folder: Path) -> None:
     from h5subfile.io.h5 import write_text_attr
     from h5subfile.layout.record import DIGEST_KEY, record_digest
 
-    results = []
+    results = [  # the datasets unedited, to compare with
+        {"edit": "none", "base": base, "dataset": "/a", **read_outcome(folder / f"{base}.h5", "/a")}
+        for base in BASES
+    ]
     for what, (edit, name, bases) in NAMED.items():
         for base, recompute in ((b, r) for b in bases for r in (False, True)):
             path = folder / f"named-{base}.h5"

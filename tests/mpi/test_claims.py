@@ -106,14 +106,21 @@ def test_claim_is_released_after_errors(comm: MPI.Comm, shared_tmp: Path) -> Non
     with raises_on_every_rank(comm, hs.FileExistsH5SubfileError, "exists"):
         hs.File(path, "w-")
     assert not claimed(comm, path)
-    # an error of the user's code on every rank, not agreed: every rank abandons the session
+    # the same error of the user's code on every rank: the file closes as h5py's __exit__
+    # closes it, keeping what was written completely
     with pytest.raises(ZeroDivisionError):
         with hs.File(path, "a", subfiles=2) as f:
-            f.write_dataset("lost", block(comm, 4))
+            f.write_dataset("kept", block(comm, 4))
             1 / 0  # noqa: B018
+    assert not claimed(comm, path)
+    # different errors on the ranks, not agreed: every rank abandons the session
+    with pytest.raises(ValueError, match=f"rank {comm.rank} stops"):
+        with hs.File(path, "a", subfiles=2) as f:
+            f.write_dataset("lost", block(comm, 5))
+            raise ValueError(f"rank {comm.rank} stops")
     assert not claimed(comm, path)
     with hs.File(path, "a", subfiles=2) as f:  # the next writer goes ahead
         f.write_dataset("c", block(comm, 3))
     with hs.File(path, "r") as f:
-        assert sorted(f.keys()) == ["a", "b", "c"]
+        assert sorted(f.keys()) == ["a", "b", "c", "kept"]
         np.testing.assert_array_equal(f["c"][...], whole(comm, 3))

@@ -127,8 +127,8 @@ def read(
     file's), the checksum of every stored piece it touches is checked. ``layout``: the
     extents to read from (a collective read's :func:`sent_layout`), instead of the dataset's."""
     settle(session)
-    verify = session.verify if verify is None else verify
     info = session.node(path)
+    verify = (session.verify if verify is None else verify) or info.moved
     reader = session.reader
     assert info.dtype is not None
     if learned.learned_info(session, path) is not None:
@@ -208,9 +208,8 @@ def read_into(session: Session, path: str, dest: np.ndarray, selection: Any = ()
             box = found[0]
             refuse_local_view(info, path, [box])
             out = dest.reshape(box.count)
-            session.reader.read_direct(
-                info.layout, info.dtype, box, out, session.verify, path, info.fill
-            )
+            verify = session.verify or info.moved
+            session.reader.read_direct(info.layout, info.dtype, box, out, verify, path, info.fill)
             return
     dest[...] = read(session, path, selection)
 
@@ -256,7 +255,7 @@ def read_collective(session: Session, path: str, selection: Any = ()) -> Any:
     layout = None
     if how is Route.DIRECT and info.withheld:
         layout = sent_layout(session, info, [piece.box for piece in plan.pieces])
-    if session.plan.aggregators is None or how is not Route.DIRECT or session.verify:
+    if session.plan.aggregators is None or how is not Route.DIRECT or session.verify or info.moved:
         result = None
         try:
             result = read(session, path, selection, layout=layout, known=True)

@@ -243,6 +243,7 @@ class _Scan:
         info.storage = describe_storage(layout)
         if moved is not None:
             info.storage += " (moved: the master was rewritten by another tool)"
+            info.moved = True
         if layout.learned:
             info.fill = fill_bytes_of(obj)
         if layout.session in self.open_sessions:

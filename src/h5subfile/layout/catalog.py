@@ -80,6 +80,10 @@ class NodeInfo:
     #: not by name; ``order``: a group's members as the file listed them when it was opened
     track_order: bool = False
     order: tuple[str, ...] = ()
+    #: Stored in the master, its data moved by a tool that rewrote the file (h5repack): read
+    #: where HDF5 has it, and always with its checksums checked, since that offset is not
+    #: the one the record was written with
+    moved: bool = False
 
     def __getstate__(self) -> dict[str, Any]:
         state = dict(self.__dict__)
