@@ -77,6 +77,7 @@ STAGES = (
             "test_h5py_programs.py",
             "test_metadata_model.py",
             "test_scales_and_netcdf.py",
+            "test_random_writes.py",
         ),
     ),
     Stage(
@@ -111,6 +112,7 @@ STAGES = (
             "test_own_views.py",
             "test_star_rounds.py",
             "test_h5py_programs.py",
+            "test_random_writes.py",
         ),
     ),
     Stage(
