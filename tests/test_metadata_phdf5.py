@@ -55,3 +55,58 @@ def test_track_order_and_stamps_list_as_parallel_hdf5_writes_them(tmp_path: Path
     assert want["/"][1].pop()[1] in ("rank 0", "rank 1")  # some rank's, as parallel HDF5 keeps
     assert got == want
     assert want["/"][0] == ["zeta", "alpha", "mid", "vars", "by_name"]
+
+
+#: One program, run by parallel HDF5 and under ``h5subfile run``: what it prints (File.mode,
+#: what writes broadcast), its exit status, and whether the file written in a ``with`` block
+#: left with ``sys.exit`` keeps its data.
+JUDGE = """
+import sys, h5py, numpy as np
+from mpi4py import MPI
+comm = MPI.COMM_WORLD
+path, status = sys.argv[1], int(sys.argv[2])
+f = h5py.File(path + ".b.h5", "w", driver="mpio", comm=comm)
+d = f.create_dataset("b", (10,), "f8")
+if comm.rank == 0:
+    d[3] = np.array([7.0])
+    d[0:2] = np.ones((1, 2))
+mode = f.mode
+f.close()
+if comm.rank == 0:
+    with h5py.File(path + ".b.h5", "r") as g:
+        print(mode, g["b"][:4].tolist(), flush=True)
+with h5py.File(path, "w", driver="mpio", comm=comm) as f:
+    f.create_dataset("x", (comm.size,), "i4")[comm.rank] = 7
+    sys.exit(status)
+"""
+
+
+@pytest.mark.skipif(
+    not (PHDF5_BIN.parent / ".installed").exists(),
+    reason="no parallel-HDF5 environment (make phdf5 builds it)",
+)
+@pytest.mark.parametrize("status", [0, 3])
+def test_mode_broadcasts_and_sys_exit_as_parallel_hdf5(tmp_path: Path, status: int) -> None:
+    """Parallel HDF5 is the judge: ``File.mode``, data h5py broadcasts into a selection, and
+    ``sys.exit`` inside the ``with`` block (the file kept, the status the job's)."""
+    program = tmp_path / "judge.py"
+    program.write_text(JUDGE)
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    theirs, ours = tmp_path / "phdf5.h5", tmp_path / "h5subfile.h5"
+    command = [str(PHDF5_BIN / "mpiexec"), "-n", "2", str(PHDF5_BIN / "python"), str(program)]
+    want = subprocess.run(
+        [*command, str(theirs), str(status)], capture_output=True, text=True, timeout=300, env=env
+    )
+    h5subfile = Path(sys.executable).parent / "h5subfile"
+    command = [str(MPIEXEC), "-n", "2", str(h5subfile), "run", str(program)]
+    got = subprocess.run(
+        [*command, str(ours), str(status)], capture_output=True, text=True, timeout=300
+    )
+    assert (got.returncode, got.stdout) == (want.returncode, want.stdout), got.stderr
+    assert want.returncode == status and "r+ [1.0, 1.0, 0.0, 7.0]" in want.stdout
+    read = "import sys, h5py\nprint(h5py.File(sys.argv[1], 'r')['x'][()].tolist())"
+    for path in (theirs, ours):
+        kept = subprocess.run(
+            [sys.executable, "-c", read, str(path)], capture_output=True, text=True
+        )
+        assert kept.stdout.strip() == "[7, 7]", (path, kept.stderr)

@@ -340,6 +340,9 @@ class File(Group):
                 exc.add_note(f"every rank of the file left it: {agreed}")
             session.abandon()
             return
+        except BaseException:
+            session.abandon()  # interrupted in the round itself: nothing is published
+            raise
         commit.close(session, exc)
 
 
