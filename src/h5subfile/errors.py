@@ -195,7 +195,8 @@ class SameFileError(H5SubfileError, ValueError):
 
 
 class UnsupportedLinkError(H5SubfileError, ValueError):
-    """Soft, external or extra hard links, which ``repack`` cannot write."""
+    """Soft, external or extra hard links that could not be written. No longer raised:
+    ``repack`` copies links since h5subfile writes them; kept so that code catching it runs."""
 
 
 class RankFailedError(H5SubfileError, RuntimeError):

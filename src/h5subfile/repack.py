@@ -39,6 +39,7 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+import h5py
 import numpy as np
 from mpi4py import MPI
 
@@ -51,11 +52,10 @@ from .errors import (
     ObjectExistsError,
     SameFileError,
     UnsupportedDtypeError,
-    UnsupportedLinkError,
 )
 from .files import Dataset, File, Group
 from .files.dims import scale_name
-from .io.h5 import is_attribute_note, open_shared_read
+from .io.h5 import is_attribute_note
 from .layout.dtypes import check_dtype
 from .layout.names import subfile_folder
 from .layout.references import ObjectRef, holds_refs
@@ -197,45 +197,46 @@ def _refs_text(value: Any) -> str:
     return "HDF5 object references (h5subfile writes none but dimension scales')"
 
 
-def find_links(path: str) -> list[str]:
-    """Rank 0: the links of a file that a copy through the catalogue would lose: soft and
-    external links, and every hard link to an object after its first name."""
-    import h5py
+def links_of(source: File) -> dict[str, h5py.SoftLink | h5py.ExternalLink | str]:
+    """The links of a file besides each object's own name: soft and external links, and for
+    a further hard link the path of its object."""
+    objects: set[str] = set()
+    source.visit(objects.add)
+    found: dict[str, Any] = {}
 
-    found: list[str] = []
-    seen: dict[tuple[int, int], str] = {}
+    def visit(name: str, link: Any) -> None:
+        if isinstance(link, h5py.HardLink):
+            if name not in objects:
+                found["/" + name] = source[name].name
+        else:
+            found["/" + name] = link
 
-    def walk(group: h5py.Group, prefix: str) -> None:
-        for name in group:
-            path = f"{prefix}/{name}"
-            link = group.get(name, getlink=True)
-            if isinstance(link, h5py.SoftLink):
-                found.append(f"{path} (soft link to {link.path})")
-                continue
-            if isinstance(link, h5py.ExternalLink):
-                found.append(f"{path} (external link to {link.filename}:{link.path})")
-                continue
-            obj = group[name]
-            key = (obj.id.fileno, h5py.h5o.get_info(obj.id).addr)
-            if key in seen:
-                found.append(f"{path} (hard link to {seen[key]})")
-                continue
-            seen[key] = path
-            if isinstance(obj, h5py.Group):
-                walk(obj, path)
-
-    # opened as h5subfile's reader has it open (HDF5 refuses a second open of a file with
-    # other locking flags: "file locking flag values don't match")
-    with open_shared_read(path, what="master") as f:
-        walk(f, "")
+    source.visititems_links(visit)
     return found
 
 
-def refusal(
-    inv: Inventory, links: list[str], skip_links: bool, source: str
-) -> H5SubfileError | None:
+def described_links(links: dict[str, Any]) -> list[str]:
+    """:func:`links_of` in words, for what ``skip_links`` left out."""
+    out = []
+    for path, link in sorted(links.items()):
+        if isinstance(link, str):
+            out.append(f"{path} (hard link to {link})")
+        elif isinstance(link, h5py.ExternalLink):
+            out.append(f"{path} (external link to {link.filename}:{link.path})")
+        else:
+            out.append(f"{path} (soft link to {link.path})")
+    return out
+
+
+def copy_links(links: dict[str, Any], target: File) -> None:
+    """Collective: the links made again in ``target``, each as it was."""
+    for path, link in sorted(links.items()):
+        target[path] = target[link] if isinstance(link, str) else link
+
+
+def refusal(inv: Inventory, source: str) -> H5SubfileError | None:
     """The error naming everything that cannot be copied, or None."""
-    refused = inv.refused + ([] if skip_links else links)
+    refused = inv.refused
     if not refused:
         return None
     shown = "; ".join(refused[:10])
@@ -243,12 +244,7 @@ def refusal(
     text = f"cannot repack {source}: {shown}{more}"
     if any("cannot be read" in r for r in refused):
         return CorruptFileError(text)
-    if inv.refused:
-        return UnsupportedDtypeError(text)
-    return UnsupportedLinkError(
-        f"{text}: h5subfile writes groups and datasets, not links; repack with --skip-links "
-        "(skip_links=True) to copy each object under its first name only"
-    )
+    return UnsupportedDtypeError(text)
 
 
 # Verifying the source (collective) ---------------------------------------------------------
@@ -480,8 +476,9 @@ def repack(
     ``subfiles=1`` for one conventional HDF5 file, ``compression``, ...).
 
     ``target`` must not exist unless ``force`` (then it and its subfile folder are replaced
-    once the new file is complete); it may not be ``source``. Soft, external and extra hard
-    links are refused, or with ``skip_links`` left out (listed in ``skipped_links``). Each
+    once the new file is complete); it may not be ``source``. Soft, external and further hard
+    links are made again as they were, or with ``skip_links`` left out (listed in
+    ``skipped_links``). Each
     rank reads about ``slab_size`` bytes at a time (its whole share of a dataset when the
     target is chunked) while its last slab is written (:func:`write_behind`: about twice
     ``slab_size`` held at most, unless ``async_writes`` is given). On failure nothing is left at ``target`` and every
@@ -537,9 +534,10 @@ def _copy(
         if options.verify:
             summary.verification = verified(src, options.verify_progress)
         inv = inventory(src)
-        links = root_only(comm, lambda: find_links(source))
-        agree(comm, refusal(inv, links, options.skip_links, source))
-        summary.skipped_links = links
+        agree(comm, refusal(inv, source))
+        links = links_of(src)
+        if options.skip_links:
+            summary.skipped_links = described_links(links)
         datasets = [src[path] for path in inv.datasets]
         total = sum(d.nbytes for d in datasets if isinstance(d, Dataset))
         with File(master, "w-", comm=comm, **plan) as out:
@@ -559,6 +557,8 @@ def _copy(
             for parent, names in by_parent.items():
                 copier.copy_group(parent, names)
             summary.attributes += copier.attributes + copy_scales(src, out, inv.datasets)
+            if not options.skip_links:
+                copy_links(links, out)
     summary.groups, summary.datasets, summary.bytes = len(inv.groups), len(datasets), total
 
 

@@ -10,10 +10,11 @@ import time
 import warnings
 from pathlib import Path
 
+import h5py
 import numpy as np
 import pytest
 from mpi4py import MPI
-from ranks import plain_h5py, same_on_every_rank
+from ranks import plain_h5py, raises_on_every_rank, same_on_every_rank
 
 import h5subfile as hs
 
@@ -125,3 +126,93 @@ def test_attributes_that_differ_between_ranks_keep_rank_0s(
         assert stamp[1].endswith("-rank0")
     code = "import sys, h5py; a = h5py.File(sys.argv[1]).attrs; print(a['date_created'], a['host'])"
     assert plain_h5py(comm, code, str(path)) == f"{stamp[0]} {stamp[1]}"
+
+
+#: Every link of a file as plain h5py sees it: name -> (kind, target, file), and each soft
+#: or hard link's values read through it
+LINKS = """
+import json, sys, h5py
+out = {}
+with h5py.File(sys.argv[1]) as f:
+    def visit(name, link):
+        kind = type(link).__name__
+        target = getattr(link, "path", "")
+        out[name] = [kind, target, getattr(link, "filename", "")]
+        obj = f.get(name)
+        if isinstance(obj, h5py.Dataset):
+            out[name].append(obj[()].tolist())
+    f.visititems_links(visit)
+print(json.dumps(out, sort_keys=True))
+"""
+
+
+def _links(group: hs.Group) -> dict[str, list]:
+    """The same through h5subfile."""
+    out: dict[str, list] = {}
+
+    def visit(name: str, link: object) -> None:
+        out[name] = [
+            type(link).__name__,
+            getattr(link, "path", ""),
+            getattr(link, "filename", ""),
+        ]
+        obj = group.get(name)
+        if obj is not None and hasattr(obj, "shape"):
+            out[name].append(obj[()].tolist())
+
+    group.visititems_links(visit)
+    return out
+
+
+@pytest.mark.parametrize("subfiles", [1, 2])
+def test_soft_external_and_hard_links(comm: MPI.Comm, shared_tmp: Path, subfiles: int) -> None:
+    """``group[name] = h5py.SoftLink / ExternalLink / an object`` make HDF5's links, as with
+    parallel h5py: listed and followed by h5subfile in the session and after it, the same for
+    plain h5py; a hard link to a dataset whose layout is learned reads what the ranks wrote;
+    links are removed with ``del`` without touching what they point to."""
+    rank, size = comm.rank, comm.size
+    path = shared_tmp / f"links{subfiles}.h5"
+    other = shared_tmp / f"links-other{subfiles}.h5"
+    if rank == 0:
+        with h5py.File(other, "w") as f:
+            f["grid/x"] = np.arange(4.0)
+    comm.Barrier()
+    with hs.File(path, "w", comm=comm, subfiles=min(subfiles, size)) as f:
+        d = f.create_dataset("data/t", (3 * size,), "i8")
+        d[3 * rank : 3 * rank + 3] = np.arange(3) + 10 * rank
+        f["data/latest"] = h5py.SoftLink("/data/t")
+        f["relative"] = h5py.SoftLink("data/t")
+        f["nowhere"] = h5py.SoftLink("/missing")
+        f["grid"] = h5py.ExternalLink(other.name, "/grid")
+        f["zz_t"] = d
+        f["data_again"] = f["data"]
+        seen = (
+            "nowhere" in f,
+            f.get("nowhere"),
+            f.get("data/latest", getlink=True).path,
+            f["grid/x"][()].tolist(),
+            f["data_again/latest"].name,
+        )
+        in_session = same_on_every_rank(comm, sorted(f.keys()))
+    assert seen == (True, None, "/data/t", [0.0, 1.0, 2.0, 3.0], "/data/t")
+    expect = np.concatenate([np.arange(3) + 10 * r for r in range(size)]).tolist()
+    with hs.File(path, "r", comm=comm) as back:
+        read = same_on_every_rank(comm, _links(back))
+        assert sorted(back.keys()) == in_session
+    plain = json.loads(plain_h5py(comm, LINKS, str(path)))
+    assert read == plain
+    assert plain["zz_t"] == ["HardLink", "", "", expect]
+    assert plain["relative"] == ["SoftLink", "data/t", "", expect]
+    assert plain["grid"] == ["ExternalLink", "/grid", other.name]
+    assert plain["nowhere"] == ["SoftLink", "/missing", ""]
+    with hs.File(path, "a", comm=comm) as f:
+        with raises_on_every_rank(comm, hs.UnsupportedError, "hard links", "/zz_t"):
+            del f["data"]  # its dataset has another name
+        del f["zz_t"]
+        del f["data_again"]
+        del f["nowhere"]
+        with raises_on_every_rank(comm, hs.ObjectExistsError, "/relative", "soft link"):
+            f.create_group("relative")
+    plain = json.loads(plain_h5py(comm, LINKS, str(path)))
+    assert sorted(plain) == ["data", "data/latest", "data/t", "grid", "relative"]
+    assert plain["data/t"][3] == expect

@@ -120,7 +120,10 @@ def test_refusals_are_the_same_on_every_rank(comm, source: Path, shared_tmp: Pat
     assert on_root(comm, lambda: os.listdir(shared_tmp)) == ["out.subfiles"]
 
 
-def test_links_are_refused_or_skipped(comm, shared_tmp: Path) -> None:
+def test_links_are_copied_or_skipped(comm, shared_tmp: Path) -> None:
+    """Soft, external and further hard links are made again in the copy, as they were (plain
+    h5py follows them there); ``skip_links`` leaves them out and lists them."""
+
     def write() -> str:
         import h5py
 
@@ -129,17 +132,34 @@ def test_links_are_refused_or_skipped(comm, shared_tmp: Path) -> None:
             f["g/a"] = np.arange(5)
             f["soft"] = h5py.SoftLink("/g/a")
             f["hard"] = f["g/a"]
+            f["ext"] = h5py.ExternalLink("elsewhere.h5", "/x")
         return str(path)
 
     source = Path(on_root(comm, write))
     target = shared_tmp / "out.h5"
-    with raises_on_every_rank(
-        comm, hs.UnsupportedLinkError, "/hard (hard link to /g/a); /soft (soft link to /g/a)"
-    ):
-        repack(source, target, comm)
-    assert on_root(comm, lambda: os.listdir(shared_tmp)) == ["links.h5"]
-    summary = repack(source, target, comm, skip_links=True)
-    assert summary.skipped_links == ["/hard (hard link to /g/a)", "/soft (soft link to /g/a)"]
+    summary = repack(source, target, comm)
+    assert summary.skipped_links == []
+
+    def read() -> list:
+        import h5py
+
+        with h5py.File(target) as f:
+            links = {n: type(f.get(n, getlink=True)).__name__ for n in f}
+            same = f["hard"].id == f["g/a"].id
+            return [links, f["soft"][()].tolist(), f["hard"][()].tolist(), same]
+
+    assert on_root(comm, read) == [
+        {"g": "HardLink", "soft": "SoftLink", "hard": "HardLink", "ext": "ExternalLink"},
+        list(range(5)),
+        list(range(5)),
+        True,
+    ]
+    summary = repack(source, target, comm, skip_links=True, force=True)
+    assert summary.skipped_links == [
+        "/ext (external link to elsewhere.h5:/x)",
+        "/hard (hard link to /g/a)",
+        "/soft (soft link to /g/a)",
+    ]
     with hs.File(target, "r", comm=comm) as f:
         assert list(f) == ["g"] and f["g/a"][...].tolist() == list(range(5))
 

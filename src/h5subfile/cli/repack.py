@@ -46,8 +46,8 @@ def add_parser(verbs: Any) -> None:
     parser.add_argument(
         "--skip-links",
         action="store_true",
-        help="copy a file with soft, external or extra hard links without them (each object "
-        "under its first name); without it such files are refused",
+        help="leave soft, external and further hard links out (each object copied under its "
+        "first name only, the links listed); without it they are made again as they were",
     )
     parser.add_argument(
         "--no-verify",

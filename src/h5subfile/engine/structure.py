@@ -20,10 +20,16 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import H5SubfileError, ObjectExistsError, ObjectNotFoundError, as_error
+from ..errors import (
+    H5SubfileError,
+    ObjectExistsError,
+    ObjectNotFoundError,
+    UnsupportedError,
+    as_error,
+)
 from ..io.attributes import stored_attribute
 from ..io.master import MasterWriter
-from ..layout.catalog import NodeInfo
+from ..layout.catalog import Link, NodeInfo
 from ..layout.record import is_reserved
 from ..layout.references import holds_refs
 from .ledger import Entry
@@ -83,6 +89,44 @@ def create_group(session: Session, path: str, track_order: bool = False) -> None
     for new_path in new:
         catalog.nodes[new_path] = NodeInfo("group", track_order=track_order and new_path == path)
     session.ledger.record(Entry(f"create_group {path}{' track_order' if track_order else ''}"))
+
+
+def create_link(session: Session, path: str, link: Link) -> None:
+    """Collective: make ``link`` at ``path`` (h5py's ``group[name] = SoftLink(...)``,
+    ``ExternalLink(...)`` or an object of the file, for a hard link), with missing parent
+    groups (no round, as :func:`create_group`). A soft or external link is made in the master
+    at once; a hard link when the session closes, once its object's storage is final."""
+    session.require_writable("creating a link")
+    catalog = session.catalog
+    try:
+        if path in catalog.nodes:
+            raise ObjectExistsError(f"{path} already exists in {session.path}")
+        if not isinstance(link.target, str) or not link.target:
+            raise ValueError(f"a link needs a target path, not {link.target!r}")
+        if link.kind == "hard":
+            link = Link("hard", catalog.resolve(link.target))
+            if link.target not in catalog.nodes:
+                raise ObjectNotFoundError(f"no object {link.target!r} to link to")
+        elif link.kind == "external" and not link.file:
+            raise ValueError("an external link needs a file name")
+        new = catalog.missing_groups(path)[:-1]
+    except H5SubfileError as exc:
+        raise agreed(exc) from None
+    except ValueError as exc:
+        raise agreed(exc) from None
+    _on_root(session, lambda master: master.link(path, link), f"linking {path}")
+    for new_path in new:
+        catalog.nodes[new_path] = NodeInfo("group")
+    catalog.links[path] = link
+    session.ledger.record(Entry(f"link {link.kind} {path} {link.file}:{link.target}"))
+
+
+def delete_link(session: Session, path: str) -> None:
+    """Collective: remove link ``path`` (not what it points to; no round, as :func:`delete`)."""
+    session.require_writable(f"del {path}")
+    _on_root(session, lambda master: master.unlink(path), f"deleting link {path}")
+    del session.catalog.links[path]
+    session.ledger.record(Entry(f"delete link {path}"))
 
 
 def track_order(session: Session, path: str) -> None:
@@ -212,6 +256,12 @@ def delete(session: Session, path: str) -> None:
         session.node(path)
         if path == "/":
             raise ValueError("the root group cannot be deleted")
+        linked = session.catalog.links_below(path)
+        if linked:
+            raise UnsupportedError(
+                f"{path} (or an object below it) has other names, hard links {linked}: "
+                "h5subfile deletes an object with its last name only; delete those first"
+            )
     except (H5SubfileError, ValueError) as exc:
         raise agreed(exc) from None
     below = path.rstrip("/") + "/"
@@ -221,6 +271,8 @@ def delete(session: Session, path: str) -> None:
     # this group's sources of the deleted object: the object itself (a group holds its
     # datasets' sources), and a grown dataset's other sources beside it
     sources = {path} | {e.dataset for e in getattr(writing.learned.get(path), "stored", ())}
+    for link in [p for p in session.catalog.links if p.startswith(below)]:
+        del session.catalog.links[link]
     for old in gone:
         if session.catalog.nodes[old].kind == "dataset":
             forget_dataset(session, old)

@@ -9,6 +9,7 @@ with declared blocks (``block=`` or ``start=``/``count=``) as a fast path; also
 from __future__ import annotations
 
 import math
+import posixpath
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
@@ -19,6 +20,8 @@ from ..engine import announced, commit, create, dims, learned, structure, transf
 from ..engine.messages import ROOT_WRITES, DatasetRequest, WriteRequest
 from ..engine.prepare import convert
 from ..errors import H5SubfileError, ObjectExistsError, ObjectNotFoundError, UnsupportedError
+from ..io.h5 import open_external
+from ..layout.catalog import ExternalLinkReached, Link
 from ..layout.references import ObjectRef
 from .dataset import Dataset
 from .dims import shape_of
@@ -36,29 +39,77 @@ class Group(Node):
     _h5py_kind = "Group"
 
     # navigation (local) ----------------------------------------------------------------------
-    def __getitem__(self, name: str | ObjectRef) -> Group | Dataset:
+    def __getitem__(self, name: str | ObjectRef) -> Group | Dataset | Any:
+        """The object ``name`` names, through soft and hard links; through an external link,
+        the other file's object as plain h5py opens it (read-only)."""
         self._session.require_open()
         if isinstance(name, ObjectRef):
             if not name:
                 raise ValueError("Invalid HDF5 object reference (a null reference)")
             name = name.path
-        path = join(self._path, name)
+        catalog = self._session.catalog
+        try:
+            path = catalog.resolve(join(self._path, name))
+        except ExternalLinkReached as reached:
+            link = catalog.links[reached.link]
+            return open_external(self._session.path, link.file, link.target, reached.rest)
         info = self._session.node(path)
         return Group(self._session, path) if info.kind == "group" else Dataset(self._session, path)
 
-    def get(self, name: str, default: Any = None) -> Group | Dataset | Any:
+    def _link_path(self, name: str) -> str:
+        """Where the link ``name`` itself is: its group reached through links, and its name."""
+        path = join(self._path, name)
+        if path == "/":
+            return path
         try:
-            return self[name]
-        except ObjectNotFoundError:
+            parent = self._session.catalog.resolve(posixpath.dirname(path))
+        except ExternalLinkReached:
+            raise UnsupportedError(
+                f"{path} lies in another file (through an external link): open that file"
+            ) from None
+        return posixpath.join(parent, posixpath.basename(path))
+
+    def get(
+        self, name: str, default: Any = None, getclass: bool = False, getlink: bool = False
+    ) -> Any:
+        """h5py's ``get``: the object (or ``default`` if there is none); ``getlink``: the
+        link itself (``HardLink``, ``SoftLink`` or ``ExternalLink``), ``getclass``: its
+        class (with ``getlink``, the link's class)."""
+        if not (getclass or getlink):
+            try:
+                return self[name]
+            except KeyError:  # and a dangling external link: h5py's KeyError
+                return default
+        if name not in self:
             return default
+        if not getlink:
+            return type(self[name])
+        link = self._session.catalog.links.get(self._link_path(name))
+        if link is None or link.kind == "hard":
+            found: Any = h5py.HardLink()
+        elif link.kind == "soft":
+            found = h5py.SoftLink(link.target)
+        else:
+            found = h5py.ExternalLink(link.file, link.target)
+        return type(found) if getclass else found
 
     def __contains__(self, name: object) -> bool:
+        """Whether ``name`` names a link (h5py's: a dangling soft link counts, a path that
+        goes through one does not)."""
         if not isinstance(name, str):
             return False
+        catalog = self._session.catalog
         try:
-            return join(self._path, name) in self._session.catalog.nodes
+            path = self._link_path(name)
         except ObjectNotFoundError:
             return False
+        except UnsupportedError:  # through an external link: as HDF5 finds it
+            try:
+                self[name]
+            except (KeyError, OSError):
+                return False
+            return True
+        return path in catalog.nodes or path in catalog.links
 
     def keys(self) -> list[str]:
         return self._session.catalog.children(self._path)
@@ -91,13 +142,20 @@ class Group(Node):
         return None
 
     def visit_links(self, fn: Any) -> Any:
-        """h5py's ``visit_links``: every link below this group (h5subfile makes only hard
-        links, one per object, so the same names as :meth:`visit`)."""
-        return self.visit(fn)
+        """h5py's ``visit_links``: ``fn(relative_name)`` for every link below this group,
+        soft and external ones too (a group reached by two hard links is entered once)."""
+        prefix = self._path.rstrip("/") + "/"
+        catalog = self._session.catalog
+        for path in sorted([*catalog.nodes, *catalog.links]):
+            if path.startswith(prefix) and path != self._path:
+                result = fn(path[len(prefix) :])
+                if result is not None:
+                    return result
+        return None
 
     def visititems_links(self, fn: Any) -> Any:
         """h5py's ``visititems_links``: ``fn(name, link)`` for every link below this group."""
-        return self.visit(lambda name: fn(name, h5py.HardLink()))
+        return self.visit_links(lambda name: fn(name, self.get(name, getlink=True)))
 
     def update(self, other: Any = (), /, **more: Any) -> None:
         """Collective: ``group[name] = value`` for each pair (a mapping or pairs, then the
@@ -255,20 +313,40 @@ class Group(Node):
         return dataset
 
     def __setitem__(self, name: str, value: Any) -> None:
-        """Collective: ``group[name] = array`` creates dataset ``name`` holding ``array`` (the
-        same on every rank), as h5py does."""
-        links = (Node, h5py.HLObject, h5py.SoftLink, h5py.ExternalLink, h5py.HardLink)
-        if isinstance(value, links):
+        """Collective: ``group[name] = value`` as h5py does it: an array makes dataset
+        ``name`` holding it (the same on every rank); a ``SoftLink``, ``ExternalLink`` or an
+        object of this file makes a link (a hard link for an object: another name of it)."""
+        if isinstance(value, (h5py.SoftLink, h5py.ExternalLink)):
+            self._link(name, value)
+            return
+        if isinstance(value, Node) and value._session is self._session:
+            self._link(name, value)
+            return
+        if isinstance(value, (Node, h5py.HLObject, h5py.HardLink)):
             raise UnsupportedError(
-                f"{type(value).__name__} as the value of {name!r}: h5subfile makes datasets "
-                "from arrays; it does not make links or named types"
+                f"{type(value).__name__} as the value of {name!r}: a hard link must name an "
+                "object of this file (HDF5 makes no hard link between files: use "
+                "h5py.ExternalLink, or copy the data)"
             )
         self.create_dataset(name, data=value)
 
+    def _link(self, name: str, value: Any) -> None:
+        if isinstance(value, h5py.SoftLink):
+            link = Link("soft", value.path)
+        elif isinstance(value, h5py.ExternalLink):
+            link = Link("external", value.path, value.filename)
+        else:
+            link = Link("hard", value.name)
+        structure.create_link(self._session, self._link_path(name), link)
+
     def __delitem__(self, name: str) -> None:
         """Collective: unlink member ``name`` (a dataset's data stays in the subfiles, unused,
-        as HDF5 leaves a deleted dataset's space in its file: h5subfile repack reclaims it)."""
-        path = join(self._path, name)
+        as HDF5 leaves a deleted dataset's space in its file: h5subfile repack reclaims it;
+        a link is removed, not what it points to)."""
+        path = self._link_path(name)
+        if path in self._session.catalog.links:
+            structure.delete_link(self._session, path)
+            return
         if path in self._session.catalog.nodes:  # (a missing one: delete's error)
             dims.detach_everything(self._session, path, shape_of(self.file))
         structure.delete(self._session, path)

@@ -15,7 +15,10 @@ import numpy as np
 from ..errors import UnsupportedError
 
 _OBJECT = "an attribute's HDF5 identifier is not served (obj.id is the object's)"
-_LINKS = "moving and copying objects (and links) are not supported yet"
+_LINKS = (
+    "moving and copying objects are not supported yet (links are: g[name] = h5py.SoftLink("
+    "path) gives an object another name)"
+)
 _POP = (
     "the object popped could not be read afterwards (h5subfile's objects are their paths, "
     "h5py's their open identifiers): read it, then del group[name]"

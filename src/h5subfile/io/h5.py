@@ -144,6 +144,25 @@ def open_shared_read(
 META_BLOCK_SIZE = 64 * 1024
 
 
+def open_external(master: str, file: str, target: str, rest: str = "") -> Any:
+    """The object an external link of ``master`` names (``rest``: a path below it), opened
+    read-only (as parallel h5py opens it from a file open for reading) as HDF5 opens it: the link is made again in an in-memory file named as
+    if beside the master, so that HDF5 finds a relative file name as it would from the
+    master itself."""
+    folder = os.path.dirname(os.path.abspath(master))
+    holder = h5py.File(
+        os.path.join(folder, f".{os.path.basename(master)}.link"),
+        "w",
+        driver="core",
+        backing_store=False,
+    )
+    holder["link"] = h5py.ExternalLink(file, target)
+    found = holder.get("link/" + rest if rest else "link", elink_mode="r")
+    if found is None:
+        raise KeyError(f"no object {target}{'/' + rest if rest else ''} in {file}")
+    return found
+
+
 def structure_problem(path: str) -> str | None:
     """Why HDF5 cannot read the file ``path``'s structure, or None: it is opened, and every
     object's header (with its checksum), every dataset's type, shape and layout and every

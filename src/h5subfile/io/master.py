@@ -22,7 +22,7 @@ import h5py
 import numpy as np
 
 from ..errors import CorruptFileError, FileExistsH5SubfileError, MissingFileError
-from ..layout.catalog import STEPS_KEY, Catalog, NodeInfo
+from ..layout.catalog import STEPS_KEY, Catalog, Link, NodeInfo
 from ..layout.names import SUBFILE_NAME, names_master, partial_path, subfile_folder
 from ..layout.record import LAYOUT_ATTR, ROOT_ATTR, DatasetLayout, FileRecord, Session
 from ..profiler.counters import Profile
@@ -183,6 +183,8 @@ class MasterWriter(SourceFile):
         #: virtual datasets of learned layouts, made at close (:meth:`map_pieces`): by path,
         #: (shape, dtype, maxshape, fill value)
         self.pending: dict[str, tuple[Any, ...]] = {}
+        #: hard links made by the program, made at the commit (:meth:`link`): path -> target
+        self.hard_links: dict[str, str] = {}
         record = self.catalog.record
         self.session = Session(
             id=len(record.sessions),
@@ -241,6 +243,24 @@ class MasterWriter(SourceFile):
         self._make_pending(path)
         image.set_label(self.h5[path], dim, label)
 
+    @hdf5_writes("write")
+    def link(self, path: str, link: Link) -> None:
+        """A soft or external link, made now; a hard link is made at the commit, when its
+        object's storage is final (a learned dataset's virtual dataset is made at close)."""
+        parent = self.groups.parent_of(path)
+        if link.kind == "hard":
+            self.hard_links[path] = link.target
+        elif link.kind == "soft":
+            parent[posixpath.basename(path)] = h5py.SoftLink(link.target)
+        else:
+            parent[posixpath.basename(path)] = h5py.ExternalLink(link.file, link.target)
+
+    def _make_hard_links(self) -> None:
+        for path, target in self.hard_links.items():
+            self._make_pending(target)
+            self.groups.parent_of(path)[posixpath.basename(path)] = self.h5[target]
+        self.hard_links.clear()
+
     def delete(self, path: str) -> None:
         """A group or dataset deleted by the program: its storage in the master set aside
         until the commit (writes to it may be in flight), its pending virtual datasets gone."""
@@ -255,10 +275,12 @@ class MasterWriter(SourceFile):
     def unlink(self, path: str) -> None:
         """Remove a group or dataset from the master, if it is there (data it points to in
         subfiles stays on disk, unreferenced)."""
-        if path in self.h5:
+        below = path.rstrip("/") + "/"
+        for hard in [p for p in self.hard_links if p == path or p.startswith(below)]:
+            del self.hard_links[hard]
+        with contextlib.suppress(KeyError):  # not there (yet): a pending dataset
             del self.h5[path]
         self.groups.forget(path)
-        below = path.rstrip("/") + "/"
         for pending in [p for p in self.pending if p == path or p.startswith(below)]:
             del self.pending[pending]
 
@@ -384,6 +406,7 @@ class MasterWriter(SourceFile):
         self.session.extra[STEPS_KEY] = steps
         self.session.closed = now()
         self.drop_set_aside()
+        self._make_hard_links()
         self._keep_creation_order()
         self._write_record()
         close_hdf5(self.h5, self.path)

@@ -13,6 +13,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import os
+import posixpath
 from collections.abc import Iterable
 from typing import Any
 
@@ -28,7 +29,7 @@ from ..errors import (
     UnsafePathError,
     error_class,
 )
-from ..layout.catalog import Catalog, NodeInfo, Problem
+from ..layout.catalog import Catalog, Link, NodeInfo, Problem
 from ..layout.names import SourcePaths, names_master, partial_path
 from ..layout.record import (
     LAYOUT_ATTR,
@@ -206,18 +207,65 @@ class _Scan:
         self.check = _SizeCheck(master_path, master_data_path, self.record, profile)
         self.nodes: dict[str, NodeInfo] = {"/": _group(h5["/"])}
         self.ranges: list[ByteRange] = []  # bytes read directly, by file (overlaps: damage)
+        self.members: dict[str, int] = {"/": len(h5)}  # each group's number of links
+        self.links: dict[str, Link] = {}
 
     def visit(self, name: str, obj: h5py.HLObject) -> None:
         path = "/" + name
         try:
             if isinstance(obj, h5py.Group):
                 self.nodes[path] = _group(obj)
+                self.members[path] = len(obj)
             elif isinstance(obj, h5py.Dataset):
                 self.nodes[path] = self.dataset(path, obj)
         except H5SubfileError:
             raise
         except (OSError, KeyError, RuntimeError, ValueError, TypeError) as exc:
             raise CorruptFileError(f"{self.master_path}: cannot read {path}: {exc}") from None
+
+    def find_links(self, h5: h5py.File) -> None:
+        """The soft, external and hard links of the file (HDF5's walk over objects names each
+        object once): looked for only in groups holding more links than objects found."""
+        found = dict.fromkeys(self.members, 0)
+        for path in self.nodes:
+            if path != "/":
+                found[posixpath.dirname(path)] += 1
+        objects: dict[int, str] = {}
+        for group, count in self.members.items():
+            if found[group] == count:
+                continue
+            for name in h5[group]:
+                path = posixpath.join(group, name)
+                if path in self.nodes or path in self.links:
+                    continue
+                link = h5[group].get(name, getlink=True)
+                if isinstance(link, h5py.SoftLink):
+                    self.links[path] = Link("soft", link.path)
+                elif isinstance(link, h5py.ExternalLink):
+                    self.links[path] = Link("external", link.path, link.filename)
+                else:  # another name of an object, or a named type (not served)
+                    if not objects:
+                        objects = {hash(h5[p].id): p for p in self.nodes}
+                    target = objects.get(hash(h5[path].id))
+                    if target is not None:
+                        self.links[path] = Link("hard", target)
+                        self.own_name(h5, path, target)
+
+    def own_name(self, h5: h5py.File, path: str, target: str) -> None:
+        """A dataset stored in the master, known by the name its layout record gives it
+        (``path``) where HDF5's walk met it by another (``target``, a hard link to it)."""
+        info = self.nodes[target]
+        layout = info.__dict__.get("layout")
+        extents = [] if layout is None else list(layout.extents)
+        if len(extents) != 1 or extents[0].dataset != path or not names_master(extents[0].file):
+            return
+        self.nodes[path] = self.dataset(path, h5[path])
+        del self.nodes[target]
+        del self.links[path]
+        self.links[target] = Link("hard", path)
+        for name, link in self.links.items():
+            if link.kind == "hard" and link.target == target:
+                self.links[name] = Link("hard", path)
 
     def dataset(self, path: str, obj: h5py.Dataset) -> NodeInfo:
         info = NodeInfo("dataset", _user_attrs(obj), tuple(obj.shape), obj.dtype)
@@ -328,6 +376,7 @@ def scan(
     try:
         walk = _Scan(h5, master_path, master_data_path, profile)
         h5.visititems(walk.visit)
+        walk.find_links(h5)
     except H5SubfileError:
         raise
     except (OSError, KeyError, RuntimeError, ValueError, TypeError) as exc:
@@ -343,7 +392,7 @@ def scan(
             "did not finish; datasets it created are incomplete",
         )
     shas = {s.id: session_sha(s) for s in walk.record.sessions if s.closed is not None}
-    return Catalog(walk.nodes, walk.record, problems, session_shas=shas)
+    return Catalog(walk.nodes, walk.record, problems, session_shas=shas, links=walk.links)
 
 
 def open_for_reading(path: str, profile: Profile | None = None) -> Catalog:

@@ -11,6 +11,7 @@ rank first uses it. A damaged dataset carries a :data:`Problem`, raised when it 
 from __future__ import annotations
 
 import dataclasses
+import posixpath
 import re
 from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
@@ -45,6 +46,33 @@ PENDING = "_layout_pending"
 
 def _no_layout() -> DatasetLayout | None:
     return None
+
+
+#: How many links a path may pass through before it is refused as a loop (HDF5's default
+#: limit of soft and external link traversals, ``H5Pset_nlinks``).
+MAX_LINKS = 16
+
+
+@dataclass(frozen=True)
+class Link:
+    """A name that is not an object's only one: ``soft`` (a path, absolute or relative to the
+    link's group, that may dangle), ``external`` (a path in another HDF5 file) or ``hard``
+    (another name of an object of this file, ``target`` being the path the catalogue holds
+    it under), as h5py's ``SoftLink``, ``ExternalLink`` and ``HardLink``."""
+
+    kind: str  # "soft", "external" or "hard"
+    target: str
+    file: str = ""  # an external link's file, as written in the link
+
+
+class ExternalLinkReached(Exception):
+    """A path passes through an external link: ``link`` is the link's path, ``rest`` what
+    follows it (an object of the other file, which h5subfile does not hold)."""
+
+    def __init__(self, link: str, rest: str):
+        super().__init__(link, rest)
+        self.link = link
+        self.rest = rest
 
 
 @dataclass
@@ -158,6 +186,46 @@ class Catalog:
     #: these sessions, unchanged, and ignores sessions closed since).
     record_withheld: bool = False
     session_shas: dict[int, str] = field(default_factory=dict)
+    #: Soft, external and hard links (:class:`Link`) by path: every name of the file that is
+    #: not an object's own (the objects in ``nodes`` each have one path)
+    links: dict[str, Link] = field(default_factory=dict)
+
+    def resolve(self, path: str) -> str:
+        """The path ``nodes`` holds the object at ``path`` under, following soft and hard
+        links as HDF5 does (at most :data:`MAX_LINKS`); ``path`` itself where no link is on
+        the way (it may not exist). Raises :class:`ExternalLinkReached` at an external link
+        and ObjectNotFoundError for a loop of links."""
+        followed = 0
+        while path not in self.nodes and self.links:
+            parts = path.strip("/").split("/")
+            for depth in range(1, len(parts) + 1):
+                prefix = "/" + "/".join(parts[:depth])
+                link = self.links.get(prefix)
+                if link is None:
+                    continue
+                rest = "/".join(parts[depth:])
+                if link.kind == "external":
+                    raise ExternalLinkReached(prefix, rest)
+                followed += 1
+                if followed > MAX_LINKS:
+                    raise errors.ObjectNotFoundError(
+                        f"{path}: more than {MAX_LINKS} links followed (a loop of soft links?)"
+                    )
+                base = posixpath.normpath(posixpath.join(posixpath.dirname(prefix), link.target))
+                path = "/" + "/".join(p for p in (base.strip("/"), rest) if p)
+                break
+            else:
+                return path
+        return path
+
+    def links_below(self, path: str) -> list[str]:
+        """The hard links whose object is ``path`` or lies below it."""
+        below = path.rstrip("/") + "/"
+        return [
+            p
+            for p, link in self.links.items()
+            if link.kind == "hard" and (link.target == path or link.target.startswith(below))
+        ]
 
     def for_readers(self, limit: int) -> Catalog:
         """Rank 0 of a read session: what to broadcast. Layouts of more than ``limit`` extents
@@ -185,7 +253,8 @@ class Catalog:
         prefix = path.rstrip("/") + "/"
         names = dict.fromkeys(
             p[len(prefix) :].split("/", 1)[0]
-            for p in self.nodes
+            for held in (self.nodes, self.links)
+            for p in held
             if p.startswith(prefix) and p != "/"
         )
         group = self.nodes.get(path)
@@ -201,7 +270,8 @@ class Catalog:
         return list(node.attrs) if node.track_order else sorted(node.attrs)
 
     def missing_groups(self, path: str) -> list[str]:
-        """Groups to create so that ``path`` (a new object) has its parents; refuses datasets."""
+        """Groups to create so that ``path`` (a new object) has its parents; refuses datasets
+        and links on the way, and a link of that name."""
         new: list[str] = []
         parts = path.strip("/").split("/")
         if parts[0] == SET_ASIDE:
@@ -211,6 +281,12 @@ class Catalog:
         for depth in range(1, len(parts) + 1):
             prefix = "/" + "/".join(parts[:depth])
             info = self.nodes.get(prefix)
+            link = self.links.get(prefix)
+            if link is not None:
+                raise errors.ObjectExistsError(
+                    f"cannot create {path}: {prefix} is a {link.kind} link"
+                    + (" (create it where the link points)" if depth < len(parts) else "")
+                )
             if info is None:
                 new.append(prefix)
             elif info.kind != "group" and depth < len(parts):
