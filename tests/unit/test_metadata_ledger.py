@@ -12,7 +12,12 @@ from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
 from h5subfile.engine.ledger import Entry, Ledger
-from h5subfile.io.attributes import set_attribute, stored_attribute, stored_through_hdf5
+from h5subfile.io.attributes import (
+    prepared_attribute,
+    set_attribute,
+    stored_attribute,
+    stored_through_hdf5,
+)
 
 NUMERIC = st.one_of(
     hnp.integer_dtypes(endianness="="),
@@ -66,11 +71,14 @@ def _scratch() -> h5py.File:
 
 
 @settings(max_examples=300, deadline=None)
-@given(VALUES, st.booleans())
-def test_set_attribute_stores_what_h5py_stores(value: object, existing: bool) -> None:
+@given(VALUES, st.booleans(), st.booleans())
+def test_set_attribute_stores_what_h5py_stores(
+    value: object, existing: bool, prepared: bool
+) -> None:
     """The master's own attribute write stores what h5py's ``attrs[name] = value`` stores:
-    the same HDF5 type, shape and bytes, over an existing attribute too; a value it does
-    not take is left to h5py (False, nothing written)."""
+    the same HDF5 type, shape and bytes, over an existing attribute too (also where the
+    caller said it was new: ``prepared``, with the array :func:`prepared_attribute` made); a
+    value it does not take is left to h5py (False, nothing written)."""
     f = _scratch()
     for name in ("mine", "h5py's"):
         if name in f.attrs:
@@ -82,7 +90,8 @@ def test_set_attribute_stores_what_h5py_stores(value: object, existing: bool) ->
     except Exception:  # noqa: BLE001 - a value h5py refuses is never taken here either
         assert not set_attribute(f.id, "mine", value) or pytest.fail("took a refused value")
         return
-    if not set_attribute(f.id, "mine", value):
+    data = prepared_attribute(value)[2] if prepared else None
+    if not set_attribute(f.id, "mine", value, data, new=prepared):
         assert not existing or f.attrs["mine"] == "an older value"
         return
     mine, theirs = f.attrs.get_id("mine"), f.attrs.get_id("h5py's")

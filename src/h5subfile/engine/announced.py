@@ -264,15 +264,16 @@ def _create_on_root(session: Session, requests: Sequence[DatasetRequest]) -> Non
         _fail(session, {path: groups for path, (_, groups) in made.items()}, error)
         _announce(session, None, describe(error))
         return
-    for path, (info, held) in rank_view(nodes, creation, 0).items():
+    # Learned, in one group: every rank's view is rank 0's (rank_view), sent as it is now
+    assert all(d.learned for d in creation.datasets)
+    views = rank_view(nodes, creation, 0)
+    if session.comm.size > 1:
+        _announce(session, views, None, ring=True)
+    for path, (info, held) in views.items():
         for group in session.catalog.missing_groups(path)[:-1]:
             session.catalog.nodes[group] = NodeInfo("group")
         session.catalog.nodes[path] = info
         learn_sources(session, path, info, held)
-    if session.comm.size > 1:
-        # Learned, in one group: every other rank's view is the same (rank_view).
-        assert all(d.learned for d in creation.datasets)
-        _announce(session, rank_view(nodes, creation, 1), None, ring=True)
 
 
 def _announce(

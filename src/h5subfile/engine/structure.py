@@ -27,7 +27,7 @@ from ..errors import (
     UnsupportedError,
     as_error,
 )
-from ..io.attributes import stored_attribute
+from ..io.attributes import prepared_attribute
 from ..io.master import MasterWriter
 from ..layout.catalog import Link, NodeInfo
 from ..layout.record import is_reserved
@@ -143,15 +143,24 @@ def tracking_order(session: Session, path: str) -> None:
     session.node(path).track_order = True
 
 
-def value_signature(value: Any) -> Any:
+#: Values up to this size (characters, or bytes of an array) are their own signature; larger
+#: ones are hashed (the ledger hashes every signature again: this only bounds what it holds).
+SIGNATURE_INLINE = 256
+
+
+def value_signature(value: Any) -> str:
     """A small, comparable summary of an attribute value (to check collective agreement)."""
     if type(value) is str:
-        return ("str", hashlib.sha1(value.encode()).hexdigest()[:16])
+        if len(value) <= SIGNATURE_INLINE:
+            return "str " + value
+        return "str sha1 " + hashlib.sha1(value.encode()).hexdigest()[:16]
     try:
         array = np.asarray(value)
         if array.dtype.kind != "O":
-            digest = hashlib.sha1(array.tobytes()).hexdigest()[:16]
-            return (array.dtype.str, array.shape, digest)
+            data = array.tobytes()
+            if len(data) > SIGNATURE_INLINE:
+                data = hashlib.sha1(data).digest()[:8]
+            return f"{array.dtype.str} {array.shape} {data.hex()}"
     except (TypeError, ValueError):
         pass
     return repr(value)
@@ -185,21 +194,22 @@ def set_attrs(session: Session, path: str, values: Mapping[str, Any]) -> None:
                     "an attribute holding object references is not supported by h5subfile "
                     "(dimension scales are: d.dims[i].attach_scale)"
                 )
-            stored, kind = stored_attribute(value)
+            stored, kind, data = prepared_attribute(value)
         except Exception as exc:  # noqa: BLE001 - the same on every rank
             error = agreed(exc)
             error.args = (f"{error} (setting attribute {name!r} of {path})",)
             raise error from exc
         if writing.root is not None:
+            new = name not in node.attrs  # the catalogue holds the master's attributes
             _on_root(
                 session,
-                lambda master: master.set_attr(path, name, value),  # noqa: B023 - called now
+                lambda master: master.set_attr(path, name, value, data, new),  # noqa: B023
                 lambda: f"setting attribute {name!r} of {path}",  # noqa: B023 - called now
             )
         node.attrs[name] = stored
         if writing.image is not None:
             writing.image.stale.add(path)
-        signature = repr(value_signature(stored))
+        signature = value_signature(stored)
         described = f"attrs set {path}.attrs[{name!r}] {kind}"
         session.ledger.record(Entry(described, path, name, stored, signature))
 

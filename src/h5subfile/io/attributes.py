@@ -16,9 +16,22 @@ import numpy as np
 _SCRATCH: list[Any] = []
 
 
+#: :func:`_type_text` of plain number types by (dtype, shape): a model's attributes have few
+_TYPE_TEXTS: dict[tuple[np.dtype, tuple[int, ...]], str] = {}
+
+
 def _type_text(dtype: np.dtype, shape: tuple[int, ...]) -> str:
-    # a string's HDF5 type (length, encoding) is not in its numpy dtype's repr
-    return f"{dtype.descr} {h5py.check_string_dtype(dtype) or ''} {shape}"
+    plain = dtype.fields is None and not dtype.hasobject and not dtype.metadata
+    key = (dtype, shape)
+    text = _TYPE_TEXTS.get(key) if plain else None  # equal dtypes of different strings
+    if text is None:
+        # a string's HDF5 type (length, encoding) is not in its numpy dtype's repr
+        text = f"{dtype.descr} {h5py.check_string_dtype(dtype) or ''} {shape}"
+        if plain:
+            if len(_TYPE_TEXTS) > 1024:
+                _TYPE_TEXTS.clear()
+            _TYPE_TEXTS[key] = text
+    return text
 
 
 #: how h5py stores a ``str``: a variable-length UTF-8 string
@@ -34,12 +47,20 @@ def stored_attribute(value: Any) -> tuple[Any, str]:
     HDF5 cannot store, the same in every process. Strings, numbers and non-empty arrays of
     plain numbers come back as they went in, and skip HDF5 (h5py's string attributes cost
     about 0.2 ms each way; the unit tests compare both ways)."""
+    stored, text, _ = prepared_attribute(value)
+    return stored, text
+
+
+def prepared_attribute(value: Any) -> tuple[Any, str, np.ndarray | None]:
+    """:func:`stored_attribute`, and the array :func:`set_attribute` writes of a plain value
+    (None for others), made once for both."""
     plain = _plain(value)
     if plain is None:
-        return stored_through_hdf5(value)
+        return (*stored_through_hdf5(value), None)
     if type(value) is str:
-        return value, _UTF8_TEXT
-    return (plain[()] if plain.ndim == 0 else plain.copy()), _type_text(plain.dtype, plain.shape)
+        return value, _UTF8_TEXT, plain
+    stored = plain[()] if plain.ndim == 0 else plain.copy()
+    return stored, _type_text(plain.dtype, plain.shape), plain
 
 
 def _plain(value: Any) -> np.ndarray | None:
@@ -67,25 +88,36 @@ _TYPES: dict[np.dtype, tuple[Any, Any]] = {}
 _SCALAR = h5py.h5s.create(h5py.h5s.SCALAR)
 
 
-def set_attribute(obj: Any, name: str, value: Any) -> bool:
+def set_attribute(
+    obj: Any, name: str, value: Any, data: np.ndarray | None = None, new: bool = False
+) -> bool:
     """h5py's ``attrs[name] = value`` on the low-level object ``obj``, for a plain value (see
     :func:`_plain`): the same HDF5 calls h5py makes (an attribute of that name deleted, one
     created with h5py's type and shape, written), without h5py's conversions and with the
     types made once. A master's attributes are set one by one, thousands of them, and h5py
-    spent longer than HDF5 on each. Returns False, doing nothing, for any other value."""
-    data = _plain(value)
+    spent longer than HDF5 on each. Returns False, doing nothing, for any other value.
+    ``data``: the value's array, from :func:`prepared_attribute`; ``new``: the caller knows
+    of no attribute of that name, so HDF5 is not asked first (it is when the creation fails)."""
     if data is None:
-        return False
+        data = _plain(value)
+        if data is None:
+            return False
     types = _TYPES.get(data.dtype)
     if types is None:
         types = (h5py.h5t.py_create(data.dtype, logical=True), h5py.h5t.py_create(data.dtype))
         _TYPES[data.dtype] = types
     stored, memory = types
     key = name.encode()
-    if h5py.h5a.exists(obj, key):
+    if not new and h5py.h5a.exists(obj, key):
         h5py.h5a.delete(obj, key)
     space = h5py.h5s.create_simple(data.shape) if data.ndim else _SCALAR
-    attr = h5py.h5a.create(obj, key, stored, space)
+    try:
+        attr = h5py.h5a.create(obj, key, stored, space)
+    except OSError:
+        if not new or not h5py.h5a.exists(obj, key):
+            raise
+        h5py.h5a.delete(obj, key)  # there after all: replaced, as h5py replaces it
+        attr = h5py.h5a.create(obj, key, stored, space)
     try:
         attr.write(data, mtype=memory)
     except BaseException:

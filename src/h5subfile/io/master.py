@@ -213,9 +213,14 @@ class MasterWriter(SourceFile):
         self.groups.require(path)
 
     @hdf5_writes("write")
-    def set_attr(self, path: str, name: str, value: Any) -> None:
-        self._make_pending(path)
-        if not set_attribute(self.groups.object_id(path), name, value):
+    def set_attr(
+        self, path: str, name: str, value: Any, data: Any = None, new: bool = False
+    ) -> None:
+        """Attribute ``name`` of ``path`` set to ``value`` (``data`` and ``new``: as
+        :func:`~.attributes.set_attribute` takes them)."""
+        if self.pending:
+            self._make_pending(path)
+        if not set_attribute(self.groups.object_id(path), name, value, data, new):
             self.h5[path].attrs[name] = value  # h5py's own way for all but plain values
 
     @hdf5_writes("write")

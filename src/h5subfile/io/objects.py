@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 import posixpath
+from collections.abc import Callable
 from typing import Any
 
 import h5py
@@ -36,12 +37,20 @@ def creation_properties(kind: Any, track_order: bool = False, links: bool = Fals
     return plist
 
 
+#: Link creation properties of an ASCII name and of a UTF-8 one, made once (HDF5 only reads
+#: them when it makes a link)
+_LCPL: dict[bool, Any] = {}
+
+
 def link_name(name: str) -> tuple[bytes, Any]:
     """A new link's name and link creation properties, as h5py makes them: ASCII when it can
     be, else UTF-8, flagged so."""
-    lcpl = h5py.h5p.create(h5py.h5p.LINK_CREATE)
-    if not name.isascii():
-        lcpl.set_char_encoding(h5py.h5t.CSET_UTF8)
+    ascii_name = name.isascii()
+    lcpl = _LCPL.get(ascii_name)
+    if lcpl is None:
+        lcpl = _LCPL[ascii_name] = h5py.h5p.create(h5py.h5p.LINK_CREATE)
+        if not ascii_name:
+            lcpl.set_char_encoding(h5py.h5t.CSET_UTF8)
     return name.encode(), lcpl
 
 
@@ -131,6 +140,41 @@ class Groups:
                 del held[known]
 
 
+#: Creation property lists, dataspaces and types made for :func:`create_early_dataset`, by
+#: what they were made of: a master of a thousand small datasets has few distinct ones, and
+#: making them anew cost more than HDF5's creation (HDF5 copies what it keeps of each).
+_MADE: dict[tuple[Any, ...], Any] = {}
+
+
+def _made(key: tuple[Any, ...], make: Callable[[], Any]) -> Any:
+    found = _MADE.get(key)
+    if found is None:
+        if len(_MADE) > 1024:
+            _MADE.clear()
+        found = _MADE[key] = make()
+    return found
+
+
+def _plain_dtype(dtype: np.dtype) -> bool:
+    """Whether ``dtype`` is a plain number type: one HDF5 type for every dtype numpy calls
+    equal to it (not so for strings, enums or compounds, told apart by metadata)."""
+    return dtype.fields is None and not dtype.hasobject and not dtype.metadata
+
+
+def _dataspace(shape: tuple[int, ...]) -> Any:
+    return h5py.h5s.create_simple(shape) if shape else h5py.h5s.create(h5py.h5s.SCALAR)
+
+
+def _early_dcpl(tracked: bool, fill: np.ndarray | None) -> Any:
+    dcpl = creation_properties(h5py.h5p.DATASET_CREATE, tracked)
+    dcpl.set_layout(h5py.h5d.CONTIGUOUS)
+    dcpl.set_alloc_time(h5py.h5d.ALLOC_TIME_EARLY)
+    dcpl.set_fill_time(h5py.h5d.FILL_TIME_NEVER)
+    if fill is not None:
+        dcpl.set_fill_value(fill)
+    return dcpl
+
+
 def create_early_dataset(
     groups: Groups,
     path: str,
@@ -147,15 +191,14 @@ def create_early_dataset(
     all zeros): the dataset's fill value, written over its storage now (what nobody writes
     reads as it; only scalars and small datasets are made so).
     """
-    dcpl = creation_properties(h5py.h5p.DATASET_CREATE, path in groups.tracked)
-    dcpl.set_layout(h5py.h5d.CONTIGUOUS)
-    dcpl.set_alloc_time(h5py.h5d.ALLOC_TIME_EARLY)
-    dcpl.set_fill_time(h5py.h5d.FILL_TIME_NEVER)
     value = fill_array(dtype, fill)
-    if value is not None:
-        dcpl.set_fill_value(value)
-    space = h5py.h5s.create_simple(shape) if shape else h5py.h5s.create(h5py.h5s.SCALAR)
-    type_id = h5py.h5t.py_create(dtype, logical=True)
+    tracked = path in groups.tracked
+    if _plain_dtype(dtype):
+        dcpl = _made(("dcpl", tracked, dtype, fill), lambda: _early_dcpl(tracked, value))
+        type_id = _made(("type", dtype), lambda: h5py.h5t.py_create(dtype, logical=True))
+    else:  # numpy calls dtypes equal that HDF5 stores differently (strings, enums)
+        dcpl, type_id = _early_dcpl(tracked, value), h5py.h5t.py_create(dtype, logical=True)
+    space = _made(("space", shape), lambda: _dataspace(shape))
     name, lcpl = link_name(posixpath.basename(path))
     end = groups.h5.id.get_filesize()
     dataset = h5py.h5d.create(groups.parent_of(path).id, name, type_id, space, dcpl=dcpl, lcpl=lcpl)
