@@ -216,3 +216,79 @@ def test_soft_external_and_hard_links(comm: MPI.Comm, shared_tmp: Path, subfiles
     plain = json.loads(plain_h5py(comm, LINKS, str(path)))
     assert sorted(plain) == ["data", "data/latest", "data/t", "grid", "relative"]
     assert plain["data/t"][3] == expect
+
+
+#: A plain HDF5 file to copy from: a group with attributes, a compressed resizable dataset
+#: with a fill value, a soft link, a subgroup; what copy refuses beside it
+SOURCE = """
+import sys, h5py, numpy as np
+with h5py.File(sys.argv[1], "w") as f:
+    g = f.create_group("g")
+    g.attrs["title"] = "grid"
+    x = g.create_dataset("x", data=np.arange(12.0).reshape(3, 4), chunks=(1, 4),
+                         compression="gzip", maxshape=(None, 4), fillvalue=-1.0)
+    x.attrs["units"] = "m"
+    g["latest"] = h5py.SoftLink("/g/x")
+    g.create_group("sub").create_dataset("n", data=np.int32(7))
+    f["text"] = np.array([b"a", b"bc"], dtype=h5py.string_dtype("ascii"))
+    r = f.create_dataset("r", data=np.arange(3))
+    r.attrs["me"] = r.ref
+"""
+
+#: What plain h5py finds of a copy: every object's values and attributes
+COPIED = """
+import json, sys, h5py
+out = {}
+with h5py.File(sys.argv[1]) as f:
+    def visit(name, link):
+        obj = f.get(name)
+        entry = {"link": type(link).__name__, "target": getattr(link, "path", ""), "attrs": {
+            k: str(v) for k, v in getattr(obj, "attrs", {}).items()
+            if not k.startswith("h5subfile")}}
+        if isinstance(obj, h5py.Dataset):
+            entry["values"] = obj[()].tolist()
+        out[name] = entry
+    f.visititems_links(visit)
+print(json.dumps(out, sort_keys=True))
+"""
+
+
+def test_copy_from_another_file_and_within(comm: MPI.Comm, shared_tmp: Path) -> None:
+    """``group.copy`` as h5py's: a group of a plain HDF5 file copied with its attributes,
+    storage (chunks, gzip, maximum shape, fill value), soft link and subgroup; a dataset the
+    ranks wrote in this session copied within the file; ``shallow`` copies a group's members
+    empty; a source holding references or variable-length strings is refused on every rank
+    before anything is made."""
+    rank, size = comm.rank, comm.size
+    source, path = shared_tmp / "source.h5", shared_tmp / "copied.h5"
+    plain_h5py(comm, SOURCE, str(source))
+    with h5py.File(source, "r") as src, hs.File(path, "w", comm=comm) as f:
+        f.copy(src["g"], "grid")
+        f.create_group("out")
+        f.copy(src["g"], f["out"], name="shallow", shallow=True)
+        d = f.create_dataset("own", (2 * size,), "i4")
+        d[2 * rank : 2 * rank + 2] = [rank, 10 * rank]
+        f.copy("own", "own_copy")
+        with raises_on_every_rank(comm, hs.UnsupportedError, "'me'", "references"):
+            f.copy(src["r"], "r")
+        with raises_on_every_rank(comm, hs.UnsupportedDtypeError):
+            f.copy(src["text"], "text")
+        made = same_on_every_rank(comm, sorted(f.keys()))
+    assert made == ["grid", "out", "own", "own_copy"]
+    found = json.loads(plain_h5py(comm, COPIED, str(path)))
+    with hs.File(path, "r", comm=comm) as back:
+        x = back["grid/x"]
+        storage = same_on_every_rank(
+            comm, (x.chunks, x.compression, x.maxshape, float(x.fillvalue))
+        )
+    assert storage == ((1, 4), "gzip", (None, 4), -1.0)
+    x = found["grid/x"]
+    assert x["values"] == np.arange(12.0).reshape(3, 4).tolist()
+    assert x["attrs"] == {"units": "m"} and found["grid"]["attrs"] == {"title": "grid"}
+    # a soft link's path is kept as it was (it dangles here, as h5py's copy leaves it)
+    assert found["grid/latest"] == {"link": "SoftLink", "target": "/g/x", "attrs": {}}
+    assert found["grid/sub/n"]["values"] == 7
+    own = [v for r in range(size) for v in (r, 10 * r)]
+    assert found["own_copy"]["values"] == own == found["own"]["values"]
+    shallow = sorted(k for k in found if k.startswith("out/shallow/"))
+    assert shallow == ["out/shallow/latest", "out/shallow/sub", "out/shallow/x"]

@@ -23,6 +23,7 @@ from ..errors import H5SubfileError, ObjectExistsError, ObjectNotFoundError, Uns
 from ..io.h5 import open_external
 from ..layout.catalog import ExternalLinkReached, Link
 from ..layout.references import ObjectRef
+from .copies import Copy
 from .dataset import Dataset
 from .dims import shape_of
 from .node import Node, join, valid_paths
@@ -169,6 +170,46 @@ class Group(Node):
         if name not in self:
             self[name] = default
         return self[name]
+
+    def copy(
+        self,
+        source: Any,
+        dest: Any,
+        name: str | None = None,
+        shallow: bool = False,
+        expand_soft: bool = False,
+        expand_external: bool = False,
+        expand_refs: bool = False,
+        without_attrs: bool = False,
+    ) -> None:
+        """Collective: h5py's ``copy``: group or dataset ``source`` (a path in this file, or an
+        object of this file or of a file plain h5py or h5subfile has open) copied to ``dest``
+        (a path from this group, or a group of this file with ``name``: by default the
+        source's own name), with its attributes (``without_attrs``: none) and, for a group,
+        what lies below it (``shallow``: its members, themselves empty). A dataset keeps its
+        shape, type, chunks, filters, maximum shape and fill value; every rank reads it whole
+        (a dataset of this file collectively) and rank 0 writes the copy, as with
+        ``create_dataset(data=...)``. Soft and external links in a copied group stay links
+        (``expand_soft``, ``expand_external``: copied as what they point to). Attributes
+        holding object references (dimension scales' own) are refused before anything is
+        made, as ``expand_refs``."""
+        if expand_refs:
+            raise UnsupportedError("copy(expand_refs=True): h5subfile writes no references")
+        if isinstance(source, str):
+            source = self[source]
+        if isinstance(dest, str):
+            parent, target = self, dest
+        else:
+            if not isinstance(dest, Group) or dest._session is not self._session:
+                raise UnsupportedError("copy: dest must be a path or a group of this file")
+            parent = dest
+            target = name or posixpath.basename(source.name.rstrip("/")) or "/"
+        copying = Copy(shallow, expand_soft, expand_external, without_attrs)
+        try:
+            copying.check(source)
+        except H5SubfileError as exc:
+            raise structure.agreed(exc) from None  # read alike on every rank
+        copying.copy(parent, target, source)
 
     def create_dataset_like(self, name: str, other: Any, **changes: Any) -> Dataset:
         """Collective: a dataset with ``other``'s shape, dtype, chunks, filters, maximum shape

@@ -15,9 +15,9 @@ import numpy as np
 from ..errors import UnsupportedError
 
 _OBJECT = "an attribute's HDF5 identifier is not served (obj.id is the object's)"
-_LINKS = (
-    "moving and copying objects are not supported yet (links are: g[name] = h5py.SoftLink("
-    "path) gives an object another name)"
+_MOVE = (
+    "moving objects is not supported yet (g[new] = h5py.SoftLink(path) gives an object "
+    "another name; g.copy(source, new) copies it)"
 )
 _POP = (
     "the object popped could not be read afterwards (h5subfile's objects are their paths, "
@@ -29,8 +29,7 @@ _REFS = "region references are not supported (read the region through the datase
 REFUSED: dict[str, dict[str, str]] = {
     "Group": {
         "regionref": _REFS,
-        "copy": _LINKS,
-        "move": _LINKS,
+        "move": _MOVE,
         "pop": _POP,
         "popitem": _POP,
         "build_virtual_dataset": "h5subfile makes the virtual datasets of its own masters",
