@@ -110,3 +110,85 @@ def test_mode_broadcasts_and_sys_exit_as_parallel_hdf5(tmp_path: Path, status: i
             [sys.executable, "-c", read, str(path)], capture_output=True, text=True
         )
         assert kept.stdout.strip() == "[7, 7]", (path, kept.stderr)
+
+
+#: Links and a copy from another file, as a parallel h5py program makes them
+LINKS = """
+import os, sys, h5py, numpy as np
+from mpi4py import MPI
+comm = MPI.COMM_WORLD
+path = sys.argv[1]
+source = path + ".src.h5"
+if comm.rank == 0:
+    with h5py.File(source, "w") as s:
+        g = s.create_group("grid")
+        g.attrs["units"] = "m"
+        g["x"] = np.arange(6.0)
+        g["latest"] = h5py.SoftLink("/grid/x")
+comm.Barrier()
+with h5py.File(source, "r", driver="mpio", comm=comm) as src:
+    with h5py.File(path, "w", driver="mpio", comm=comm) as f:
+        d = f.create_dataset("data/t", (2 * comm.size,), "i8")
+        d[2 * comm.rank : 2 * comm.rank + 2] = [comm.rank, 10 + comm.rank]
+        f["data/latest"] = h5py.SoftLink("/data/t")
+        f["relative"] = h5py.SoftLink("data/t")
+        f["ext"] = h5py.ExternalLink(os.path.basename(source), "/grid")
+        f["alias"] = d
+        f["nowhere"] = h5py.SoftLink("/missing")
+        f.copy(src["grid"], "grid_copy")
+        seen = [sorted(f), type(f.get("alias", getlink=True)).__name__, "nowhere" in f,
+                f.get("nowhere"), f["relative"].shape, f["ext/x"][()].tolist()]
+if comm.rank == 0:
+    print(seen, flush=True)
+"""
+
+#: Every link of a file as plain h5py sees it, and the values read through it
+LINK_LISTING = """
+import json, sys, h5py
+out = {}
+with h5py.File(sys.argv[1]) as f:
+    def visit(name, link):
+        obj = f.get(name)
+        out[name] = [type(link).__name__, getattr(link, "path", ""),
+                     getattr(link, "filename", ""),
+                     {k: str(v) for k, v in getattr(obj, "attrs", {}).items()
+                      if not k.startswith("h5subfile")},
+                     obj[()].tolist() if isinstance(obj, h5py.Dataset) else None]
+    f.visititems_links(visit)
+print(json.dumps(out, sort_keys=True))
+"""
+
+
+@pytest.mark.skipif(
+    not (PHDF5_BIN.parent / ".installed").exists(),
+    reason="no parallel-HDF5 environment (make phdf5 builds it)",
+)
+def test_links_and_copy_as_parallel_hdf5(tmp_path: Path) -> None:
+    """Parallel HDF5 is the judge: soft, external and hard links and a copy from another file,
+    made by the same program, seen alike by the program and by plain h5py afterwards."""
+    program = tmp_path / "links.py"
+    program.write_text(LINKS)
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    (tmp_path / "phdf5").mkdir()
+    (tmp_path / "ours").mkdir()
+    theirs, ours = tmp_path / "phdf5" / "f.h5", tmp_path / "ours" / "f.h5"
+    command = [str(PHDF5_BIN / "mpiexec"), "-n", "2", str(PHDF5_BIN / "python"), str(program)]
+    want = subprocess.run(
+        [*command, str(theirs)], capture_output=True, text=True, timeout=300, env=env
+    )
+    assert want.returncode == 0, want.stderr
+    h5subfile = Path(sys.executable).parent / "h5subfile"
+    command = [str(MPIEXEC), "-n", "2", str(h5subfile), "run", str(program)]
+    got = subprocess.run([*command, str(ours)], capture_output=True, text=True, timeout=300)
+    assert (got.returncode, got.stdout) == (want.returncode, want.stdout), got.stderr
+    listed = [
+        subprocess.run(
+            [sys.executable, "-c", LINK_LISTING, str(path)],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout
+        for path in (theirs, ours)
+    ]
+    assert json.loads(listed[1]) == json.loads(listed[0])
+    assert json.loads(listed[0])["alias"][4] == [0, 10, 1, 11]
