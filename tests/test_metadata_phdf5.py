@@ -137,7 +137,8 @@ with h5py.File(source, "r", driver="mpio", comm=comm) as src:
         f["nowhere"] = h5py.SoftLink("/missing")
         f.copy(src["grid"], "grid_copy")
         seen = [sorted(f), type(f.get("alias", getlink=True)).__name__, "nowhere" in f,
-                f.get("nowhere"), f["relative"].shape, f["ext/x"][()].tolist()]
+                f.get("nowhere"), f["relative"].shape, f["ext/x"][()].tolist(),
+                f["relative"].name, f["alias"].name, f["data/latest"].parent.name]
 if comm.rank == 0:
     print(seen, flush=True)
 """

@@ -126,7 +126,7 @@ def _wraps(h5py_kind: type, ours: type[Node]) -> Callable[..., Opening]:
             return h5py_kind, (bind, *args), kwds
         if args or kwds:
             raise TypeError(f"{ours.__name__} of h5subfile's: no arguments but the object")
-        return ours, (bind._session, bind._path), {}
+        return ours, (bind._session, bind._path, bind._name), {}
 
     return opening
 

@@ -207,7 +207,7 @@ def links_of(source: File) -> dict[str, h5py.SoftLink | h5py.ExternalLink | str]
     def visit(name: str, link: Any) -> None:
         if isinstance(link, h5py.HardLink):
             if name not in objects:
-                found["/" + name] = source[name].name
+                found["/" + name] = source[name].ref.path  # its own path
         else:
             found["/" + name] = link
 

@@ -61,7 +61,7 @@ def shape_of(file: Any) -> dims.ShapeOf:
 
 def hdf5_id(obj: Any) -> Any:
     """``obj.id``: the master's (read session) or the metadata image's (write session)."""
-    session, path = obj._session, obj.name
+    session, path = obj._session, obj._path
     session.require_open()
     if session.writing is None:
         master = session.reader.master()
@@ -95,7 +95,7 @@ class DimensionProxy:
         """Collective: label this dimension."""
         dims.set_label(
             self._dataset._session,
-            self._dataset.name,
+            self._dataset._path,
             self._dim,
             value,
             shape_of(self._dataset.file),
@@ -107,7 +107,7 @@ class DimensionProxy:
         session = self._dataset._session
         path = _scale_path(session, dscale)
         dims.attach_scale(
-            session, self._dataset.name, self._dim, path, shape_of(self._dataset.file)
+            session, self._dataset._path, self._dim, path, shape_of(self._dataset.file)
         )
 
     def detach_scale(self, dscale: Any) -> None:
@@ -115,7 +115,7 @@ class DimensionProxy:
         session = self._dataset._session
         path = _scale_path(session, dscale)
         dims.detach_scale(
-            session, self._dataset.name, self._dim, path, shape_of(self._dataset.file)
+            session, self._dataset._path, self._dim, path, shape_of(self._dataset.file)
         )
 
     def __len__(self) -> int:
@@ -176,4 +176,4 @@ class DimensionManager:
 def _scale_path(session: Session, dscale: Any) -> str:
     if getattr(dscale, "_session", None) is not session:
         raise ValueError("a dimension scale must be a dataset of the same open file")
-    return str(dscale.name)
+    return str(dscale._path)

@@ -55,7 +55,9 @@ class Group(Node):
             link = catalog.links[reached.link]
             return open_external(self._session.path, link.file, link.target, reached.rest)
         info = self._session.node(path)
-        return Group(self._session, path) if info.kind == "group" else Dataset(self._session, path)
+        shown = join(self._name, name) if catalog.links or self._name != self._path else path
+        kind = Group if info.kind == "group" else Dataset
+        return kind(self._session, path, shown)
 
     def _link_path(self, name: str) -> str:
         """Where the link ``name`` itself is: its group reached through links, and its name."""

@@ -127,13 +127,17 @@ class Node:
     file_of: ClassVar[Callable[[Session], Any]]
     group_at: ClassVar[Callable[[Session, str], Any]]
 
-    def __init__(self, session: Session, path: str):
+    def __init__(self, session: Session, path: str, name: str | None = None):
+        """``path``: the object's own path (the catalogue's); ``name``: the path it was reached
+        by, through soft or hard links (its ``name``, as HDF5 gives it), if another."""
         self._session = session
         self._path = path
+        self._name = path if name is None else name
 
     @property
     def name(self) -> str:
-        return self._path
+        """The path this object was reached by (HDF5's name for it)."""
+        return self._name
 
     @property
     def attrs(self) -> AttributeManager:
@@ -160,6 +164,8 @@ class Node:
     @property
     def parent(self) -> Any:
         """The :class:`~.group.Group` holding this object (the root group's is itself)."""
+        if self._name != self._path:  # reached through a link: its group by that path
+            return Node.file_of(self._session)[posixpath.dirname(self._name) or "/"]
         return Node.group_at(self._session, posixpath.dirname(self._path) or "/")
 
     def __eq__(self, other: object) -> bool:
