@@ -169,7 +169,8 @@ def test_soft_external_and_hard_links(comm: MPI.Comm, shared_tmp: Path, subfiles
     """``group[name] = h5py.SoftLink / ExternalLink / an object`` make HDF5's links, as with
     parallel h5py: listed and followed by h5subfile in the session and after it, the same for
     plain h5py; a hard link to a dataset whose layout is learned reads what the ranks wrote;
-    links are removed with ``del`` without touching what they point to."""
+    links are moved and removed without touching what they point to; moving an object itself
+    is refused."""
     rank, size = comm.rank, comm.size
     path = shared_tmp / f"links{subfiles}.h5"
     other = shared_tmp / f"links-other{subfiles}.h5"
@@ -184,7 +185,8 @@ def test_soft_external_and_hard_links(comm: MPI.Comm, shared_tmp: Path, subfiles
         f["relative"] = h5py.SoftLink("data/t")
         f["nowhere"] = h5py.SoftLink("/missing")
         f["grid"] = h5py.ExternalLink(other.name, "/grid")
-        f["zz_t"] = d
+        f["alias_t"] = d
+        f.move("alias_t", "zz_t")  # a hard link made at the commit: moved before
         f["data_again"] = f["data"]
         seen = (
             "nowhere" in f,
@@ -213,8 +215,13 @@ def test_soft_external_and_hard_links(comm: MPI.Comm, shared_tmp: Path, subfiles
         del f["nowhere"]
         with raises_on_every_rank(comm, hs.ObjectExistsError, "/relative", "soft link"):
             f.create_group("relative")
+        f.move("relative", "moved/relative")
+        with raises_on_every_rank(comm, hs.UnsupportedError, "moving a group or dataset"):
+            f.move("data", "data2")
     plain = json.loads(plain_h5py(comm, LINKS, str(path)))
-    assert sorted(plain) == ["data", "data/latest", "data/t", "grid", "relative"]
+    assert sorted(plain) == ["data", "data/latest", "data/t", "grid", "moved", "moved/relative"]
+    # its target is relative: from its new group it names nothing (HDF5 keeps the text)
+    assert plain["moved/relative"] == ["SoftLink", "data/t", ""]
     assert plain["data/t"][3] == expect
 
 

@@ -129,6 +129,24 @@ def delete_link(session: Session, path: str) -> None:
     session.ledger.record(Entry(f"delete link {path}"))
 
 
+def move_link(session: Session, path: str, new: str) -> None:
+    """Collective: rename link ``path`` to ``new`` (h5py's ``move`` of a link; missing parent
+    groups made; no round, as :func:`create_link`)."""
+    session.require_writable(f"move {path}")
+    catalog = session.catalog
+    try:
+        if new in catalog.nodes or new in catalog.links:
+            raise ObjectExistsError(f"cannot move {path} to {new}: {new} already exists")
+        made = catalog.missing_groups(new)[:-1]
+    except H5SubfileError as exc:
+        raise agreed(exc) from None
+    _on_root(session, lambda master: master.move_link(path, new), f"moving link {path}")
+    for group in made:
+        catalog.nodes[group] = NodeInfo("group")
+    catalog.links[new] = catalog.links.pop(path)
+    session.ledger.record(Entry(f"move link {path} {new}"))
+
+
 def track_order(session: Session, path: str) -> None:
     """Collective, before dataset ``path`` is created (no round: the creation's own round
     compares it): the dataset keeps its attributes' creation order (h5py's ``track_order``)."""

@@ -213,6 +213,22 @@ class Group(Node):
             raise structure.agreed(exc) from None  # read alike on every rank
         copying.copy(parent, target, source)
 
+    def move(self, source: str, dest: str) -> None:
+        """Collective: h5py's ``move`` of a soft, external or further hard link (the link is
+        renamed, what it points to stays). Moving a group or dataset itself is not supported
+        yet: UnsupportedError (``g[dest] = h5py.SoftLink(path)`` gives it another name)."""
+        path, new = self._link_path(source), self._link_path(dest)
+        catalog = self._session.catalog
+        if path not in catalog.links:
+            kind = "group or dataset" if path in catalog.nodes else "object"
+            raise structure.agreed(
+                UnsupportedError(
+                    f"move {path} -> {new}: moving a {kind} is not supported yet (links are: "
+                    f"g[{dest!r}] = h5py.SoftLink({path!r}) gives it another name)"
+                )
+            )
+        structure.move_link(self._session, path, new)
+
     def create_dataset_like(self, name: str, other: Any, **changes: Any) -> Dataset:
         """Collective: a dataset with ``other``'s shape, dtype, chunks, filters, maximum shape
         and fill value (h5py's or h5subfile's dataset), ``changes`` overriding them."""

@@ -15,10 +15,6 @@ import numpy as np
 from ..errors import UnsupportedError
 
 _OBJECT = "an attribute's HDF5 identifier is not served (obj.id is the object's)"
-_MOVE = (
-    "moving objects is not supported yet (g[new] = h5py.SoftLink(path) gives an object "
-    "another name; g.copy(source, new) copies it)"
-)
 _POP = (
     "the object popped could not be read afterwards (h5subfile's objects are their paths, "
     "h5py's their open identifiers): read it, then del group[name]"
@@ -29,7 +25,6 @@ _REFS = "region references are not supported (read the region through the datase
 REFUSED: dict[str, dict[str, str]] = {
     "Group": {
         "regionref": _REFS,
-        "move": _MOVE,
         "pop": _POP,
         "popitem": _POP,
         "build_virtual_dataset": "h5subfile makes the virtual datasets of its own masters",

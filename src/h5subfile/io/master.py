@@ -260,6 +260,16 @@ class MasterWriter(SourceFile):
         else:
             parent[posixpath.basename(path)] = h5py.ExternalLink(link.file, link.target)
 
+    @hdf5_writes("write")
+    def move_link(self, path: str, new: str) -> None:
+        """A link renamed (a hard link not made yet: where it will be made)."""
+        if path in self.hard_links:
+            self.hard_links[new] = self.hard_links.pop(path)
+            self.groups.parent_of(new)
+            return
+        self.groups.parent_of(new)
+        self.h5.move(path, new)
+
     def _make_hard_links(self) -> None:
         for path, target in self.hard_links.items():
             self._make_pending(target)
