@@ -37,6 +37,7 @@ def describe(path: str) -> dict[str, Any]:
 
     from ..files import Dataset, File
     from ..layout.names import SourcePaths
+    from ..repack import described_links, links_of
 
     with File(path, "r", comm=MPI.COMM_SELF) as f:
         datasets = []
@@ -97,6 +98,7 @@ def describe(path: str) -> dict[str, Any]:
             "master_bytes": os.path.getsize(f.filename) if kind == "master" else None,
             "sessions": f.sessions,
             "datasets": datasets,
+            "links": described_links(links_of(f)),
             "files": subfiles,
             "data_bytes": sum(d["nbytes"] for d in datasets),
             "problems": _problems(f.problems, datasets, subfiles),
@@ -233,6 +235,9 @@ def render(info: dict[str, Any]) -> str:
             f"  {d['name']:<{width}}  {shape:<16} {d['dtype']:<10} "
             f"{format_bytes(d['nbytes']):>12}  {d['storage']}"
         )
+    if info.get("links"):
+        lines.append("links:")
+        lines.extend(f"  {link}" for link in info["links"])
     if info["files"]:
         lines.append("files holding data:")
         for s in info["files"]:

@@ -110,9 +110,7 @@ def create_link(session: Session, path: str, link: Link) -> None:
         elif link.kind == "external" and not link.file:
             raise ValueError("an external link needs a file name")
         new = catalog.missing_groups(path)[:-1]
-    except H5SubfileError as exc:
-        raise agreed(exc) from None
-    except ValueError as exc:
+    except (H5SubfileError, ValueError) as exc:
         raise agreed(exc) from None
     _on_root(session, lambda master: master.link(path, link), f"linking {path}")
     for new_path in new:

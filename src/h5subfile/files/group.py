@@ -21,6 +21,7 @@ from ..engine.messages import ROOT_WRITES, DatasetRequest, WriteRequest
 from ..engine.prepare import convert
 from ..errors import H5SubfileError, ObjectExistsError, ObjectNotFoundError, UnsupportedError
 from ..io.h5 import open_external
+from ..io.objects import catalogue_link, h5py_link
 from ..layout.catalog import ExternalLinkReached, Link
 from ..layout.references import ObjectRef
 from .copies import Copy
@@ -88,12 +89,7 @@ class Group(Node):
         if not getlink:
             return type(self[name])
         link = self._session.catalog.links.get(self._link_path(name))
-        if link is None or link.kind == "hard":
-            found: Any = h5py.HardLink()
-        elif link.kind == "soft":
-            found = h5py.SoftLink(link.target)
-        else:
-            found = h5py.ExternalLink(link.file, link.target)
+        found = h5py.HardLink() if link is None else h5py_link(link)
         return type(found) if getclass else found
 
     def __contains__(self, name: object) -> bool:
@@ -375,11 +371,11 @@ class Group(Node):
         """Collective: ``group[name] = value`` as h5py does it: an array makes dataset
         ``name`` holding it (the same on every rank); a ``SoftLink``, ``ExternalLink`` or an
         object of this file makes a link (a hard link for an object: another name of it)."""
-        if isinstance(value, (h5py.SoftLink, h5py.ExternalLink)):
-            self._link(name, value)
-            return
-        if isinstance(value, Node) and value._session is self._session:
-            self._link(name, value)
+        link = catalogue_link(value)
+        if link is None and isinstance(value, Node) and value._session is self._session:
+            link = Link("hard", value._path)
+        if link is not None:
+            structure.create_link(self._session, self._link_path(name), link)
             return
         if isinstance(value, (Node, h5py.HLObject, h5py.HardLink)):
             raise UnsupportedError(
@@ -388,15 +384,6 @@ class Group(Node):
                 "h5py.ExternalLink, or copy the data)"
             )
         self.create_dataset(name, data=value)
-
-    def _link(self, name: str, value: Any) -> None:
-        if isinstance(value, h5py.SoftLink):
-            link = Link("soft", value.path)
-        elif isinstance(value, h5py.ExternalLink):
-            link = Link("external", value.path, value.filename)
-        else:
-            link = Link("hard", value.name)
-        structure.create_link(self._session, self._link_path(name), link)
 
     def __delitem__(self, name: str) -> None:
         """Collective: unlink member ``name`` (a dataset's data stays in the subfiles, unused,

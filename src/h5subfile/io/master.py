@@ -43,7 +43,7 @@ from .h5 import (
     write_text_attr,
 )
 from .master_read import dataset_node, scan
-from .objects import Groups, creation_properties, fill_array, tracks_order
+from .objects import Groups, creation_properties, fill_array, h5py_link, tracks_order
 from .posix import block_size, fsync_path
 
 COPY_LIMIT_ENV = "H5SUBFILE_MASTER_COPY_LIMIT"
@@ -255,10 +255,8 @@ class MasterWriter(SourceFile):
         parent = self.groups.parent_of(path)
         if link.kind == "hard":
             self.hard_links[path] = link.target
-        elif link.kind == "soft":
-            parent[posixpath.basename(path)] = h5py.SoftLink(link.target)
         else:
-            parent[posixpath.basename(path)] = h5py.ExternalLink(link.file, link.target)
+            parent[posixpath.basename(path)] = h5py_link(link)
 
     @hdf5_writes("write")
     def move_link(self, path: str, new: str) -> None:

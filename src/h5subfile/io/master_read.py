@@ -52,7 +52,7 @@ from .h5 import (
     read_text_attr,
     virtual_sources,
 )
-from .objects import tracks_order
+from .objects import catalogue_link, tracks_order
 from .posix import probe_file
 from .regular import require_regular
 
@@ -238,11 +238,9 @@ class _Scan:
                 path = posixpath.join(group, name)
                 if path in self.nodes or path in self.links:
                     continue
-                link = h5[group].get(name, getlink=True)
-                if isinstance(link, h5py.SoftLink):
-                    self.links[path] = Link("soft", link.path)
-                elif isinstance(link, h5py.ExternalLink):
-                    self.links[path] = Link("external", link.path, link.filename)
+                link = catalogue_link(h5[group].get(name, getlink=True))
+                if link is not None:
+                    self.links[path] = link
                 else:  # another name of an object, or a named type (not served)
                     if not objects:
                         objects = {hash(h5[p].id): p for p in self.nodes}

@@ -14,6 +14,7 @@ from typing import Any
 import h5py
 import numpy as np
 
+from ..layout.catalog import Link
 from .posix import RawFile
 
 #: (max_compact, min_dense) of HDF5's ``H5Pset_attr_phase_change`` for every group and dataset
@@ -52,6 +53,26 @@ def link_name(name: str) -> tuple[bytes, Any]:
         if not ascii_name:
             lcpl.set_char_encoding(h5py.h5t.CSET_UTF8)
     return name.encode(), lcpl
+
+
+def h5py_link(link: Link) -> Any:
+    """h5py's object for a link of the catalogue (``SoftLink``, ``ExternalLink``, or for a
+    further name of an object ``HardLink``)."""
+    if link.kind == "soft":
+        return h5py.SoftLink(link.target)
+    if link.kind == "external":
+        return h5py.ExternalLink(link.file, link.target)
+    return h5py.HardLink()
+
+
+def catalogue_link(value: Any) -> Link | None:
+    """The catalogue's :class:`Link` of h5py's ``SoftLink`` or ``ExternalLink``; None for
+    anything else (a hard link names an object, which only the caller can find)."""
+    if isinstance(value, h5py.SoftLink):
+        return Link("soft", value.path)
+    if isinstance(value, h5py.ExternalLink):
+        return Link("external", value.path, value.filename)
+    return None
 
 
 def track_creation_order(plist: Any, links: bool) -> None:
