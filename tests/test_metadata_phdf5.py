@@ -139,6 +139,16 @@ with h5py.File(source, "r", driver="mpio", comm=comm) as src:
         seen = [sorted(f), type(f.get("alias", getlink=True)).__name__, "nowhere" in f,
                 f.get("nowhere"), f["relative"].shape, f["ext/x"][()].tolist(),
                 f["relative"].name, f["alias"].name, f["data/latest"].parent.name]
+        g = f.create_group("g")
+        g.attrs["k"] = 1
+        e = g.create_dataset("e", (comm.size,), "f8")
+        e[comm.rank] = comm.rank + 0.5
+        f.move("g", "h")
+        f["h/sub"] = [1, 2]
+        f["keep"] = f["h/e"]
+        del f["h/e"]
+        f.move("grid_copy", "moved/grid")
+        seen += [sorted(f), sorted(f["h"]), "g" in f, f["keep"][()].tolist(), f["h"].attrs["k"]]
 if comm.rank == 0:
     print(seen, flush=True)
 """
@@ -165,8 +175,9 @@ print(json.dumps(out, sort_keys=True))
     reason="no parallel-HDF5 environment (make phdf5 builds it)",
 )
 def test_links_and_copy_as_parallel_hdf5(tmp_path: Path) -> None:
-    """Parallel HDF5 is the judge: soft, external and hard links and a copy from another file,
-    made by the same program, seen alike by the program and by plain h5py afterwards."""
+    """Parallel HDF5 is the judge: soft, external and hard links, a copy from another file,
+    groups and datasets moved, and a name deleted while a hard link keeps its dataset, made by
+    the same program, seen alike by the program and by plain h5py afterwards."""
     program = tmp_path / "links.py"
     program.write_text(LINKS)
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}

@@ -11,6 +11,7 @@ import subprocess
 import tarfile
 from pathlib import Path
 
+import h5py
 import pytest
 
 from conftest import ROOT, run_cli, run_python
@@ -22,6 +23,7 @@ from damage import (
     remove_subfile,
     swap_subfiles,
 )
+from h5subfile.layout.record import LAYOUT_ATTR
 
 PARTICLES = 400
 
@@ -369,3 +371,37 @@ def test_a_master_rewritten_by_h5repack_reads_and_verifies(tmp_path: Path) -> No
         str(repacked),
     )
     assert read.returncode != 0 and "ChecksumError" in read.stderr, read.stderr
+
+
+RENAMED_READ_BACK = """
+import sys, numpy as np, h5subfile as hs
+from mpi4py import MPI
+with hs.File(sys.argv[1], "r", comm=MPI.COMM_SELF, verify=True) as f:
+    assert sorted(f) == ["g", "renamed"] and sorted(f["g"]) == ["blocks"]
+    assert np.array_equal(f["g/blocks"][...], np.arange(100.0))
+    want = np.zeros(100)
+    want[10:60] = np.arange(50.0) - 7
+    assert np.array_equal(f["renamed"][...], want)
+"""
+
+
+def test_datasets_renamed_by_plain_h5py_read_and_verify(tmp_path: Path) -> None:
+    """Datasets stored in the master moved by another program (plain h5py's ``move``, as
+    ``h5subfile``'s own ``move`` leaves them): their records name where they were written,
+    and they read and verify under their new names; a record copied onto another dataset is
+    still refused, its offset not being HDF5's."""
+    path = tmp_path / "one.h5"
+    made = run_python(ONE_GROUP, str(path))
+    assert made.returncode == 0, made.stderr
+    with h5py.File(path, "r+") as f:
+        f.move("blocks", "g/blocks")
+        f.move("learned", "renamed")
+    read = run_python(RENAMED_READ_BACK, str(path))
+    assert read.returncode == 0, read.stderr
+    result = run_cli(1, "verify", path)
+    assert result.returncode == 0 and "clean" in result.stdout, result.stdout + result.stderr
+    with h5py.File(path, "r+") as f:
+        record = f["renamed"].attrs[LAYOUT_ATTR]
+        f["g/blocks"].attrs[LAYOUT_ATTR] = record  # digest intact: the text is whole
+    result = run_cli(1, "verify", path)
+    assert result.returncode == 1 and "/g/blocks" in result.stdout, result.stdout

@@ -169,8 +169,7 @@ def test_soft_external_and_hard_links(comm: MPI.Comm, shared_tmp: Path, subfiles
     """``group[name] = h5py.SoftLink / ExternalLink / an object`` make HDF5's links, as with
     parallel h5py: listed and followed by h5subfile in the session and after it, the same for
     plain h5py; a hard link to a dataset whose layout is learned reads what the ranks wrote;
-    links are moved and removed without touching what they point to; moving an object itself
-    is refused."""
+    links are moved and removed without touching what they point to."""
     rank, size = comm.rank, comm.size
     path = shared_tmp / f"links{subfiles}.h5"
     other = shared_tmp / f"links-other{subfiles}.h5"
@@ -208,21 +207,137 @@ def test_soft_external_and_hard_links(comm: MPI.Comm, shared_tmp: Path, subfiles
     assert plain["grid"] == ["ExternalLink", "/grid", other.name]
     assert plain["nowhere"] == ["SoftLink", "/missing", ""]
     with hs.File(path, "a", comm=comm) as f:
-        with raises_on_every_rank(comm, hs.UnsupportedError, "hard links", "/zz_t"):
-            del f["data"]  # its dataset has another name
         del f["zz_t"]
         del f["data_again"]
         del f["nowhere"]
         with raises_on_every_rank(comm, hs.ObjectExistsError, "/relative", "soft link"):
             f.create_group("relative")
         f.move("relative", "moved/relative")
-        with raises_on_every_rank(comm, hs.UnsupportedError, "moving a group or dataset"):
-            f.move("data", "data2")
     plain = json.loads(plain_h5py(comm, LINKS, str(path)))
     assert sorted(plain) == ["data", "data/latest", "data/t", "grid", "moved", "moved/relative"]
     # its target is relative: from its new group it names nothing (HDF5 keeps the text)
     assert plain["moved/relative"] == ["SoftLink", "data/t", ""]
     assert plain["data/t"][3] == expect
+
+
+#: What plain h5py finds in a file: each object's names (H5Ovisit's first, then every hard
+#: link), values and attributes, and whether HDF5 calls any two of them the same object
+OBJECTS = """
+import json, sys, h5py
+out = {}
+with h5py.File(sys.argv[1]) as f:
+    def visit(name, link):
+        obj = f[name]
+        entry = {"attrs": {k: str(v) for k, v in obj.attrs.items() if not k.startswith("h5subfile")}}
+        if isinstance(obj, h5py.Dataset):
+            entry["values"] = obj[()].tolist()
+        out[name] = entry
+    f.visititems_links(lambda name, link: None if isinstance(link, h5py.SoftLink) else visit(name, link))
+    out["same keep/alias"] = "alias" in f and f["keep"] == f["alias"]
+print(json.dumps(out, sort_keys=True))
+"""
+
+
+def _objects(f: hs.File) -> dict[str, object]:
+    """The same through h5subfile."""
+    out: dict[str, object] = {}
+
+    def visit(name: str, link: object) -> None:
+        if isinstance(link, h5py.SoftLink):
+            return
+        obj = f[name]
+        attrs = {k: str(v) for k, v in obj.attrs.items()}
+        out[name] = {
+            "attrs": attrs,
+            **({"values": obj[()].tolist()} if hasattr(obj, "shape") else {}),
+        }
+
+    f.visititems_links(visit)
+    out["same keep/alias"] = "alias" in f and f["keep"] == f["alias"]
+    return out
+
+
+@pytest.mark.parametrize("subfiles", [1, 2])
+def test_move_and_delete_objects_as_hdf5(comm: MPI.Comm, shared_tmp: Path, subfiles: int) -> None:
+    """``move`` of groups and datasets (made in the session, or in an earlier one), and ``del``
+    of a name of an object that a hard link still names, as HDF5 does them: the object keeps
+    its data, attributes and members under its new name, the old name is free once the file
+    is closed (refused until then, saying why), the program's objects keep working, and an
+    object goes when its last name goes. Plain h5py reads the same in another process, and
+    verify is clean."""
+    rank, size = comm.rank, comm.size
+    path = shared_tmp / f"moves{subfiles}.h5"
+    x = np.arange(3) + 10 * rank
+    with hs.File(path, "w", comm=comm, subfiles=min(subfiles, size)) as f:
+        d = f.create_dataset("a/x", (3 * size,), "i8")
+        d[3 * rank : 3 * rank + 3] = x
+        g = f.create_group("g")
+        g.attrs["k"] = 1
+        e = g.create_dataset("e", (2 * size,), "f8", fillvalue=-1.0)
+        f.move("a/x", "b/y")
+        f.move("g", "h")
+        e[2 * rank] = rank + 0.5  # written through the object the program holds
+        f["h"].attrs["set_after"] = "moved"
+        f["h/sub"] = np.arange(2)
+        f["keep"] = f["h/e"]
+        del f["h/e"]  # another name holds it
+        f.move("b/y", "c")  # a moved object's new name moved again
+        seen = (
+            "a/x" in f,
+            "g" in f,
+            "h/e" in f,
+            sorted(f.keys()),
+            f["h"].attrs["k"],
+            f.get("c", getlink=True).__class__.__name__,
+        )
+        visited: list[str] = []
+        f.visit(visited.append)
+        listing = same_on_every_rank(comm, visited)
+        with raises_on_every_rank(comm, hs.UnsupportedError, "/g", "moved or deleted", "closed"):
+            f.create_group("g/again")
+        with raises_on_every_rank(comm, hs.ObjectNotFoundError, "/a/x"):
+            f.move("a/x", "z")
+        with raises_on_every_rank(comm, hs.ObjectExistsError, "/h"):
+            f.move("c", "h")
+    assert seen == (False, False, False, ["a", "b", "c", "h", "keep"], 1, "HardLink")
+    assert listing == ["a", "b", "c", "h", "h/sub", "keep"]
+    values = np.concatenate([np.arange(3) + 10 * r for r in range(size)]).tolist()
+    kept = [v for r in range(size) for v in (r + 0.5, -1.0)]
+    expected = {
+        "a": {"attrs": {}},
+        "b": {"attrs": {}},
+        "c": {"attrs": {}, "values": values},
+        "h": {"attrs": {"k": "1", "set_after": "moved"}},
+        "h/sub": {"attrs": {}, "values": [0, 1]},
+        "keep": {"attrs": {}, "values": kept},
+        "same keep/alias": False,
+    }
+    plain = json.loads(plain_h5py(comm, OBJECTS, str(path)))
+    assert plain == expected
+    with hs.File(path, "r", comm=comm) as back:
+        assert _objects(back) == expected
+        assert back.verify()["clean"]
+    with hs.File(path, "a", comm=comm) as f:
+        f.create_group("g")  # free again
+        f.move("c", "d/c")  # from an earlier session
+        f["alias"] = f["keep"]
+        del f["keep"]
+        assert same_on_every_rank(comm, sorted(f.keys())) == ["a", "alias", "b", "d", "g", "h"]
+        f["keep"] = f["alias"]
+    expected.update({"d": {"attrs": {}}, "d/c": expected.pop("c"), "g": {"attrs": {}}})
+    expected["alias"] = expected["keep"]
+    expected["same keep/alias"] = True
+    plain = json.loads(plain_h5py(comm, OBJECTS, str(path)))
+    assert plain == expected
+    with hs.File(path, "a", comm=comm) as f:
+        assert _objects(f) == expected
+        del f["alias"]
+        del f["keep"]  # its last name: the dataset goes
+        assert "keep" not in f and "alias" not in f
+    plain = json.loads(plain_h5py(comm, OBJECTS, str(path)))
+    assert "keep" not in plain and "alias" not in plain and plain["d/c"]["values"] == values
+    with hs.File(path, "r", comm=comm) as back:
+        assert back.verify()["clean"]
 
 
 #: A plain HDF5 file to copy from: a group with attributes, a compressed resizable dataset

@@ -225,10 +225,10 @@ def _check(session: Session, requests: Sequence[DatasetRequest]) -> None:
             if path in seen:
                 raise ObjectExistsError(f"dataset {path} is named twice in one call")
             seen.add(path)
+            session.catalog.missing_groups(path)
             existing = session.catalog.nodes.get(path)
             if existing is not None and not existing.unfinished:
                 raise ObjectExistsError(f"{path} already exists in {session.path}")
-            session.catalog.missing_groups(path)
     except H5SubfileError as exc:
         raise structure.agreed(exc) from None
 

@@ -282,10 +282,10 @@ def plan_datasets(
         if path in seen:
             raise ObjectExistsError(f"dataset {path} is named twice in one call")
         seen.add(path)
+        catalog.missing_groups(path)
         existing = catalog.nodes.get(path)
         if existing is not None and not existing.unfinished:
             raise ObjectExistsError(f"{path} already exists in {where}")
-        catalog.missing_groups(path)
         one_placed = _place(one, grouping, subfile_of, plan.chunk_bytes, done)
         if existing is not None:
             one_placed = dataclasses.replace(

@@ -15,7 +15,7 @@ holds.
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 from typing import Any
 
 import numpy as np
@@ -78,9 +78,9 @@ def create_group(session: Session, path: str, track_order: bool = False) -> None
     session.require_writable("create_group")
     catalog = session.catalog
     try:
+        new = catalog.missing_groups(path)
         if path in catalog.nodes:
             raise ObjectExistsError(f"{path} already exists in {session.path}")
-        new = catalog.missing_groups(path)
     except H5SubfileError as exc:
         raise agreed(exc) from None
     if track_order:
@@ -98,18 +98,24 @@ def create_link(session: Session, path: str, link: Link) -> None:
     at once; a hard link when the session closes, once its object's storage is final."""
     session.require_writable("creating a link")
     catalog = session.catalog
+    if link.kind == "hard" and link.target == path and path in catalog.unnamed:
+        # an object given back the name it lost in this session: nothing to make
+        _on_root(session, lambda master: master.unnamed.remove(path), f"linking {path}")
+        catalog.unnamed.discard(path)
+        session.ledger.record(Entry(f"link hard {path} {path}"))
+        return
     try:
+        new = catalog.missing_groups(path)[:-1]
         if path in catalog.nodes:
             raise ObjectExistsError(f"{path} already exists in {session.path}")
         if not isinstance(link.target, str) or not link.target:
             raise ValueError(f"a link needs a target path, not {link.target!r}")
-        if link.kind == "hard":
+        if link.kind == "hard" and link.target not in catalog.nodes:  # (an object's own path)
             link = Link("hard", catalog.resolve(link.target))
             if link.target not in catalog.nodes:
                 raise ObjectNotFoundError(f"no object {link.target!r} to link to")
         elif link.kind == "external" and not link.file:
             raise ValueError("an external link needs a file name")
-        new = catalog.missing_groups(path)[:-1]
     except (H5SubfileError, ValueError) as exc:
         raise agreed(exc) from None
     _on_root(session, lambda master: master.link(path, link), f"linking {path}")
@@ -120,11 +126,82 @@ def create_link(session: Session, path: str, link: Link) -> None:
 
 
 def delete_link(session: Session, path: str) -> None:
-    """Collective: remove link ``path`` (not what it points to; no round, as :func:`delete`)."""
+    """Collective: remove link ``path`` (no round, as :func:`delete`); an object it was the
+    last name of (one moved, or whose first name was deleted) goes with it."""
     session.require_writable(f"del {path}")
+    catalog = session.catalog
+    orphans = _orphaned(session, {path})
     _on_root(session, lambda master: master.unlink(path), f"deleting link {path}")
-    del session.catalog.links[path]
+    del catalog.links[path]
     session.ledger.record(Entry(f"delete link {path}"))
+    for orphan in orphans:
+        _delete_object(session, orphan)
+
+
+def _orphaned(session: Session, removed: set[str]) -> list[str]:
+    """The objects that lose their last name when the hard links ``removed`` go: objects
+    without a name of their own (:attr:`~h5subfile.layout.catalog.Catalog.unnamed`) that no
+    other hard link names. Refuses (on every rank alike) where one of them has objects that
+    other hard links still name, which h5subfile does not keep apart from their group."""
+    catalog = session.catalog
+    if not catalog.unnamed:
+        return []
+    named = {
+        link.target
+        for path, link in catalog.links.items()
+        if link.kind == "hard" and path not in removed
+    }
+    orphans = sorted(p for p in catalog.unnamed if p not in named)
+    for orphan in orphans:
+        _refuse_other_names(session, orphan, removed)
+    return orphans
+
+
+def _refuse_other_names(session: Session, path: str, removed: Collection[str] = ()) -> None:
+    """UnsupportedError (agreed) if an object below ``path`` has a hard link from outside it
+    (besides ``removed``): deleting ``path`` would have to keep that object alone."""
+    below = path.rstrip("/") + "/"
+    outside = [
+        p for p in session.catalog.links_below(path) if p not in removed and not p.startswith(below)
+    ]
+    if outside:
+        raise agreed(
+            UnsupportedError(
+                f"{path} holds objects that other names still reach (hard links {outside}): "
+                "h5subfile deletes a group together with everything in it; delete those "
+                "links first"
+            )
+        )
+
+
+def move(session: Session, path: str, new: str) -> None:
+    """Collective: h5py's ``move`` of group or dataset ``path`` to ``new`` (missing parent
+    groups made; no round, as :func:`create_link`). The object keeps its own path in the
+    session (where its data, its layout and the program's objects know it): ``new`` becomes
+    a hard link to it and ``path`` is a name no more (:meth:`Catalog.resolve`); the master
+    makes the link and drops the old name at the commit."""
+    session.require_writable(f"move {path}")
+    catalog = session.catalog
+    try:
+        if path not in catalog.nodes or path in catalog.unnamed:
+            raise ObjectNotFoundError(f"cannot move {path}: no such object")
+        if path == "/":
+            raise ValueError("the root group cannot be moved")
+        if new == path or new.startswith(path.rstrip("/") + "/"):
+            raise ValueError(f"cannot move {path} to {new}: into itself")
+        made = catalog.missing_groups(new)[:-1]
+        if new in catalog.nodes or new in catalog.links:
+            raise ObjectExistsError(f"cannot move {path} to {new}: {new} already exists")
+    except (H5SubfileError, ValueError) as exc:
+        raise agreed(exc) from None
+    link = Link("hard", path)
+    _on_root(session, lambda master: master.link(new, link), f"moving {path} to {new}")
+    _on_root(session, lambda master: master.unname(path), f"moving {path} to {new}")
+    for group in made:
+        catalog.nodes[group] = NodeInfo("group")
+    catalog.links[new] = link
+    catalog.unnamed.add(path)
+    session.ledger.record(Entry(f"move {path} {new}"))
 
 
 def move_link(session: Session, path: str, new: str) -> None:
@@ -133,9 +210,9 @@ def move_link(session: Session, path: str, new: str) -> None:
     session.require_writable(f"move {path}")
     catalog = session.catalog
     try:
+        made = catalog.missing_groups(new)[:-1]
         if new in catalog.nodes or new in catalog.links:
             raise ObjectExistsError(f"cannot move {path} to {new}: {new} already exists")
-        made = catalog.missing_groups(new)[:-1]
     except H5SubfileError as exc:
         raise agreed(exc) from None
     _on_root(session, lambda master: master.move_link(path, new), f"moving link {path}")
@@ -278,19 +355,38 @@ def delete(session: Session, path: str) -> None:
     as HDF5 leaves a deleted dataset's space in its file."""
     session.require_writable(f"del {path}")
     session.take_announced()  # what this rank wrote of a new dataset, forgotten with it
+    catalog = session.catalog
     try:
+        if path in catalog.unnamed:
+            raise ObjectNotFoundError(f"cannot delete {path}: no such object")
         session.node(path)
         if path == "/":
             raise ValueError("the root group cannot be deleted")
-        linked = session.catalog.links_below(path)
-        if linked:
-            raise UnsupportedError(
-                f"{path} (or an object below it) has other names, hard links {linked}: "
-                "h5subfile deletes an object with its last name only; delete those first"
-            )
+        kept = bool(catalog.other_names(path))  # only this name goes, as in HDF5
+        if not kept:
+            _refuse_other_names(session, path)
+            below = path.rstrip("/") + "/"
+            inside = {p for p in catalog.links if p.startswith(below)}
+            orphans = [p for p in _orphaned(session, inside) if not p.startswith(below)]
     except (H5SubfileError, ValueError) as exc:
         raise agreed(exc) from None
+    if kept:
+        _on_root(session, lambda master: master.unname(path), f"deleting {path}")
+        catalog.unnamed.add(path)
+        session.ledger.record(Entry(f"unname {path}"))
+        return
+    _delete_object(session, path)
+    for orphan in orphans:
+        _delete_object(session, orphan)
+
+
+def _delete_object(session: Session, path: str) -> None:
+    """Every rank: forget group or dataset ``path`` and everything below it, links included,
+    and (rank 0) delete it from the master."""
     below = path.rstrip("/") + "/"
+    session.catalog.unnamed -= {
+        p for p in session.catalog.unnamed if p == path or p.startswith(below)
+    }
     gone = [p for p in session.catalog.nodes if p == path or p.startswith(below)]
     writing = session.writing
     assert writing is not None

@@ -22,7 +22,7 @@ from ..engine.prepare import convert
 from ..errors import H5SubfileError, ObjectExistsError, ObjectNotFoundError, UnsupportedError
 from ..io.h5 import open_external
 from ..io.objects import catalogue_link, h5py_link
-from ..layout.catalog import ExternalLinkReached, Link
+from ..layout.catalog import ExternalLinkReached, Link, NameTakenAway, freed_name
 from ..layout.references import ObjectRef
 from .copies import Copy
 from .dataset import Dataset
@@ -59,6 +59,18 @@ class Group(Node):
         shown = join(self._name, name) if catalog.links or self._name != self._path else path
         kind = Group if info.kind == "group" else Dataset
         return kind(self._session, path, shown)
+
+    def _new_path(self, name: str) -> str:
+        """Where a new object ``name`` goes: in its group reached through links, as HDF5
+        creates it; refused where a name on the way was taken away in the session."""
+        catalog = self._session.catalog
+        if not catalog.links and not catalog.unnamed:
+            return join(self._path, name)
+        try:
+            return self._link_path(name)
+        except NameTakenAway as exc:  # the same on every rank
+            freed = UnsupportedError(freed_name(join(self._name, name), exc.name))
+            raise structure.agreed(freed) from None
 
     def _link_path(self, name: str) -> str:
         """Where the link ``name`` itself is: its group reached through links, and its name."""
@@ -108,7 +120,7 @@ class Group(Node):
             except (KeyError, OSError):
                 return False
             return True
-        return path in catalog.nodes or path in catalog.links
+        return (path in catalog.nodes and path not in catalog.unnamed) or path in catalog.links
 
     def keys(self) -> list[str]:
         return self._session.catalog.children(self._path)
@@ -131,25 +143,22 @@ class Group(Node):
         return self.visit(lambda name: fn(name, self[name]))
 
     def visit(self, fn: Any) -> Any:
-        """Call ``fn(relative_name)`` for every object below this group (h5py's visit)."""
-        prefix = self._path.rstrip("/") + "/"
-        for path in sorted(self._session.catalog.nodes):
-            if path.startswith(prefix) and path != self._path:
-                result = fn(path[len(prefix) :])
-                if result is not None:
-                    return result
-        return None
+        """Call ``fn(relative_name)`` for every object below this group, each once, by the
+        first name met (h5py's ``visit``: depth first, members by name; soft and external
+        links are not followed); a value other than None stops the visit and is returned."""
+        return self._visit(fn, links=False)
 
     def visit_links(self, fn: Any) -> Any:
         """h5py's ``visit_links``: ``fn(relative_name)`` for every link below this group,
         soft and external ones too (a group reached by two hard links is entered once)."""
-        prefix = self._path.rstrip("/") + "/"
-        catalog = self._session.catalog
-        for path in sorted([*catalog.nodes, *catalog.links]):
-            if path.startswith(prefix) and path != self._path:
-                result = fn(path[len(prefix) :])
-                if result is not None:
-                    return result
+        return self._visit(fn, links=True)
+
+    def _visit(self, fn: Any, links: bool) -> Any:
+        self._session.require_open()
+        for name, _ in self._session.catalog.walk(self._path, links):
+            result = fn(name)
+            if result is not None:
+                return result
         return None
 
     def visititems_links(self, fn: Any) -> Any:
@@ -210,20 +219,15 @@ class Group(Node):
         copying.copy(parent, target, source)
 
     def move(self, source: str, dest: str) -> None:
-        """Collective: h5py's ``move`` of a soft, external or further hard link (the link is
-        renamed, what it points to stays). Moving a group or dataset itself is not supported
-        yet: UnsupportedError (``g[dest] = h5py.SoftLink(path)`` gives it another name)."""
+        """Collective: h5py's ``move``: the link ``source`` renamed ``dest`` (paths from this
+        group); a group or dataset keeps its data, attributes and members, and the objects a
+        program holds of it keep working."""
         path, new = self._link_path(source), self._link_path(dest)
         catalog = self._session.catalog
-        if path not in catalog.links:
-            kind = "group or dataset" if path in catalog.nodes else "object"
-            raise structure.agreed(
-                UnsupportedError(
-                    f"move {path} -> {new}: moving a {kind} is not supported yet (links are: "
-                    f"g[{dest!r}] = h5py.SoftLink({path!r}) gives it another name)"
-                )
-            )
-        structure.move_link(self._session, path, new)
+        if path in catalog.links:
+            structure.move_link(self._session, path, new)
+        else:
+            structure.move(self._session, path, new)
 
     def create_dataset_like(self, name: str, other: Any, **changes: Any) -> Dataset:
         """Collective: a dataset with ``other``'s shape, dtype, chunks, filters, maximum shape
@@ -252,16 +256,16 @@ class Group(Node):
         """Collective: create a group (and missing intermediate groups); ``track_order`` (by
         default h5py's ``get_config().track_order``): its members and attributes listed in
         creation order, in h5subfile and in the file, as h5py does."""
-        path = join(self._path, name)
+        path = self._new_path(name)
         commit.step_boundary(self._session, [path])
         structure.create_group(self._session, path, _tracking(track_order))
-        return Group(self._session, path)
+        return Group(self._session, path, join(self._name, name))
 
     def require_group(self, name: str) -> Group:
         """Collective: the group ``name``, created if missing."""
-        path = join(self._path, name)
+        path = self._new_path(name)
         info = self._session.catalog.nodes.get(path)
-        if info is not None:
+        if info is not None and path not in self._session.catalog.unnamed:
             if info.kind != "group":
                 raise ObjectExistsError(f"{path} exists and is a dataset, not a group")
             return Group(self._session, path)
@@ -316,7 +320,7 @@ class Group(Node):
         if shape is None and data is None:
             raise TypeError("create_dataset: give a shape, or data (as h5py asks)")
         if _tracking(track_order):
-            structure.track_order(self._session, join(self._path, name))
+            structure.track_order(self._session, self._new_path(name))
             made = self.create_dataset(
                 name, shape, dtype, data, block=block, start=start, count=count, chunks=chunks,
                 compression=compression, compression_opts=compression_opts, shuffle=shuffle,
@@ -393,7 +397,8 @@ class Group(Node):
         if path in self._session.catalog.links:
             structure.delete_link(self._session, path)
             return
-        if path in self._session.catalog.nodes:  # (a missing one: delete's error)
+        catalog = self._session.catalog
+        if path in catalog.nodes and not catalog.other_names(path):  # (missing: delete's error)
             dims.detach_everything(self._session, path, shape_of(self.file))
         structure.delete(self._session, path)
 
@@ -408,7 +413,10 @@ class Group(Node):
         """Collective when it creates: dataset ``name``, created (with ``kwds``, as
         :meth:`create_dataset`) if missing; an existing one must have ``shape`` and a dtype
         ``dtype`` converts to (``exact``: the same), else TypeError, as in h5py."""
-        path = join(self._path, name)
+        try:
+            path = self._session.catalog.resolve(join(self._path, name))
+        except ObjectNotFoundError:
+            path = ""  # a name taken away in this session: create_dataset says why it is not free
         info = self._session.catalog.nodes.get(path)
         if info is None:
             return self.create_dataset(name, shape, dtype, **kwds)
@@ -447,7 +455,7 @@ class Group(Node):
         requests: list[DatasetRequest] | None = None
         try:
             requests = [
-                create.shape_request(session, join(self._path, name), **spec)
+                create.shape_request(session, self._new_path(name), **spec)
                 for name, spec in specs.items()
             ]
         except (H5SubfileError, ValueError, TypeError) as exc:
@@ -512,7 +520,7 @@ class Group(Node):
                 array = np.asarray(data, order="C")  # a 0-d array stays 0-d: a scalar dataset
                 corner = start.get(name) if isinstance(start, Mapping) else start
                 storage = create.parse_storage(session.plan, array.ndim, **storage_args)
-                path = join(self._path, name)
+                path = self._new_path(name)
                 requests.append(create.data_request(session, path, array, corner, storage))
                 arrays.append(array)
         except (H5SubfileError, ValueError, TypeError) as exc:

@@ -185,6 +185,8 @@ class MasterWriter(SourceFile):
         self.pending: dict[str, tuple[Any, ...]] = {}
         #: hard links made by the program, made at the commit (:meth:`link`): path -> target
         self.hard_links: dict[str, str] = {}
+        #: names objects lose at the commit (:meth:`unname`)
+        self.unnamed: list[str] = []
         record = self.catalog.record
         self.session = Session(
             id=len(record.sessions),
@@ -252,7 +254,7 @@ class MasterWriter(SourceFile):
     def link(self, path: str, link: Link) -> None:
         """A soft or external link, made now; a hard link is made at the commit, when its
         object's storage is final (a learned dataset's virtual dataset is made at close)."""
-        parent = self.groups.parent_of(path)
+        parent = self.groups.parent_of(path)  # made now: the program may use it at once
         if link.kind == "hard":
             self.hard_links[path] = link.target
         else:
@@ -274,6 +276,18 @@ class MasterWriter(SourceFile):
             self.groups.parent_of(path)[posixpath.basename(path)] = self.h5[target]
         self.hard_links.clear()
 
+    def unname(self, path: str) -> None:
+        """The object ``path`` loses that name at the commit, once its other names (hard
+        links, made then) hold it; until then the master keeps it there, where rank 0 keeps
+        making what the session asks of it."""
+        self.unnamed.append(path)
+
+    def _drop_names(self) -> None:
+        for path in sorted(self.unnamed, key=lambda p: p.count("/"), reverse=True):
+            del self.h5[path]
+            self.groups.forget(path)
+        self.unnamed.clear()
+
     def delete(self, path: str) -> None:
         """A group or dataset deleted by the program: its storage in the master set aside
         until the commit (writes to it may be in flight), its pending virtual datasets gone."""
@@ -291,6 +305,7 @@ class MasterWriter(SourceFile):
         below = path.rstrip("/") + "/"
         for hard in [p for p in self.hard_links if p == path or p.startswith(below)]:
             del self.hard_links[hard]
+        self.unnamed[:] = [p for p in self.unnamed if p != path and not p.startswith(below)]
         with contextlib.suppress(KeyError):  # not there (yet): a pending dataset
             del self.h5[path]
         self.groups.forget(path)
@@ -421,6 +436,7 @@ class MasterWriter(SourceFile):
         self.drop_set_aside()
         self._make_hard_links()
         self._keep_creation_order()
+        self._drop_names()
         self._write_record()
         close_hdf5(self.h5, self.path)
         # A killed job cannot break the rename (the page cache survives it); fsync (the plan's

@@ -281,6 +281,7 @@ class _Scan:
         except CorruptFileError as exc:
             info.problem, info.storage = ("CorruptFileError", str(exc)), "damaged layout record"
             return
+        layout = _renamed(layout, obj, path)
         moved = _moved(layout, obj)
         if moved is not None:
             layout = moved
@@ -434,6 +435,22 @@ def text_sha(text: str) -> str:
     """SHA-256 (hex) of a record's text: a rank reading a record rank 0 checked at open compares
     it, so that a record changed since is refused instead of trusted."""
     return hashlib.sha256(text.encode()).hexdigest()
+
+
+def _renamed(layout: DatasetLayout, obj: h5py.Dataset, path: str) -> DatasetLayout:
+    """``layout`` with ``path`` as its dataset's name, for a dataset stored in the master whose
+    record names it by a name it has no more (moved by ``move``, or its first name deleted
+    while a hard link kept it: HDF5 keeps the object, the record keeps the name it was written
+    under). A record of another dataset of the master is not this one's: HDF5's storage of
+    the object at ``path`` must match it as for any record (its offset, its extent's shape)."""
+    if len(layout.extents) != 1:
+        return layout
+    (extent,) = layout.extents
+    if not names_master(extent.file) or extent.dataset == path:
+        return layout
+    if extent.dataset in obj.file and obj.file[extent.dataset] == obj:
+        return layout  # a hard link met first: :meth:`_Scan.own_name` sorts the names
+    return dataclasses.replace(layout, extents=(dataclasses.replace(extent, dataset=path),))
 
 
 def _moved(layout: DatasetLayout, obj: h5py.Dataset) -> DatasetLayout | None:

@@ -13,7 +13,7 @@ from __future__ import annotations
 import dataclasses
 import posixpath
 import re
-from collections.abc import Callable, Collection
+from collections.abc import Callable, Collection, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -46,6 +46,25 @@ PENDING = "_layout_pending"
 
 def _no_layout() -> DatasetLayout | None:
     return None
+
+
+class NameTakenAway(errors.ObjectNotFoundError):
+    """A path passes through ``name``, a name the session took away from an object that
+    other names still reach (:attr:`Catalog.unnamed`): no object is found there."""
+
+    def __init__(self, name: str):
+        super().__init__(f"{name}: no such object (it was moved or deleted)")
+        self.name = name
+
+
+def freed_name(path: str, name: str) -> str:
+    """Why ``path`` cannot be created: ``name`` on its way is one the session took away from
+    an object that other names still reach (:attr:`Catalog.unnamed`)."""
+    return (
+        f"cannot create {path}: the name {name} was moved or deleted in this session while "
+        "another name still reaches its object; h5subfile can use that name again once the "
+        "file is closed"
+    )
 
 
 #: How many links a path may pass through before it is refused as a loop (HDF5's default
@@ -189,34 +208,87 @@ class Catalog:
     #: Soft, external and hard links (:class:`Link`) by path: every name of the file that is
     #: not an object's own (the objects in ``nodes`` each have one path)
     links: dict[str, Link] = field(default_factory=dict)
+    #: Write mode: objects whose own path is a name no more (moved, or deleted while a hard
+    #: link still names them), reached through their links only; the master loses those
+    #: names at the commit (engine/structure.py, :func:`move` and :func:`delete`)
+    unnamed: set[str] = field(default_factory=set)
 
     def resolve(self, path: str) -> str:
         """The path ``nodes`` holds the object at ``path`` under, following soft and hard
         links as HDF5 does (at most :data:`MAX_LINKS`); ``path`` itself where no link is on
-        the way (it may not exist). Raises :class:`ExternalLinkReached` at an external link
-        and ObjectNotFoundError for a loop of links."""
-        followed = 0
-        while path not in self.nodes and self.links:
-            parts = path.strip("/").split("/")
-            for depth in range(1, len(parts) + 1):
-                prefix = "/" + "/".join(parts[:depth])
-                link = self.links.get(prefix)
-                if link is None:
-                    continue
-                rest = "/".join(parts[depth:])
-                if link.kind == "external":
-                    raise ExternalLinkReached(prefix, rest)
-                followed += 1
-                if followed > MAX_LINKS:
-                    raise errors.ObjectNotFoundError(
-                        f"{path}: more than {MAX_LINKS} links followed (a loop of soft links?)"
-                    )
-                base = posixpath.normpath(posixpath.join(posixpath.dirname(prefix), link.target))
-                path = "/" + "/".join(p for p in (base.strip("/"), rest) if p)
-                break
-            else:
-                return path
-        return path
+        the way (it may not exist). Raises :class:`ExternalLinkReached` at an external link,
+        and ObjectNotFoundError for a loop of links or a name the session took away from an
+        object that other names still reach (:attr:`unnamed`)."""
+        if not self.links and not self.unnamed:
+            return path
+        parts = [p for p in path.split("/") if p]
+        current, index, followed = "/", 0, 0
+        while index < len(parts):
+            name = posixpath.join(current, parts[index])
+            link = self.links.get(name)
+            if link is None:
+                if name in self.unnamed:
+                    raise NameTakenAway(name)
+                current, index = name, index + 1
+                continue
+            rest = parts[index + 1 :]
+            if link.kind == "external":
+                raise ExternalLinkReached(name, "/".join(rest))
+            followed += 1
+            if followed > MAX_LINKS:
+                raise errors.ObjectNotFoundError(
+                    f"{path}: more than {MAX_LINKS} links followed (a loop of soft links?)"
+                )
+            if link.kind == "hard":  # the object's own path: a name only where it is one
+                current, parts, index = link.target, rest, 0
+                continue
+            target = posixpath.normpath(posixpath.join(posixpath.dirname(name), link.target))
+            if link.target.startswith("/") or ".." in link.target.split("/"):
+                current = "/"
+            else:  # relative to the link's group, wherever that group is named
+                target = posixpath.normpath(link.target)
+            parts, index = [p for p in target.split("/") if p] + rest, 0
+        return current
+
+    def walk(self, path: str, links: bool = False) -> Iterator[tuple[str, str | None]]:
+        """What HDF5's visits meet below group ``path``, depth first, members by name: (name
+        relative to ``path``, the object's own path) for every object reached through hard
+        links, once, by the first name met (``H5Ovisit``); with ``links``, every link instead,
+        soft and external ones with None, each group entered once (``H5Lvisit``)."""
+        members: dict[str, list[tuple[str, str | None]]] = {}
+        for own in self.nodes:
+            if own != "/" and own not in self.unnamed:
+                parent, name = posixpath.split(own)
+                members.setdefault(parent, []).append((name, own))
+        for named, link in self.links.items():
+            parent, name = posixpath.split(named)
+            members.setdefault(parent, []).append(
+                (name, link.target if link.kind == "hard" else None)
+            )
+        seen = {path}
+
+        def below(group: str, prefix: str) -> Iterator[tuple[str, str | None]]:
+            for name, own in sorted(members.get(group, ()), key=lambda member: member[0]):
+                first = own is not None and own not in seen
+                if first or links:
+                    yield prefix + name, own
+                if first:
+                    assert own is not None
+                    seen.add(own)
+                    if self.nodes[own].kind == "group":
+                        yield from below(own, f"{prefix}{name}/")
+
+        return below(path, "")
+
+    def other_names(self, path: str) -> list[str]:
+        """The hard links outside object ``path`` that name it (deleting ``path`` there
+        removes one name of it, not the object)."""
+        below = path.rstrip("/") + "/"
+        return [
+            p
+            for p, link in self.links.items()
+            if link.kind == "hard" and link.target == path and not p.startswith(below)
+        ]
 
     def links_below(self, path: str) -> list[str]:
         """The hard links whose object is ``path`` or lies below it."""
@@ -257,6 +329,8 @@ class Catalog:
             for p in held
             if p.startswith(prefix) and p != "/"
         )
+        if self.unnamed:
+            names = {n: None for n in names if prefix + n not in self.unnamed}
         group = self.nodes.get(path)
         if group is None or not group.track_order:
             return sorted(names)
@@ -278,6 +352,8 @@ class Catalog:
             raise errors.UnsupportedError(
                 f"cannot create {path}: /{SET_ASIDE} is h5subfile's own (docs/FORMAT.md)"
             )
+        if path in self.unnamed:
+            raise errors.UnsupportedError(freed_name(path, path))
         for depth in range(1, len(parts) + 1):
             prefix = "/" + "/".join(parts[:depth])
             info = self.nodes.get(prefix)
@@ -338,7 +414,10 @@ class Catalog:
         return [
             p
             for p, info in self.nodes.items()
-            if info.kind == "group" and p in holding and p not in unfinished
+            if info.kind == "group"
+            and p in holding
+            and p not in unfinished
+            and p not in self.unnamed
         ]
 
 
