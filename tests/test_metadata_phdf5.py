@@ -149,6 +149,9 @@ with h5py.File(source, "r", driver="mpio", comm=comm) as src:
         del f["h/e"]
         f.move("grid_copy", "moved/grid")
         seen += [sorted(f), sorted(f["h"]), "g" in f, f["keep"][()].tolist(), f["h"].attrs["k"]]
+        f["keep"].attrs["ref"] = f["data/t"].ref
+        f.attrs["refs"] = [f["h"].ref, f["keep"].ref]
+        seen += [f[f["keep"].attrs["ref"]].name, [f[r].name for r in f.attrs["refs"]], e.name]
 if comm.rank == 0:
     print(seen, flush=True)
 """
@@ -176,7 +179,8 @@ print(json.dumps(out, sort_keys=True))
 )
 def test_links_and_copy_as_parallel_hdf5(tmp_path: Path) -> None:
     """Parallel HDF5 is the judge: soft, external and hard links, a copy from another file,
-    groups and datasets moved, and a name deleted while a hard link keeps its dataset, made by
+    groups and datasets moved, a name deleted while a hard link keeps its dataset, and
+    attributes holding object references, made by
     the same program, seen alike by the program and by plain h5py afterwards."""
     program = tmp_path / "links.py"
     program.write_text(LINKS)

@@ -43,7 +43,6 @@ import h5py
 import numpy as np
 from mpi4py import MPI
 
-from .engine.dims import SCALE_ATTRS
 from .errors import (
     CorruptFileError,
     DamagedFileError,
@@ -58,7 +57,7 @@ from .files.dims import scale_name
 from .io.h5 import is_attribute_note
 from .layout.dtypes import check_dtype
 from .layout.names import subfile_folder
-from .layout.references import ObjectRef, holds_refs
+from .layout.references import SCALE_ATTRS, ObjectRef, holds_refs
 from .mpi.collective import agree, barrier, root_only
 from .plan import MIN_BUFFER_SIZE, PLAN_FIELDS
 

@@ -340,6 +340,72 @@ def test_move_and_delete_objects_as_hdf5(comm: MPI.Comm, shared_tmp: Path, subfi
         assert back.verify()["clean"]
 
 
+#: The object references in a file's attributes as plain h5py dereferences them: by owner and
+#: attribute, the name of each object pointed at ("" for the null reference)
+REFS = """
+import json, sys, h5py
+out = {}
+with h5py.File(sys.argv[1]) as f:
+    def name(ref):
+        return f[ref].name if ref else ""
+    def visit(path, obj):
+        for key, value in obj.attrs.items():
+            if isinstance(value, h5py.Reference):
+                out[f"{path}.{key}"] = name(value)
+            elif getattr(value, "dtype", None) is not None and h5py.check_dtype(ref=value.dtype):
+                out[f"{path}.{key}"] = [name(r) for r in value.flat]
+    visit("/", f)
+    f.visititems(visit)
+print(json.dumps(out, sort_keys=True))
+"""
+
+
+@pytest.mark.parametrize("subfiles", [1, 2])
+def test_attributes_holding_object_references(
+    comm: MPI.Comm, shared_tmp: Path, subfiles: int
+) -> None:
+    """``attrs[name] = obj.ref`` (and arrays of references, the null one among them) as in
+    parallel h5py: read back as references in the session and after it (``f[ref]`` opens
+    the object), and by plain h5py in another process, pointing at the objects, also at a
+    dataset whose virtual dataset is made at close, at one moved since, and nowhere for one
+    deleted; h5py's own references (another file's) and mixed values are refused on every
+    rank."""
+    rank, size = comm.rank, comm.size
+    path = shared_tmp / f"refs{subfiles}.h5"
+    with hs.File(path, "w", comm=comm, subfiles=min(subfiles, size)) as f:
+        x = f.create_dataset("x", (2 * size,), "f8")
+        x[2 * rank : 2 * rank + 2] = rank
+        g = f.create_group("g")
+        gone = f.create_dataset("gone", data=np.arange(3))
+        f.attrs["data"] = x.ref
+        g.attrs["pair"] = np.array([x.ref, g.ref], dtype=h5py.ref_dtype)
+        g.attrs["with_null"] = [gone.ref, hs.ObjectRef("")]
+        x.attrs["group"] = g.ref
+        f.move("g", "moved")
+        del f["gone"]
+        seen = (f[f.attrs["data"]].name, f[f["moved"].attrs["pair"][1]].name)
+        assert not f["moved"].attrs["with_null"][0]  # its object is gone
+        with raises_on_every_rank(comm, hs.errors.RankTypeError, "h5py's", "attribute 'theirs'"):
+            with h5py.File(f"plain{subfiles}.h5", "w", driver="core", backing_store=False) as p:
+                f.attrs["theirs"] = p.create_group("p").ref
+        with raises_on_every_rank(comm, hs.errors.RankTypeError, "nothing else", "'mixed'"):
+            f.attrs["mixed"] = [x.ref, 1]
+        with raises_on_every_rank(comm, hs.ObjectNotFoundError, "/nowhere"):
+            f.attrs["missing"] = hs.ObjectRef("/nowhere")
+    assert seen == ("/x", "/moved")
+    expected = {
+        "/.data": "/x",
+        "moved.pair": ["/x", "/moved"],
+        "moved.with_null": ["", ""],
+        "x.group": "/moved",
+    }
+    assert json.loads(plain_h5py(comm, REFS, str(path))) == expected
+    with hs.File(path, "r", comm=comm) as back:
+        assert back[back.attrs["data"]][...].tolist() == [r for r in range(size) for _ in "ab"]
+        assert back[back["x"].attrs["group"]].name == "/moved"
+        assert [r.path for r in back["moved"].attrs["pair"]] == ["/x", "/moved"]
+
+
 #: A plain HDF5 file to copy from: a group with attributes, a compressed resizable dataset
 #: with a fill value, a soft link, a subgroup; what copy refuses beside it
 SOURCE = """

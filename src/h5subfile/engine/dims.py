@@ -21,13 +21,10 @@ from ..io import image as hdf5
 from ..io.image import DatasetShape, MetadataImage
 from ..io.master import MasterWriter
 from ..io.references import as_paths
-from ..layout.references import ObjectRef
+from ..layout.references import SCALE_ATTRS, ObjectRef
 from .ledger import Entry
 from .session import Session
 from .structure import _on_root, agreed
-
-#: The attributes HDF5's dimension-scale code writes.
-SCALE_ATTRS = ("CLASS", "NAME", "REFERENCE_LIST", "DIMENSION_LIST", "DIMENSION_LABELS")
 
 #: How a dataset's copy in the image is made, from the facades' view of it (files/dims.py).
 ShapeOf = Callable[[str], DatasetShape]

@@ -29,9 +29,10 @@ from ..errors import (
 )
 from ..io.attributes import prepared_attribute
 from ..io.master import MasterWriter
+from ..io.references import holds_any_refs, referenced, stored_refs
 from ..layout.catalog import Link, NodeInfo
 from ..layout.record import is_reserved
-from ..layout.references import holds_refs
+from ..layout.references import SCALE_ATTRS, ObjectRef
 from .ledger import Entry
 from .session import Session
 
@@ -281,18 +282,26 @@ def set_attrs(session: Session, path: str, values: Mapping[str, Any]) -> None:
     for name, value in values.items():
         if not isinstance(name, str) or not name or is_reserved(name):
             raise ValueError(f"attribute name {name!r} is invalid or reserved for h5subfile")
+        refs = holds_any_refs(value)
         try:
-            if holds_refs(value):
-                raise TypeError(
-                    "an attribute holding object references is not supported by h5subfile "
-                    "(dimension scales are: d.dims[i].attach_scale)"
-                )
-            stored, kind, data = prepared_attribute(value)
+            if refs:
+                stored, kind, data = stored_refs(value, session.path), "object references", None
+                for target in referenced(stored):
+                    if target not in session.catalog.nodes:
+                        raise ObjectNotFoundError(f"no object {target!r} to refer to")
+            else:
+                stored, kind, data = prepared_attribute(value)
         except Exception as exc:  # noqa: BLE001 - the same on every rank
             error = agreed(exc)
             error.args = (f"{error} (setting attribute {name!r} of {path})",)
             raise error from exc
-        if writing.root is not None:
+        if writing.root is not None and refs:
+            _on_root(
+                session,
+                lambda master: master.set_ref_attr(path, name, stored),  # noqa: B023
+                lambda: f"setting attribute {name!r} of {path}",  # noqa: B023 - called now
+            )
+        elif writing.root is not None:
             new = name not in node.attrs  # the catalogue holds the master's attributes
             _on_root(
                 session,
@@ -380,10 +389,47 @@ def delete(session: Session, path: str) -> None:
         _delete_object(session, orphan)
 
 
+def _point_nowhere(session: Session, path: str) -> None:
+    """References a program set in attributes to ``path`` or objects below it, deleted now,
+    made null (HDF5's would dangle; a new object of the same name is not what they meant);
+    those of dimension scales are dims.py's."""
+    below = path.rstrip("/") + "/"
+    for owner, node in session.catalog.nodes.items():
+        for name, value in node.attrs.items():
+            if name in SCALE_ATTRS or not isinstance(value, (ObjectRef, np.ndarray)):
+                continue
+            if isinstance(value, np.ndarray) and value.dtype != object:
+                continue
+            refs = [value] if isinstance(value, ObjectRef) else list(value.flat)
+            if not any(
+                isinstance(r, ObjectRef) and (r.path == path or r.path.startswith(below))
+                for r in refs
+            ):
+                continue
+            kept = _nulled(value, path, below)
+            node.attrs[name] = kept
+            _on_root(session, _set_refs(owner, name, kept), f"deleting {path}")
+
+
+def _set_refs(path: str, name: str, value: Any) -> Callable[[MasterWriter], None]:
+    return lambda master: master.set_ref_attr(path, name, value)
+
+
+def _nulled(value: Any, path: str, below: str) -> Any:
+    if isinstance(value, ObjectRef):
+        gone = value.path == path or value.path.startswith(below)
+        return ObjectRef("") if gone else value
+    out = value.copy()
+    for index, item in np.ndenumerate(value):
+        out[index] = _nulled(item, path, below) if isinstance(item, ObjectRef) else item
+    return out
+
+
 def _delete_object(session: Session, path: str) -> None:
     """Every rank: forget group or dataset ``path`` and everything below it, links included,
     and (rank 0) delete it from the master."""
     below = path.rstrip("/") + "/"
+    _point_nowhere(session, path)
     session.catalog.unnamed -= {
         p for p in session.catalog.unnamed if p == path or p.startswith(below)
     }

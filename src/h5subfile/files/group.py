@@ -45,11 +45,15 @@ class Group(Node):
         """The object ``name`` names, through soft and hard links; through an external link,
         the other file's object as plain h5py opens it (read-only)."""
         self._session.require_open()
+        catalog = self._session.catalog
         if isinstance(name, ObjectRef):
             if not name:
                 raise ValueError("Invalid HDF5 object reference (a null reference)")
             name = name.path
-        catalog = self._session.catalog
+            if name in catalog.nodes:  # an object's own path, a name of it or not (moved)
+                info = self._session.node(name)
+                kind = Group if info.kind == "group" else Dataset
+                return kind(self._session, name, catalog.name_of(name))
         try:
             path = catalog.resolve(join(self._path, name))
         except ExternalLinkReached as reached:
@@ -326,7 +330,7 @@ class Group(Node):
                 compression=compression, compression_opts=compression_opts, shuffle=shuffle,
                 fletcher32=fletcher32, maxshape=maxshape, fillvalue=fillvalue, track_order=False,
             )  # fmt: skip
-            structure.tracking_order(self._session, made.name)
+            structure.tracking_order(self._session, made._path)
             return made
         spec = dict(
             shape=shape,
@@ -367,7 +371,7 @@ class Group(Node):
             error = exc
         dataset = self._create({name: spec}, error)[0]
         with dataset.collective:
-            transfer.put(session, [WriteRequest(dataset.name, array, ROOT_WRITES)])
+            transfer.put(session, [WriteRequest(dataset._path, array, ROOT_WRITES)])
         learned.sync(session, "create_dataset", detail=dataset.name)
         return dataset
 

@@ -136,7 +136,8 @@ class Node:
 
     @property
     def name(self) -> str:
-        """The path this object was reached by (HDF5's name for it)."""
+        """The path this object was reached by (HDF5's name for it: kept when it is moved
+        or unlinked since, as HDF5 keeps it)."""
         return self._name
 
     @property
@@ -154,7 +155,7 @@ class Node:
     @property
     def ref(self) -> ObjectRef:
         """A reference to this object (``f[obj.ref]`` opens it): its path."""
-        return ObjectRef(self._path)
+        return ObjectRef(self._path, self._session.path)
 
     @property
     def file(self) -> Any:

@@ -45,6 +45,7 @@ from .h5 import (
 from .master_read import dataset_node, scan
 from .objects import Groups, creation_properties, fill_array, h5py_link, tracks_order
 from .posix import block_size, fsync_path
+from .references import as_references
 
 COPY_LIMIT_ENV = "H5SUBFILE_MASTER_COPY_LIMIT"
 #: A master up to this size is copied and replaced atomically when appended to; a larger one
@@ -187,6 +188,8 @@ class MasterWriter(SourceFile):
         self.hard_links: dict[str, str] = {}
         #: names objects lose at the commit (:meth:`unname`)
         self.unnamed: list[str] = []
+        #: attributes holding object references, written at the commit (:meth:`set_ref_attr`)
+        self.ref_attrs: dict[tuple[str, str], Any] = {}
         record = self.catalog.record
         self.session = Session(
             id=len(record.sessions),
@@ -222,13 +225,33 @@ class MasterWriter(SourceFile):
         :func:`~.attributes.set_attribute` takes them)."""
         if self.pending:
             self._make_pending(path)
+        if self.ref_attrs:
+            self.ref_attrs.pop((path, name), None)
         if not set_attribute(self.groups.object_id(path), name, value, data, new):
             self.h5[path].attrs[name] = value  # h5py's own way for all but plain values
+
+    def set_ref_attr(self, path: str, name: str, value: Any) -> None:
+        """Attribute ``name`` of ``path`` set to object references (``ObjectRef``, or an
+        array of them), written at the commit, once every object is final (a learned
+        dataset's virtual dataset is made at close: a reference made before would point at
+        the dataset it replaces)."""
+        self.ref_attrs[(path, name)] = value
+
+    @hdf5_writes("write")
+    def _write_ref_attrs(self) -> None:
+        """The reference attributes :meth:`set_ref_attr` kept; a reference to an object
+        deleted since points nowhere (the null reference: HDF5's would dangle)."""
+        for (path, name), value in self.ref_attrs.items():
+            self._make_pending(path)
+            self.h5[path].attrs[name] = as_references(self.h5, value, self._make_pending)
+        self.ref_attrs.clear()
 
     @hdf5_writes("write")
     def delete_attr(self, path: str, name: str) -> None:
         self._make_pending(path)
-        h5py.h5a.delete(self.groups.object_id(path), name.encode())
+        pending = self.ref_attrs.pop((path, name), None)
+        if pending is None or h5py.h5a.exists(self.groups.object_id(path), name.encode()):
+            h5py.h5a.delete(self.groups.object_id(path), name.encode())
 
     @hdf5_writes("write")
     def make_scale(self, path: str, name: str | bytes) -> None:
@@ -303,9 +326,12 @@ class MasterWriter(SourceFile):
         """Remove a group or dataset from the master, if it is there (data it points to in
         subfiles stays on disk, unreferenced)."""
         below = path.rstrip("/") + "/"
-        for hard in [p for p in self.hard_links if p == path or p.startswith(below)]:
-            del self.hard_links[hard]
+        for hard, target in list(self.hard_links.items()):
+            if hard == path or hard.startswith(below) or target == path or target.startswith(below):
+                del self.hard_links[hard]  # a link in it, or to what goes
         self.unnamed[:] = [p for p in self.unnamed if p != path and not p.startswith(below)]
+        for key in [k for k in self.ref_attrs if k[0] == path or k[0].startswith(below)]:
+            del self.ref_attrs[key]
         with contextlib.suppress(KeyError):  # not there (yet): a pending dataset
             del self.h5[path]
         self.groups.forget(path)
@@ -435,6 +461,7 @@ class MasterWriter(SourceFile):
         self.session.closed = now()
         self.drop_set_aside()
         self._make_hard_links()
+        self._write_ref_attrs()
         self._keep_creation_order()
         self._drop_names()
         self._write_record()

@@ -280,6 +280,15 @@ class Catalog:
 
         return below(path, "")
 
+    def name_of(self, path: str) -> str:
+        """The name HDF5 gives the object whose own path is ``path`` when it reaches it by
+        reference: the first met by :meth:`walk` (an earlier hard link's, a moved object's
+        new one); ``path`` itself where the file has no links."""
+        if not self.links and not self.unnamed:
+            return path
+        found = next((name for name, own in self.walk("/", links=True) if own == path), None)
+        return path if found is None else "/" + found
+
     def other_names(self, path: str) -> list[str]:
         """The hard links outside object ``path`` that name it (deleting ``path`` there
         removes one name of it, not the object)."""

@@ -9,15 +9,20 @@ says whether it points anywhere. Pure: no HDF5 here (io/references.py converts).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
+
+#: The attributes HDF5's dimension-scale code writes.
+SCALE_ATTRS = ("CLASS", "NAME", "REFERENCE_LIST", "DIMENSION_LIST", "DIMENSION_LABELS")
 
 
 @dataclass(frozen=True)
 class ObjectRef:
-    """An object reference: the absolute path of the object (``""``: the null reference)."""
+    """An object reference: the absolute path of the object (``""``: the null reference);
+    ``file``, where known, the file it belongs to (not compared: a reference is its path)."""
 
     path: str
+    file: str = field(default="", compare=False)
 
     def __bool__(self) -> bool:
         return bool(self.path)
