@@ -421,6 +421,27 @@ with h5py.File(sys.argv[1], "w") as f:
     f["text"] = np.array([b"a", b"bc"], dtype=h5py.string_dtype("ascii"))
     r = f.create_dataset("r", data=np.arange(3))
     r.attrs["me"] = r.ref
+    g["x_again"] = x
+    g["rows"] = np.arange(3.0)
+    g["rows"].make_scale("row")
+    x.dims[0].attach_scale(g["rows"])
+    x.dims[1].label = "column"
+    g["sub/n"].attrs["of"] = x.ref
+    g["sub/n"].attrs["both"] = np.array([x.ref, h5py.Reference()], dtype=h5py.ref_dtype)
+    f.create_group("elsewhere").attrs["out"] = r.ref
+"""
+
+#: What plain h5py finds of the references in a copy (of SOURCE's /g as /grid, /r as /r)
+COPIED_REFS = """
+import json, sys, h5py
+with h5py.File(sys.argv[1]) as f:
+    x, n = f["grid/x"], f["grid/sub/n"]
+    print(json.dumps([
+        x == f["grid/x_again"], [[s.name for s in d.values()] for d in x.dims],
+        [d.label for d in x.dims], h5py.h5ds.get_scale_name(f["grid/rows"].id).decode(),
+        f[n.attrs["of"]] == x, [bool(r) and f[r] == x for r in n.attrs["both"]],
+        f[f["r"].attrs["me"]] == f["r"], f[f["own_copy"].attrs["to"]] == f["own"],
+    ]))
 """
 
 #: What plain h5py finds of a copy: every object's values and attributes
@@ -445,8 +466,9 @@ def test_copy_from_another_file_and_within(comm: MPI.Comm, shared_tmp: Path) -> 
     """``group.copy`` as h5py's: a group of a plain HDF5 file copied with its attributes,
     storage (chunks, gzip, maximum shape, fill value), soft link and subgroup; a dataset the
     ranks wrote in this session copied within the file; ``shallow`` copies a group's members
-    empty; a source holding references or variable-length strings is refused on every rank
-    before anything is made."""
+    empty; hard links, dimension scales and references within the copied group point at the
+    copies; a reference to an object of the other file that is not copied, or variable-length
+    strings, are refused on every rank before anything is made."""
     rank, size = comm.rank, comm.size
     source, path = shared_tmp / "source.h5", shared_tmp / "copied.h5"
     plain_h5py(comm, SOURCE, str(source))
@@ -456,13 +478,27 @@ def test_copy_from_another_file_and_within(comm: MPI.Comm, shared_tmp: Path) -> 
         f.copy(src["g"], f["out"], name="shallow", shallow=True)
         d = f.create_dataset("own", (2 * size,), "i4")
         d[2 * rank : 2 * rank + 2] = [rank, 10 * rank]
-        f.copy("own", "own_copy")
-        with raises_on_every_rank(comm, hs.UnsupportedError, "'me'", "references"):
-            f.copy(src["r"], "r")
+        d.attrs["to"] = d.ref
+        f.copy("own", "own_copy")  # its reference to itself points at the copy
+        f["own_copy"].attrs["to"] = d.ref  # and, set again, at the original
+        f.copy(src["r"], "r")
+        with raises_on_every_rank(comm, hs.UnsupportedError, "'out'", "/r of another file"):
+            f.copy(src["elsewhere"], "elsewhere")
         with raises_on_every_rank(comm, hs.UnsupportedDtypeError):
             f.copy(src["text"], "text")
         made = same_on_every_rank(comm, sorted(f.keys()))
-    assert made == ["grid", "out", "own", "own_copy"]
+    assert made == ["grid", "out", "own", "own_copy", "r"]
+    refs = json.loads(plain_h5py(comm, COPIED_REFS, str(path)))
+    assert refs == [
+        True,  # one dataset, two names, as in the source
+        [["/grid/rows"], []],
+        ["", "column"],
+        "row",
+        True,
+        [True, False],
+        True,
+        True,
+    ]
     found = json.loads(plain_h5py(comm, COPIED, str(path)))
     with hs.File(path, "r", comm=comm) as back:
         x = back["grid/x"]
@@ -472,11 +508,18 @@ def test_copy_from_another_file_and_within(comm: MPI.Comm, shared_tmp: Path) -> 
     assert storage == ((1, 4), "gzip", (None, 4), -1.0)
     x = found["grid/x"]
     assert x["values"] == np.arange(12.0).reshape(3, 4).tolist()
-    assert x["attrs"] == {"units": "m"} and found["grid"]["attrs"] == {"title": "grid"}
+    assert x["attrs"]["units"] == "m" and found["grid"]["attrs"] == {"title": "grid"}
+    assert sorted(x["attrs"]) == ["DIMENSION_LABELS", "DIMENSION_LIST", "units"]
     # a soft link's path is kept as it was (it dangles here, as h5py's copy leaves it)
     assert found["grid/latest"] == {"link": "SoftLink", "target": "/g/x", "attrs": {}}
     assert found["grid/sub/n"]["values"] == 7
     own = [v for r in range(size) for v in (r, 10 * r)]
     assert found["own_copy"]["values"] == own == found["own"]["values"]
     shallow = sorted(k for k in found if k.startswith("out/shallow/"))
-    assert shallow == ["out/shallow/latest", "out/shallow/sub", "out/shallow/x"]
+    assert shallow == [
+        "out/shallow/latest",
+        "out/shallow/rows",
+        "out/shallow/sub",
+        "out/shallow/x",
+        "out/shallow/x_again",
+    ]

@@ -201,11 +201,16 @@ class Group(Node):
         shape, type, chunks, filters, maximum shape and fill value; every rank reads it whole
         (a dataset of this file collectively) and rank 0 writes the copy, as with
         ``create_dataset(data=...)``. Soft and external links in a copied group stay links
-        (``expand_soft``, ``expand_external``: copied as what they point to). Attributes
-        holding object references (dimension scales' own) are refused before anything is
-        made, as ``expand_refs``."""
+        (``expand_soft``, ``expand_external``: copied as what they point to); an object two
+        hard links in it name is copied once. References in attributes, and dimension
+        scales, point at the copies of what they point at where that is copied too, else at
+        the same object of this file; one to another file's object that is not copied is
+        refused before anything is made, as ``expand_refs``."""
         if expand_refs:
-            raise UnsupportedError("copy(expand_refs=True): h5subfile writes no references")
+            raise UnsupportedError(
+                "copy(expand_refs=True): h5subfile copies referenced objects only with the "
+                "group that holds them"
+            )
         if isinstance(source, str):
             source = self[source]
         if isinstance(dest, str):
@@ -217,7 +222,7 @@ class Group(Node):
             target = name or posixpath.basename(source.name.rstrip("/")) or "/"
         copying = Copy(shallow, expand_soft, expand_external, without_attrs)
         try:
-            copying.check(source)
+            copying.check(source, parent)
         except H5SubfileError as exc:
             raise structure.agreed(exc) from None  # read alike on every rank
         copying.copy(parent, target, source)
