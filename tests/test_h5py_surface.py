@@ -23,6 +23,7 @@ CLASSES = {
     "AttributeManager": h5py.AttributeManager,
     "DimensionManager": h5py_dims.DimensionManager,
     "DimensionProxy": h5py_dims.DimensionProxy,
+    "Datatype": h5py.Datatype,
 }
 
 
@@ -37,6 +38,7 @@ def objects(tmp_path_factory: pytest.TempPathFactory) -> dict[str, object]:
     d = f.create_dataset("x", (4,), "f8", block=slice(0, 4))
     d.write(np.arange(4.0))
     f.attrs["a"] = 1
+    f["t"] = np.dtype([("x", "i4"), ("y", "f8")])
     yield {
         "File": f,
         "Group": f.create_group("g"),
@@ -44,6 +46,7 @@ def objects(tmp_path_factory: pytest.TempPathFactory) -> dict[str, object]:
         "AttributeManager": f.attrs,
         "DimensionManager": d.dims,
         "DimensionProxy": d.dims[0],
+        "Datatype": f["t"],
     }
     f.close()
 

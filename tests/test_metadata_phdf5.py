@@ -152,6 +152,12 @@ with h5py.File(source, "r", driver="mpio", comm=comm) as src:
         f["keep"].attrs["ref"] = f["data/t"].ref
         f.attrs["refs"] = [f["h"].ref, f["keep"].ref]
         seen += [f[f["keep"].attrs["ref"]].name, [f[r].name for r in f.attrs["refs"]], e.name]
+        f["types/point"] = np.dtype([("x", "<f4"), ("y", "<i2")])
+        f["types/point"].attrs["units"] = "m"
+        typed = f.create_dataset("typed", (comm.size,), dtype=f["types/point"])
+        typed[comm.rank] = (comm.rank, 1)
+        seen += [type(f["types/point"]).__name__, typed.id.get_type().committed(),
+                 isinstance(f["types/point"], h5py.Datatype), sorted(f["types"])]
 if comm.rank == 0:
     print(seen, flush=True)
 """
@@ -179,8 +185,8 @@ print(json.dumps(out, sort_keys=True))
 )
 def test_links_and_copy_as_parallel_hdf5(tmp_path: Path) -> None:
     """Parallel HDF5 is the judge: soft, external and hard links, a copy from another file,
-    groups and datasets moved, a name deleted while a hard link keeps its dataset, and
-    attributes holding object references, made by
+    groups and datasets moved, a name deleted while a hard link keeps its dataset,
+    attributes holding object references, and a named type a dataset is made with, made by
     the same program, seen alike by the program and by plain h5py afterwards."""
     program = tmp_path / "links.py"
     program.write_text(LINKS)

@@ -57,6 +57,7 @@ __all__ = [
     "DamagedFileError",
     "DataShapeError",
     "Dataset",
+    "Datatype",
     "DifferentValuesWarning",
     "File",
     "FileBusyError",
@@ -93,7 +94,7 @@ __all__ = [
 ]
 
 
-_MPI_OBJECTS = ("AttributeManager", "Dataset", "File", "Group")
+_MPI_OBJECTS = ("AttributeManager", "Dataset", "Datatype", "File", "Group")
 
 
 def __getattr__(name: str):  # PEP 562: importing h5subfile does not initialise MPI by itself

@@ -1,6 +1,6 @@
 """h5py's ``mpio`` driver served by h5subfile, for unmodified programs (``h5subfile run``).
 
-:func:`install` puts stand-ins for ``h5py.File``, ``h5py.Group`` and ``h5py.Dataset`` into the
+:func:`install` puts stand-ins for ``h5py.File``, ``Group``, ``Dataset`` and ``Datatype`` into the
 ``h5py`` module, so that a program importing h5py after it (or calling through the module)
 finds them: ``h5py.File(path, mode, driver="mpio", comm=comm, ...)`` opens an h5subfile
 :class:`~h5subfile.File` with the plan given to :func:`install` (and the ``H5SUBFILE_*``
@@ -153,6 +153,7 @@ _MODULES: dict[type, str] = {
     files.File: "h5py._hl.files",
     files.Group: "h5py._hl.group",
     files.Dataset: "h5py._hl.dataset",
+    files.Datatype: "h5py._hl.datatype",
 }
 
 
@@ -162,7 +163,7 @@ def install(**plan: Any) -> None:
     Installing again replaces the plan."""
     if not _ORIGINAL:
         _ORIGINAL.extend(
-            [(h5py, name, getattr(h5py, name)) for name in ("File", "Group", "Dataset")]
+            [(h5py, name, getattr(h5py, name)) for name in ("File", "Group", "Dataset", "Datatype")]
             + [(h5py, "get_config", h5py.get_config), (h5, "get_config", h5.get_config)]
             # Libraries built on h5py (h5netcdf) tell h5py's objects by their class's module.
             + [(ours, "__module__", ours.__module__) for ours in _MODULES]
@@ -202,13 +203,19 @@ def install(**plan: Any) -> None:
         _h5subfile_kinds = (real["Dataset"], files.Dataset)
         _h5subfile_opening = staticmethod(_wraps(real["Dataset"], files.Dataset))
 
+    class Datatype(_Opens):
+        """h5py.Datatype: h5py's named types and h5subfile's."""
+
+        _h5subfile_kinds = (real["Datatype"], files.Datatype)
+        _h5subfile_opening = staticmethod(_wraps(real["Datatype"], files.Datatype))
+
     config = _Config(real["get_config"]())
 
     def get_config() -> Any:
         """h5py's config, saying ``mpi`` True: h5subfile serves parallel files."""
         return config
 
-    h5py.File, h5py.Group, h5py.Dataset = File, Group, Dataset
+    h5py.File, h5py.Group, h5py.Dataset, h5py.Datatype = File, Group, Dataset, Datatype
     h5py.get_config = h5.get_config = get_config
     for ours, module in _MODULES.items():
         ours.__module__ = module

@@ -52,7 +52,7 @@ from .errors import (
     SameFileError,
     UnsupportedDtypeError,
 )
-from .files import Dataset, File, Group
+from .files import Dataset, Datatype, File, Group
 from .files.dims import scale_name
 from .io.h5 import is_attribute_note
 from .layout.dtypes import check_dtype
@@ -138,11 +138,13 @@ def max_share_bytes(shape: tuple[int, ...], itemsize: int, size: int) -> int:
 # The source's inventory (every rank, from the identical catalogue) ---------------------------
 @dataclass(frozen=True)
 class Inventory:
-    """Every group (parents first) and dataset of the source, and what cannot be copied."""
+    """Every group (parents first), dataset and named type of the source, and what cannot be
+    copied."""
 
     groups: list[str]
     datasets: list[str]
     refused: list[str]
+    types: list[str] = field(default_factory=list)
 
 
 def inventory(source: File) -> Inventory:
@@ -150,12 +152,15 @@ def inventory(source: File) -> Inventory:
     groups: list[str] = []
     datasets: list[str] = []
     refused: list[str] = []
+    types: list[str] = []
 
     def visit(name: str) -> None:
         path = "/" + name
         obj = source[path]
         if isinstance(obj, Group):
             groups.append(path)
+        elif isinstance(obj, Datatype):
+            types.append(path)
         else:
             datasets.append(path)
             refused.extend(_dataset_problems(obj))
@@ -163,7 +168,7 @@ def inventory(source: File) -> Inventory:
 
     refused.extend(_attribute_problems("/", source))
     source.visit(visit)
-    return Inventory(groups, datasets, refused)
+    return Inventory(groups, datasets, refused, types)
 
 
 def _dataset_problems(dataset: Dataset) -> list[str]:
@@ -547,6 +552,9 @@ def _copy(
             summary.attributes += copy_attributes(src, out)
             for path in inv.groups:
                 summary.attributes += copy_attributes(src[path], out.create_group(path))
+            for path in inv.types:  # named types (the datasets copied have their types)
+                out[path] = src[path].dtype
+                summary.attributes += copy_attributes(src[path], out[path])
             copier = _Copier(src, out, options.slab_size, (total, len(datasets)), progress)
             copier.advance(0, 0)  # the copy starts (after the verification)
             by_parent: dict[str, list[str]] = {}

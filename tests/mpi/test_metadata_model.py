@@ -406,6 +406,77 @@ def test_attributes_holding_object_references(
         assert [r.path for r in back["moved"].attrs["pair"]] == ["/x", "/moved"]
 
 
+#: What plain h5py finds of named types: each type's dtype and attributes, and for each
+#: dataset whether its type is committed, and which
+TYPES = """
+import json, sys, h5py
+out = {}
+with h5py.File(sys.argv[1]) as f:
+    def visit(name, obj):
+        if isinstance(obj, h5py.Datatype):
+            out[name] = ["type", str(obj.dtype), {k: str(v) for k, v in obj.attrs.items()}]
+        elif isinstance(obj, h5py.Dataset):
+            kind = obj.id.get_type()
+            named = h5py.h5i.get_name(kind).decode() if kind.committed() else ""
+            out[name] = ["dataset", named, obj[()].tolist()]
+    f.visititems(visit)
+print(json.dumps(out, sort_keys=True))
+"""
+
+
+@pytest.mark.parametrize("subfiles", [1, 2])
+def test_named_types_as_hdf5(comm: MPI.Comm, shared_tmp: Path, subfiles: int) -> None:
+    """``group[name] = dtype`` commits a named type, as parallel h5py does; datasets made
+    with ``dtype=group[name]`` share it in the file (plain h5py sees their type committed),
+    others of the same dtype do not; types carry attributes, are listed, visited, linked
+    and deleted like any object, and read back as ``Datatype`` at another rank count. A type
+    HDF5 cannot hold, or a name taken, raises on every rank."""
+    rank, size = comm.rank, comm.size
+    path = shared_tmp / f"types{subfiles}.h5"
+    point = np.dtype([("x", "<f4"), ("y", "<i2")])
+    with hs.File(path, "w", comm=comm, subfiles=min(subfiles, size)) as f:
+        f["types/point"] = point
+        t = f["types/point"]
+        t.attrs["units"] = "m"
+        f["types/state"] = h5py.enum_dtype({"off": 0, "on": 1}, basetype="i1")
+        d = f.create_dataset("points", (2 * size,), dtype=t)
+        d[2 * rank : 2 * rank + 2] = np.array([(rank, 1), (rank, 2)], dtype=point)
+        f.create_dataset("plain", data=np.zeros(2, dtype=point))
+        s = f.create_dataset("states", (size,), dtype=f["types/state"])
+        s[rank] = rank % 2
+        f["alias"] = t  # another name of the type
+        f["gone"] = np.dtype("f8")
+        del f["gone"]
+        seen = (
+            isinstance(t, hs.Datatype),
+            t.dtype == point,
+            sorted(f["types"]),
+            "gone" in f,
+            h5py.h5t.TypeID.committed(d.id.get_type()),
+        )
+        visited: list[str] = []
+        f.visit(visited.append)
+        with raises_on_every_rank(comm, hs.ObjectExistsError, "/types/point"):
+            f["types/point"] = np.dtype("f8")
+        with raises_on_every_rank(comm, hs.errors.RankTypeError, "named type at /bad"):
+            f["bad"] = np.dtype(object)
+    assert seen == (True, True, ["point", "state"], False, True)
+    assert same_on_every_rank(comm, visited) == [
+        "alias", "plain", "points", "states", "types", "types/state",
+    ]  # fmt: skip
+    found = json.loads(plain_h5py(comm, TYPES, str(path)))
+    points = [[r, k] for r in range(size) for k in (1, 2)]
+    assert found["alias"] == ["type", str(point), {"units": "m"}]  # HDF5 visits it there
+    assert found["points"][1] in ("/alias", "/types/point") and found["points"][2] == points
+    assert found["plain"][1] == "" and found["states"][1] == "/types/state"
+    assert found["states"][2] == [r % 2 for r in range(size)]
+    with hs.File(path, "r", comm=comm) as back:
+        assert isinstance(back["types/point"], hs.Datatype)
+        assert back["types/point"].attrs["units"] == "m" and back["alias"] == back["types/point"]
+        assert back["points"][...].tolist() == [tuple(p) for p in points]
+        assert h5py.h5t.TypeID.committed(back["points"].id.get_type())
+
+
 #: A plain HDF5 file to copy from: a group with attributes, a compressed resizable dataset
 #: with a fill value, a soft link, a subgroup; what copy refuses beside it
 SOURCE = """

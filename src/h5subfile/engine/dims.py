@@ -53,8 +53,13 @@ def _ensure(
         _ensure(session, made, parent, shape_of, seen)
     if node.kind == "group":
         return made.group(path, node.track_order, node.attrs)
+    if node.kind == "datatype":
+        return made.datatype(path, node.dtype, node.attrs)
     fresh = path not in made.h5
-    dataset = made.dataset(path, shape_of(path), node.attrs)
+    shape = shape_of(path)
+    if shape.named_type:
+        _ensure(session, made, shape.named_type, shape_of, seen)
+    dataset = made.dataset(path, shape, node.attrs)
     if fresh and path not in seen:
         seen.add(path)
         for dim, scale in _attached(node.attrs):

@@ -29,8 +29,10 @@ from ..errors import (
 )
 from ..io.attributes import prepared_attribute
 from ..io.master import MasterWriter
+from ..io.objects import committable
 from ..io.references import holds_any_refs, referenced, stored_refs
 from ..layout.catalog import Link, NodeInfo
+from ..layout.dtypes import dtype_text
 from ..layout.record import is_reserved
 from ..layout.references import SCALE_ATTRS, ObjectRef
 from .ledger import Entry
@@ -221,6 +223,49 @@ def move_link(session: Session, path: str, new: str) -> None:
         catalog.nodes[group] = NodeInfo("group")
     catalog.links[new] = catalog.links.pop(path)
     session.ledger.record(Entry(f"move link {path} {new}"))
+
+
+def create_type(session: Session, path: str, dtype: np.dtype) -> None:
+    """Collective: a named (committed) type at ``path`` (h5py's ``group[name] = dtype``), with
+    missing parent groups (no round, as :func:`create_group`)."""
+    session.require_writable("committing a type")
+    catalog = session.catalog
+    try:
+        new = catalog.missing_groups(path)[:-1]
+        if path in catalog.nodes or path in catalog.links:
+            raise ObjectExistsError(f"{path} already exists in {session.path}")
+        committable(dtype)
+    except (H5SubfileError, TypeError, ValueError) as exc:
+        error = agreed(exc)
+        error.args = (f"{error} (committing a named type at {path})",)
+        raise error from None
+    _on_root(session, lambda master: master.commit_type(path, dtype), f"committing type {path}")
+    for group in new:
+        catalog.nodes[group] = NodeInfo("group")
+    catalog.nodes[path] = NodeInfo("datatype", dtype=dtype)
+    session.ledger.record(Entry(f"commit type {path} {dtype_text(dtype)} {dtype.metadata}"))
+
+
+def use_type(session: Session, path: str, named: str) -> None:
+    """Collective, before dataset ``path`` is created (no round: the creation's own round
+    compares it): the dataset is made with the named type ``named`` (h5py's
+    ``create_dataset(..., dtype=f[name])``), which it then shares in the file."""
+    session.require_writable("create_dataset")
+    try:
+        if session.catalog.nodes.get(named, NodeInfo("group")).kind != "datatype":
+            raise TypeError(f"{named} is not a named type of {session.path}")
+    except TypeError as exc:
+        raise agreed(exc) from None
+    _on_root(session, lambda master: master.groups.typed.__setitem__(path, named), "dtype")
+    session.catalog.typed[path] = named
+    session.ledger.record(Entry(f"use type {named} for {path}"))
+
+
+def forget_type(session: Session, path: str) -> None:
+    """Every rank, after the creation of dataset ``path`` failed on every rank: the named
+    type :func:`use_type` chose is not for a later dataset of that name."""
+    session.catalog.typed.pop(path, None)
+    _on_root(session, lambda master: master.groups.typed.pop(path, None), "dtype")
 
 
 def track_order(session: Session, path: str) -> None:
@@ -434,6 +479,8 @@ def _delete_object(session: Session, path: str) -> None:
         p for p in session.catalog.unnamed if p == path or p.startswith(below)
     }
     gone = [p for p in session.catalog.nodes if p == path or p.startswith(below)]
+    for old in gone:
+        session.catalog.typed.pop(old, None)
     writing = session.writing
     assert writing is not None
     # this group's sources of the deleted object: the object itself (a group holds its

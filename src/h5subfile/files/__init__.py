@@ -10,12 +10,14 @@ exception on every rank. Reads and ``dset[sel] = x`` are independent: any rank r
 writes at any time, without communication.
 
 - ``node.py``: what every object shares (``name``, ``attrs``, ``file``, ``parent``).
-- ``dataset.py``: ``Dataset``; ``group.py``: ``Group``; ``file.py``: ``File``.
+- ``dataset.py``: ``Dataset``; ``group.py``: ``Group``; ``file.py``: ``File``;
+  ``datatype.py``: ``Datatype`` (named types).
 """
 
 from .dataset import Dataset
+from .datatype import Datatype
 from .file import File
 from .group import Group
 from .node import AttributeManager
 
-__all__ = ["AttributeManager", "Dataset", "File", "Group"]
+__all__ = ["AttributeManager", "Dataset", "Datatype", "File", "Group"]

@@ -20,11 +20,16 @@ import numpy as np
 from ..errors import UnsupportedError
 from ..layout.dtypes import check_dtype
 from ..layout.references import SCALE_ATTRS, ObjectRef
+from .datatype import Datatype
 from .dims import SCALE_CLASS, _text
 
 
 def _is_group(obj: Any) -> bool:
     return isinstance(obj, h5py.Group) or hasattr(obj, "create_group")
+
+
+def _is_type(obj: Any) -> bool:
+    return isinstance(obj, (h5py.Datatype, Datatype))
 
 
 def _identity(obj: Any) -> Any:
@@ -114,6 +119,8 @@ class Copy:
             return
         self.inside.add(identity)
         found.append(source)
+        if _is_type(source):
+            return
         if not _is_group(source):
             check_dtype(source.dtype)
             return
@@ -140,7 +147,11 @@ class Copy:
         if identity in self.made:
             parent[name] = self.made[identity]  # another name of an object copied already
             return
-        if _is_group(source):
+        if _is_type(source):
+            parent[name] = source.dtype
+            made = parent[name]
+            self.made[identity] = made
+        elif _is_group(source):
             made = parent.create_group(name)
             self.made[identity] = made
             for member, value, kept in self._members(source, depth):

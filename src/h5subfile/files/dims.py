@@ -46,7 +46,7 @@ def shape_of(file: Any) -> dims.ShapeOf:
     """How the image makes its copy of a dataset of the open ``file``: as its facade says."""
 
     def made(path: str) -> DatasetShape:
-        dataset = file[path]
+        dataset = file[ObjectRef(path)]  # its own path, which may be a name no more
         return DatasetShape(
             tuple(dataset.shape),
             dataset.dtype,
@@ -54,6 +54,7 @@ def shape_of(file: Any) -> dims.ShapeOf:
             dataset.chunks,
             dataset.fillvalue,
             file._session.node(path).track_order,
+            file._session.catalog.typed.get(path, ""),
         )
 
     return made

@@ -26,6 +26,7 @@ from ..layout.catalog import ExternalLinkReached, Link, NameTakenAway, freed_nam
 from ..layout.references import ObjectRef
 from .copies import Copy
 from .dataset import Dataset
+from .datatype import Datatype
 from .dims import shape_of
 from .node import Node, join, valid_paths
 
@@ -51,8 +52,7 @@ class Group(Node):
                 raise ValueError("Invalid HDF5 object reference (a null reference)")
             name = name.path
             if name in catalog.nodes:  # an object's own path, a name of it or not (moved)
-                info = self._session.node(name)
-                kind = Group if info.kind == "group" else Dataset
+                kind = _class_of(self._session.node(name).kind)
                 return kind(self._session, name, catalog.name_of(name))
         try:
             path = catalog.resolve(join(self._path, name))
@@ -61,8 +61,7 @@ class Group(Node):
             return open_external(self._session.path, link.file, link.target, reached.rest)
         info = self._session.node(path)
         shown = join(self._name, name) if catalog.links or self._name != self._path else path
-        kind = Group if info.kind == "group" else Dataset
-        return kind(self._session, path, shown)
+        return _class_of(info.kind)(self._session, path, shown)
 
     def _new_path(self, name: str) -> str:
         """Where a new object ``name`` goes: in its group reached through links, as HDF5
@@ -328,18 +327,8 @@ class Group(Node):
         """
         if shape is None and data is None:
             raise TypeError("create_dataset: give a shape, or data (as h5py asks)")
-        if _tracking(track_order):
-            structure.track_order(self._session, self._new_path(name))
-            made = self.create_dataset(
-                name, shape, dtype, data, block=block, start=start, count=count, chunks=chunks,
-                compression=compression, compression_opts=compression_opts, shuffle=shuffle,
-                fletcher32=fletcher32, maxshape=maxshape, fillvalue=fillvalue, track_order=False,
-            )  # fmt: skip
-            structure.tracking_order(self._session, made._path)
-            return made
         spec = dict(
             shape=shape,
-            dtype=dtype,
             block=block,
             start=start,
             count=count,
@@ -351,6 +340,30 @@ class Group(Node):
             maxshape=maxshape,
             fillvalue=fillvalue,
         )
+        return self._create_one(name, spec, data, dtype, _tracking(track_order))
+
+    def _create_one(
+        self, name: str, spec: dict[str, Any], data: Any, dtype: Any, tracked: bool
+    ) -> Dataset:
+        """:meth:`create_dataset` once its arguments are gathered: a named type of this file
+        chosen first (the dataset shares it), ``track_order`` set, then the dataset made."""
+        session = self._session
+        if isinstance(dtype, Datatype) and dtype._session is session:
+            path = self._new_path(name)
+            structure.use_type(session, path, dtype._path)
+            try:
+                return self._create_one(name, spec, data, dtype.dtype, tracked)
+            except H5SubfileError:
+                structure.forget_type(session, path)  # nothing made: on every rank
+                raise
+        if isinstance(dtype, (Datatype, h5py.Datatype)):
+            dtype = dtype.dtype  # another file's: its type only
+        if tracked:
+            structure.track_order(session, self._new_path(name))
+            made = self._create_one(name, spec, data, dtype, False)
+            structure.tracking_order(session, made._path)
+            return made
+        spec = dict(spec, dtype=dtype)
         if data is None:
             spec["dtype"] = "f4" if dtype is None else dtype
             return self.create_datasets({name: spec})[0]
@@ -389,6 +402,10 @@ class Group(Node):
             link = Link("hard", value._path)
         if link is not None:
             structure.create_link(self._session, self._link_path(name), link)
+            return
+        if isinstance(value, (np.dtype, h5py.Datatype, Datatype)):  # a named type
+            dtype = value if isinstance(value, np.dtype) else value.dtype
+            structure.create_type(self._session, self._new_path(name), dtype)
             return
         if isinstance(value, (Node, h5py.HLObject, h5py.HardLink)):
             raise UnsupportedError(
@@ -570,3 +587,8 @@ def _content(
 
 
 Node.group_at = Group
+
+
+def _class_of(kind: str) -> type[Group | Dataset | Datatype]:
+    """The class of h5subfile's objects of a catalogue kind."""
+    return Group if kind == "group" else Datatype if kind == "datatype" else Dataset

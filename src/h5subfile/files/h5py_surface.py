@@ -39,6 +39,7 @@ REFUSED: dict[str, dict[str, str]] = {
         "filter_names": "d.filters says every filter of the dataset",
     },
     "AttributeManager": {"get_id": _OBJECT},
+    "Datatype": {"regionref": _REFS},
 }
 REFUSED["File"] = dict(REFUSED["Group"])
 

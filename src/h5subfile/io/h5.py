@@ -383,7 +383,9 @@ def create_virtual_dataset(
             local = slab.shifted(start)
             source.select_hyperslab(local.start, local.count, local.stride, local.block)
         dcpl.set_virtual(selection, file.encode(), dataset.encode(), source)
-    type_id = h5py.h5t.py_create(dtype, logical=True)
+    type_id = groups.named_type(path)
+    if type_id is None:
+        type_id = h5py.h5t.py_create(dtype, logical=True)
     name, lcpl = link_name(posixpath.basename(path))
     space = h5py.h5s.create_simple(shape, limits)
     h5py.h5d.create(groups.parent_of(path).id, name, type_id, space, dcpl=dcpl, lcpl=lcpl)

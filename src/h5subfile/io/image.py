@@ -38,6 +38,7 @@ class DatasetShape:
     chunks: tuple[int, ...] | None
     fillvalue: Any
     track_order: bool
+    named_type: str = ""  # the path of the named type it is made with, if any
 
 
 def _plain(attrs: Mapping[str, Any]) -> dict[str, Any]:
@@ -85,7 +86,7 @@ class MetadataImage:
             self._parent(path).create_dataset(
                 posixpath.basename(path),
                 shape=made.shape,
-                dtype=made.dtype,
+                dtype=self.h5[made.named_type] if made.named_type else made.dtype,
                 maxshape=made.maxshape if resizable else None,
                 chunks=made.chunks or (True if resizable else None),
                 fillvalue=made.fillvalue,
@@ -95,6 +96,12 @@ class MetadataImage:
         if dataset.shape != made.shape:
             dataset.resize(made.shape)
         return dataset
+
+    def datatype(self, path: str, dtype: Any, attrs: Mapping[str, Any]) -> h5py.Datatype:
+        """The image's named type ``path``, committed if needed."""
+        if path not in self.h5:
+            self._parent(path)[posixpath.basename(path)] = dtype
+        return self._synced(path, attrs)
 
     def _parent(self, path: str) -> h5py.Group:
         return self.h5.require_group(posixpath.dirname(path) or "/")

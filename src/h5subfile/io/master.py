@@ -43,7 +43,14 @@ from .h5 import (
     write_text_attr,
 )
 from .master_read import dataset_node, scan
-from .objects import Groups, creation_properties, fill_array, h5py_link, tracks_order
+from .objects import (
+    Groups,
+    commit_type,
+    creation_properties,
+    fill_array,
+    h5py_link,
+    tracks_order,
+)
 from .posix import block_size, fsync_path
 from .references import as_references
 
@@ -299,6 +306,11 @@ class MasterWriter(SourceFile):
             self.groups.parent_of(path)[posixpath.basename(path)] = self.h5[target]
         self.hard_links.clear()
 
+    @hdf5_writes("write")
+    def commit_type(self, path: str, dtype: np.dtype) -> None:
+        """A named type (h5py's ``group[name] = dtype``), made now."""
+        commit_type(self.groups, path, dtype)
+
     def unname(self, path: str) -> None:
         """The object ``path`` loses that name at the commit, once its other names (hard
         links, made then) hold it; until then the master keeps it there, where rank 0 keeps
@@ -330,6 +342,8 @@ class MasterWriter(SourceFile):
             if hard == path or hard.startswith(below) or target == path or target.startswith(below):
                 del self.hard_links[hard]  # a link in it, or to what goes
         self.unnamed[:] = [p for p in self.unnamed if p != path and not p.startswith(below)]
+        for typed in [p for p in self.groups.typed if p == path or p.startswith(below)]:
+            del self.groups.typed[typed]
         for key in [k for k in self.ref_attrs if k[0] == path or k[0].startswith(below)]:
             del self.ref_attrs[key]
         with contextlib.suppress(KeyError):  # not there (yet): a pending dataset
@@ -418,6 +432,9 @@ class MasterWriter(SourceFile):
         scratch_path = f"{parent.name.rstrip('/')}/{scratch}"
         if path in self.groups.tracked or tracks_order(old):
             self.groups.tracked.add(scratch_path)
+        kind = old.id.get_type()
+        if kind.committed():  # a named type's dataset stays one
+            self.groups.typed[scratch_path] = (h5py.h5i.get_name(kind) or b"").decode()
         fill_value = np.asarray(old.fillvalue, dtype=old.dtype)
         create_virtual_dataset(
             self.groups, scratch_path, shape, old.dtype, sources, maxshape, fill_value

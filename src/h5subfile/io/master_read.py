@@ -209,6 +209,7 @@ class _Scan:
         self.ranges: list[ByteRange] = []  # bytes read directly, by file (overlaps: damage)
         self.members: dict[str, int] = {"/": len(h5)}  # each group's number of links
         self.links: dict[str, Link] = {}
+        self.typed: dict[str, str] = {}
 
     def visit(self, name: str, obj: h5py.HLObject) -> None:
         path = "/" + name
@@ -218,6 +219,11 @@ class _Scan:
                 self.members[path] = len(obj)
             elif isinstance(obj, h5py.Dataset):
                 self.nodes[path] = self.dataset(path, obj)
+                kind = obj.id.get_type()
+                if kind.committed():  # made with a named type, which it shares
+                    self.typed[path] = (h5py.h5i.get_name(kind) or b"").decode()
+            elif isinstance(obj, h5py.Datatype):
+                self.nodes[path] = NodeInfo("datatype", _user_attrs(obj), dtype=obj.dtype)
         except H5SubfileError:
             raise
         except (OSError, KeyError, RuntimeError, ValueError, TypeError) as exc:
@@ -241,7 +247,7 @@ class _Scan:
                 link = catalogue_link(h5[group].get(name, getlink=True))
                 if link is not None:
                     self.links[path] = link
-                else:  # another name of an object, or a named type (not served)
+                else:  # another name of an object
                     if not objects:
                         objects = {hash(h5[p].id): p for p in self.nodes}
                     target = objects.get(hash(h5[path].id))
@@ -391,7 +397,9 @@ def scan(
             "did not finish; datasets it created are incomplete",
         )
     shas = {s.id: session_sha(s) for s in walk.record.sessions if s.closed is not None}
-    return Catalog(walk.nodes, walk.record, problems, session_shas=shas, links=walk.links)
+    catalog = Catalog(walk.nodes, walk.record, problems, session_shas=shas, links=walk.links)
+    catalog.typed = {path: catalog.resolve(named) for path, named in walk.typed.items()}
+    return catalog
 
 
 def open_for_reading(path: str, profile: Profile | None = None) -> Catalog:

@@ -112,6 +112,14 @@ class Groups:
         #: paths of the groups and datasets to be created keeping their creation order
         #: (h5py's ``track_order=True``)
         self.tracked: set[str] = set()
+        #: datasets to be created with a named (committed) type: dataset path -> type path
+        #: (h5py's ``create_dataset(..., dtype=f[type name])``)
+        self.typed: dict[str, str] = {}
+
+    def named_type(self, path: str) -> Any:
+        """HDF5's identifier of the named type dataset ``path`` is created with, or None."""
+        named = self.typed.get(path)
+        return None if named is None else h5py.h5t.open(self.h5.id, named.encode())
 
     def require(self, path: str) -> h5py.Group:
         group = self._known.get(path)
@@ -214,7 +222,10 @@ def create_early_dataset(
     """
     value = fill_array(dtype, fill)
     tracked = path in groups.tracked
-    if _plain_dtype(dtype):
+    named = groups.named_type(path)
+    if named is not None:
+        dcpl, type_id = _early_dcpl(tracked, value), named
+    elif _plain_dtype(dtype):
         dcpl = _made(("dcpl", tracked, dtype, fill), lambda: _early_dcpl(tracked, value))
         type_id = _made(("type", dtype), lambda: h5py.h5t.py_create(dtype, logical=True))
     else:  # numpy calls dtypes equal that HDF5 stores differently (strings, enums)
@@ -260,6 +271,16 @@ def _fill(path: str, offset: int, count: int, element: bytes) -> None:
         raw.close()
 
 
+def commit_type(groups: Groups, path: str, dtype: np.dtype) -> None:
+    """A named (committed) type at ``path``, as h5py's ``group[name] = dtype`` makes it."""
+    groups.parent_of(path)[posixpath.basename(path)] = dtype
+
+
+def committable(dtype: np.dtype) -> None:
+    """TypeError (HDF5's words, through h5py) unless HDF5 can hold ``dtype`` as a type."""
+    h5py.h5t.py_create(dtype, logical=True)
+
+
 def create_chunked_dataset(
     groups: Groups,
     path: str,
@@ -272,10 +293,11 @@ def create_chunked_dataset(
     """Create a chunked dataset with h5py's filter arguments (``FilterSpec.h5py_kwargs()``)
     and fill value (``fill``: one element's bytes; None: zeros); its chunks are then written
     whole with ``write_direct_chunk``."""
+    named = groups.typed.get(path)
     return groups.parent_of(path).create_dataset(
         posixpath.basename(path),
         shape=shape,
-        dtype=dtype,
+        dtype=dtype if named is None else groups.h5[named],
         chunks=chunks,
         fillvalue=fill_array(dtype, fill),
         dcpl=creation_properties(h5py.h5p.DATASET_CREATE, path in groups.tracked),

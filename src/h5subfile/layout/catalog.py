@@ -106,7 +106,7 @@ class NodeInfo:
     anything else that asks for ``layout`` reads the record on this rank (:meth:`fetch_with`).
     """
 
-    kind: str  # "group" or "dataset"
+    kind: str  # "group", "dataset" or "datatype" (a named type: its ``dtype``)
     attrs: dict[str, Any] = field(default_factory=dict)
     shape: tuple[int, ...] = ()
     dtype: np.dtype | None = None
@@ -212,6 +212,8 @@ class Catalog:
     #: link still names them), reached through their links only; the master loses those
     #: names at the commit (engine/structure.py, :func:`move` and :func:`delete`)
     unnamed: set[str] = field(default_factory=set)
+    #: datasets made with a named type, which they share in the file: path -> the type's path
+    typed: dict[str, str] = field(default_factory=dict)
 
     def resolve(self, path: str) -> str:
         """The path ``nodes`` holds the object at ``path`` under, following soft and hard
@@ -376,7 +378,7 @@ class Catalog:
                 new.append(prefix)
             elif info.kind != "group" and depth < len(parts):
                 raise errors.ObjectExistsError(
-                    f"cannot create {path}: {prefix} is a dataset, not a group"
+                    f"cannot create {path}: {prefix} is a {info.kind}, not a group"
                 )
         return new
 
