@@ -105,8 +105,8 @@ def test_dimension_scale_errors_on_every_rank(comm: MPI.Comm, shared_tmp: Path) 
 
 def test_id_serves_metadata_and_refuses_changes(comm: MPI.Comm, shared_tmp: Path) -> None:
     """``.id`` answers h5py's low-level calls about metadata (types, creation properties, fill
-    values) as for plain h5py; data written through it is not lost silently: the close raises
-    on every rank."""
+    values) as for plain h5py; data written or objects made through it are not lost silently:
+    the close raises on every rank."""
     with hs.File(shared_tmp / "ids.h5", "w", comm=comm, track_order=True) as f:
         g = f.create_group("g", track_order=True)
         d = f.create_dataset("d", (6,), "i2", fillvalue=-3, maxshape=(None,), chunks=(2,))
@@ -124,6 +124,12 @@ def test_id_serves_metadata_and_refuses_changes(comm: MPI.Comm, shared_tmp: Path
     d = f.create_dataset("d", (4,), "f8")
     d.id.write(h5py.h5s.ALL, h5py.h5s.ALL, np.arange(4.0))
     with raises_on_every_rank(comm, hs.UnsupportedError, "data written to /d through .id"):
+        f.close()
+    f = hs.File(shared_tmp / "ids_made.h5", "w", comm=comm)
+    enum = h5py.h5t.enum_create(h5py.h5t.STD_U8LE)  # as h5netcdf makes its enum types
+    enum.enum_insert(b"clear", 0)
+    enum.commit(f.create_group("g").id, b"cloud_t")
+    with raises_on_every_rank(comm, hs.UnsupportedError, "datatype /g/cloud_t made"):
         f.close()
 
 
@@ -183,7 +189,7 @@ ATTRS = {
 def write_netcdf(nc: object, parts: list[int], size: int) -> None:
     """The same netCDF-4 file from ``nc`` (an open h5netcdf File), writing the parts of
     ranks ``parts``: fixed and unlimited dimensions, coordinate and data variables, a group,
-    attributes of every type."""
+    attributes of every type, a compound type (a named type) and a variable of it."""
     n = 4 * size
     nc.dimensions = {"x": n, "y": 3, "time": None}
     nc.attrs.update({"title": "h5subfile netCDF", **ATTRS})
@@ -196,11 +202,14 @@ def write_netcdf(nc: object, parts: list[int], size: int) -> None:
     g.dimensions = {"z": 5}
     z = g.create_variable("z", ("z",), "i4")
     salt = g.create_variable("salt", ("z", "x"), "f8")
+    wind_t = g.create_cmptype(np.dtype([("u", "<f4"), ("v", "<f4")]), "wind_t")  # a named type
+    wind = g.create_variable("wind", ("x",), wind_t)
     for rank in parts:
         rows = slice(rank * 4, (rank + 1) * 4)
         x[rows] = np.arange(rows.start, rows.stop)
         temp[:, rows, :] = np.arange(24, dtype="f4").reshape(2, 4, 3) + rank
         salt[:, rows] = rank + 0.5
+        wind[rows] = np.array([(rank, k) for k in range(4)], dtype=wind_t.dtype)
         if rank == 0:
             z[:] = np.arange(5)
 

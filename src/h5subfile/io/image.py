@@ -69,6 +69,8 @@ class MetadataImage:
         self.h5 = h5py.File(fid)
         #: the objects made here (others were made through ``.id``)
         self._given: set[str] = set()
+        #: groups made as the parents of objects copied in (their own copies may follow)
+        self._scaffold: set[str] = {"/"}
         #: objects whose attributes changed since they were copied in (refreshed when next asked)
         self.stale: set[str] = set()
 
@@ -104,7 +106,9 @@ class MetadataImage:
         return self._synced(path, attrs)
 
     def _parent(self, path: str) -> h5py.Group:
-        return self.h5.require_group(posixpath.dirname(path) or "/")
+        parent = posixpath.dirname(path) or "/"
+        self._scaffold.add(parent)  # made (if it was not) for its member, not a program's
+        return self.h5.require_group(parent)
 
     def _synced(self, path: str, attrs: Mapping[str, Any]) -> Any:
         obj = self.h5[path]
@@ -131,6 +135,11 @@ class MetadataImage:
         """What a program changed through the image, which is not in the file: data written
         to a dataset, attributes made or deleted (``attrs_of(path)``: those the file has)."""
         found: list[str] = []
+        known = self._given | self._scaffold
+        made: list[str] = []
+        self.h5.visit(lambda name: None if "/" + name in known else made.append(name))
+        for name in made:  # made through a low-level call (h5g, h5d create, h5t commit)
+            found.append(f"{type(self.h5[name]).__name__.lower()} /{name} made")
         for path in sorted(self._given):
             obj = self.h5.get(path)
             if obj is None:
