@@ -12,6 +12,7 @@ import sys
 from pathlib import Path
 
 import h5py
+import numpy as np
 import pytest
 
 from conftest import run_cli
@@ -262,18 +263,21 @@ def test_progress_lines_only_when_asked_and_only_from_rank_0(tmp_path: Path) -> 
 
 def test_info_lists_links(tmp_path: Path) -> None:
     """`info` names a file's soft, external and further hard links with what they point to,
-    in text and JSON."""
+    and its named types, in text and JSON."""
     plain = tmp_path / "linked.h5"
     with h5py.File(plain, "w") as f:
         f["g/a"] = list(range(4))
         f["soft"] = h5py.SoftLink("/g/a")
         f["hard"] = f["g/a"]
         f["ext"] = h5py.ExternalLink("other.h5", "/x")
+        f["t"] = np.dtype("<i2")
     text = run_cli(1, "info", plain, timeout=120).stdout
     assert "links:\n  /ext (external link to other.h5:/x)\n" in text, text
+    assert "named types:\n  /t <i2\n" in text, text
     info = json.loads(run_cli(1, "info", plain, "--json", timeout=120).stdout)
     assert info["links"] == [
         "/ext (external link to other.h5:/x)",
         "/hard (hard link to /g/a)",
         "/soft (soft link to /g/a)",
     ]
+    assert info["types"] == ["/t <i2"]

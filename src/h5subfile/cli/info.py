@@ -35,7 +35,8 @@ def describe(path: str) -> dict[str, Any]:
     """Describe the file (run on one rank)."""
     from mpi4py import MPI
 
-    from ..files import Dataset, File
+    from ..files import Dataset, Datatype, File
+    from ..layout.dtypes import dtype_text
     from ..layout.names import SourcePaths
     from ..repack import described_links, links_of
 
@@ -45,8 +46,12 @@ def describe(path: str) -> dict[str, Any]:
             lambda: {"blocks": 0, "ranks": set(), "datasets": []}
         )
 
+        types: list[str] = []
+
         def visit(name: str) -> None:
             obj = f[name]
+            if isinstance(obj, Datatype):
+                types.append(f"{obj.name} {dtype_text(obj.dtype)}")
             if not isinstance(obj, Dataset):  # groups: their members are visited too
                 return
             entry: dict[str, Any] = {
@@ -99,6 +104,7 @@ def describe(path: str) -> dict[str, Any]:
             "sessions": f.sessions,
             "datasets": datasets,
             "links": described_links(links_of(f)),
+            "types": types,
             "files": subfiles,
             "data_bytes": sum(d["nbytes"] for d in datasets),
             "problems": _problems(f.problems, datasets, subfiles),
@@ -238,6 +244,9 @@ def render(info: dict[str, Any]) -> str:
     if info.get("links"):
         lines.append("links:")
         lines.extend(f"  {link}" for link in info["links"])
+    if info.get("types"):
+        lines.append("named types:")
+        lines.extend(f"  {named}" for named in info["types"])
     if info["files"]:
         lines.append("files holding data:")
         for s in info["files"]:
