@@ -187,6 +187,13 @@ def test_soft_external_and_hard_links(comm: MPI.Comm, shared_tmp: Path, subfiles
         f["alias_t"] = d
         f.move("alias_t", "zz_t")  # a hard link made at the commit: moved before
         f["data_again"] = f["data"]
+        with raises_on_every_rank(comm, hs.ObjectNotFoundError, "/nowhere", "does not exist"):
+            f.create_dataset("nowhere/x", (2,), "f8")  # HDF5: component not found
+        f["to_data"] = h5py.SoftLink("/data")
+        made = f.create_dataset("to_data/through", data=np.arange(2))  # made in /data
+        assert made[...].tolist() == [0, 1] and "through" in f["data"]
+        del f["to_data"]
+        del f["data/through"]
         seen = (
             "nowhere" in f,
             f.get("nowhere"),

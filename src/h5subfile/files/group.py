@@ -74,6 +74,8 @@ class Group(Node):
         except NameTakenAway as exc:  # the same on every rank
             freed = UnsupportedError(freed_name(join(self._name, name), exc.name))
             raise structure.agreed(freed) from None
+        except H5SubfileError as exc:  # a dangling soft link on the way, as HDF5 refuses it
+            raise structure.agreed(exc) from None
 
     def _link_path(self, name: str) -> str:
         """Where the link ``name`` itself is: its group reached through links, and its name."""
@@ -81,7 +83,7 @@ class Group(Node):
         if path == "/":
             return path
         try:
-            parent = self._session.catalog.resolve(posixpath.dirname(path))
+            parent = self._session.catalog.resolve(posixpath.dirname(path), within=True)
         except ExternalLinkReached:
             raise UnsupportedError(
                 f"{path} lies in another file (through an external link): open that file"

@@ -215,41 +215,53 @@ class Catalog:
     #: datasets made with a named type, which they share in the file: path -> the type's path
     typed: dict[str, str] = field(default_factory=dict)
 
-    def resolve(self, path: str) -> str:
+    def resolve(self, path: str, within: bool = False) -> str:
         """The path ``nodes`` holds the object at ``path`` under, following soft and hard
         links as HDF5 does (at most :data:`MAX_LINKS`); ``path`` itself where no link is on
         the way (it may not exist). Raises :class:`ExternalLinkReached` at an external link,
-        and ObjectNotFoundError for a loop of links or a name the session took away from an
-        object that other names still reach (:attr:`unnamed`)."""
+        and ObjectNotFoundError for a loop of links, a soft link on the way whose target does
+        not exist, or a name the session took away from an object that other names still
+        reach (:attr:`unnamed`). ``within``: ``path`` is a group something is made in, so a
+        soft link it ends with must point at something too, as when more names follow."""
         if not self.links and not self.unnamed:
             return path
-        parts = [p for p in path.split("/") if p]
-        current, index, followed = "/", 0, 0
-        while index < len(parts):
-            name = posixpath.join(current, parts[index])
+        return self._walk("/", [p for p in path.split("/") if p], path, [0], within)
+
+    def _walk(
+        self, current: str, parts: list[str], path: str, followed: list[int], within: bool
+    ) -> str:
+        """:meth:`resolve` from the object at ``current`` (an own path) through the names
+        ``parts``; ``followed``: the links followed so far."""
+        for index, part in enumerate(parts):
+            name = posixpath.join(current, part)
             link = self.links.get(name)
             if link is None:
                 if name in self.unnamed:
                     raise NameTakenAway(name)
-                current, index = name, index + 1
+                current = name
                 continue
             rest = parts[index + 1 :]
             if link.kind == "external":
                 raise ExternalLinkReached(name, "/".join(rest))
-            followed += 1
-            if followed > MAX_LINKS:
+            followed[0] += 1
+            if followed[0] > MAX_LINKS:
                 raise errors.ObjectNotFoundError(
                     f"{path}: more than {MAX_LINKS} links followed (a loop of soft links?)"
                 )
             if link.kind == "hard":  # the object's own path: a name only where it is one
-                current, parts, index = link.target, rest, 0
-                continue
-            target = posixpath.normpath(posixpath.join(posixpath.dirname(name), link.target))
-            if link.target.startswith("/") or ".." in link.target.split("/"):
-                current = "/"
-            else:  # relative to the link's group, wherever that group is named
-                target = posixpath.normpath(link.target)
-            parts, index = [p for p in target.split("/") if p] + rest, 0
+                return self._walk(link.target, rest, path, followed, within)
+            target = link.target
+            start = "/" if target.startswith("/") else current  # relative: from its group
+            if ".." in target.split("/"):
+                start = "/"
+                target = posixpath.normpath(posixpath.join(posixpath.dirname(name), target))
+            found = self._walk(start, [p for p in target.split("/") if p], path, followed, False)
+            if (rest or within) and found not in self.nodes:
+                raise errors.ObjectNotFoundError(
+                    f"{path}: the soft link {name} points to {link.target}, which does not "
+                    "exist (component not found)"
+                )
+            return self._walk(found, rest, path, followed, within)
         return current
 
     def walk(self, path: str, links: bool = False) -> Iterator[tuple[str, str | None]]:
