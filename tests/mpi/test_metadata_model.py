@@ -347,6 +347,40 @@ def test_move_and_delete_objects_as_hdf5(comm: MPI.Comm, shared_tmp: Path, subfi
         assert back.verify()["clean"]
 
 
+def test_pop_and_popitem_as_h5py(comm: MPI.Comm, shared_tmp: Path) -> None:
+    """h5py's ``pop`` and ``popitem``: the name goes, the object returned stays readable
+    until the file is closed (and stays in the file if the program names it again); a link
+    popped is removed; ``default`` or KeyError where nothing has the name."""
+    rank, size = comm.rank, comm.size
+    path = shared_tmp / "popped.h5"
+    with hs.File(path, "w", comm=comm) as f:
+        d = f.create_dataset("d", (2 * size,), "i8")
+        d[2 * rank : 2 * rank + 2] = rank
+        f.create_group("g").attrs["k"] = 1
+        f.create_group("x")
+        f["s"] = h5py.SoftLink("/x")
+        popped = f.pop("d")
+        group = f.pop("g")
+        name, linked = f.popitem()  # the first member listed: the soft link "s"
+        with popped.collective:
+            values = popped[...].tolist()
+        seen = (sorted(f), group.attrs["k"], name, linked.name, f.pop("missing", 7))
+        with pytest.raises(KeyError):
+            f.pop("missing")
+        with raises_on_every_rank(comm, hs.UnsupportedError, "/d", "closed"):
+            f.create_group("d")
+        f["kept"] = popped  # named again: it stays
+    assert values == [r for r in range(size) for _ in "ab"]
+    assert seen == (["x"], 1, "s", "/s", 7)  # named by the path used, as HDF5 names it
+    listing = plain_h5py(
+        comm,
+        "import sys, h5py, json; f = h5py.File(sys.argv[1]);"
+        "print(json.dumps([sorted(f), f['kept'][...].tolist()]))",
+        str(path),
+    )
+    assert json.loads(listing) == [["kept", "x"], values]
+
+
 #: The object references in a file's attributes as plain h5py dereferences them: by owner and
 #: attribute, the name of each object pointed at ("" for the null reference)
 REFS = """

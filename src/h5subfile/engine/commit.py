@@ -36,7 +36,7 @@ from ..layout.regions import describe
 from ..mpi.collective import Question
 from ..mpi.failures import Failure, rebuild
 from ..mpi.failures import describe as describe_error
-from . import announced, integrity, learned
+from . import announced, integrity, learned, structure
 from .dims import changed_through_id
 from .profiling import add_measured_phases, finish_profile, phase
 from .session import Session, continue_writing
@@ -157,6 +157,7 @@ def _close(
         return None
     error = None
     session.take_announced()  # every dataset created without a round, in this rank's report
+    structure.drop_held(session)  # popped objects: the program's handles end here
     creating = writing.announced.forget_failed() if writing.announced is not None else None
     misuse = changed_through_id(session)
     if misuse:

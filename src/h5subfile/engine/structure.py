@@ -105,6 +105,7 @@ def create_link(session: Session, path: str, link: Link) -> None:
         # an object given back the name it lost in this session: nothing to make
         _on_root(session, lambda master: master.unnamed.remove(path), f"linking {path}")
         catalog.unnamed.discard(path)
+        catalog.held.discard(path)
         session.ledger.record(Entry(f"link hard {path} {path}"))
         return
     try:
@@ -154,7 +155,7 @@ def _orphaned(session: Session, removed: set[str]) -> list[str]:
         for path, link in catalog.links.items()
         if link.kind == "hard" and path not in removed
     }
-    orphans = sorted(p for p in catalog.unnamed if p not in named)
+    orphans = sorted(p for p in catalog.unnamed if p not in named and p not in catalog.held)
     for orphan in orphans:
         _refuse_other_names(session, orphan, removed)
     return orphans
@@ -411,11 +412,7 @@ def delete(session: Session, path: str) -> None:
     session.take_announced()  # what this rank wrote of a new dataset, forgotten with it
     catalog = session.catalog
     try:
-        if path in catalog.unnamed:
-            raise ObjectNotFoundError(f"cannot delete {path}: no such object")
-        session.node(path)
-        if path == "/":
-            raise ValueError("the root group cannot be deleted")
+        _check_named(session, path, "delete")
         kept = bool(catalog.other_names(path))  # only this name goes, as in HDF5
         if not kept:
             _refuse_other_names(session, path)
@@ -425,13 +422,52 @@ def delete(session: Session, path: str) -> None:
     except (H5SubfileError, ValueError) as exc:
         raise agreed(exc) from None
     if kept:
-        _on_root(session, lambda master: master.unname(path), f"deleting {path}")
-        catalog.unnamed.add(path)
-        session.ledger.record(Entry(f"unname {path}"))
+        _unname(session, path, "unname")
         return
     _delete_object(session, path)
     for orphan in orphans:
         _delete_object(session, orphan)
+
+
+def pop_name(session: Session, path: str) -> None:
+    """Collective: h5py's ``group.pop`` of group or dataset ``path`` (no round, as
+    :func:`delete`): the name goes, the object stays for the objects the program holds of it
+    (and for its other names) until the session closes, then it is deleted
+    (:func:`drop_held`) unless another name holds it."""
+    session.require_writable(f"pop {path}")
+    try:
+        _check_named(session, path, "pop")
+    except (H5SubfileError, ValueError) as exc:
+        raise agreed(exc) from None
+    if not session.catalog.other_names(path):
+        session.catalog.held.add(path)
+    _unname(session, path, "pop")
+
+
+def _check_named(session: Session, path: str, verb: str) -> None:
+    """Refuse ``verb`` of ``path`` unless it names a group or dataset, the root left out."""
+    if path in session.catalog.unnamed:
+        raise ObjectNotFoundError(f"cannot {verb} {path}: no such object")
+    session.node(path)
+    if path == "/":
+        raise ValueError(f"cannot {verb} the root group: it is no group's member")
+
+
+def _unname(session: Session, path: str, verb: str) -> None:
+    """``path`` is a name no more; its object stays (the master drops the name at commit)."""
+    _on_root(session, lambda master: master.unname(path), f"{verb} {path}")
+    session.catalog.unnamed.add(path)
+    session.ledger.record(Entry(f"{verb} {path}"))
+
+
+def drop_held(session: Session) -> None:
+    """Every rank, as the session closes: the popped objects no name holds are deleted (the
+    program's objects of them end with the session)."""
+    catalog = session.catalog
+    for path in sorted(catalog.held, key=lambda p: p.count("/")):
+        if path in catalog.held and not catalog.other_names(path):
+            _delete_object(session, path)
+    catalog.held.clear()
 
 
 def _point_nowhere(session: Session, path: str) -> None:
@@ -478,6 +514,7 @@ def _delete_object(session: Session, path: str) -> None:
     session.catalog.unnamed -= {
         p for p in session.catalog.unnamed if p == path or p.startswith(below)
     }
+    session.catalog.held -= {p for p in session.catalog.held if p == path or p.startswith(below)}
     gone = [p for p in session.catalog.nodes if p == path or p.startswith(below)]
     for old in gone:
         session.catalog.typed.pop(old, None)

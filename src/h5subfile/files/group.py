@@ -430,6 +430,30 @@ class Group(Node):
             dims.detach_everything(self._session, path, shape_of(self.file))
         structure.delete(self._session, path)
 
+    def pop(self, name: str, *default: Any) -> Any:
+        """Collective: h5py's ``pop``: the object ``name`` names, which loses that name (a
+        group or dataset stays readable through the object returned until the file is
+        closed, as HDF5 keeps an object a program holds; a link is removed); ``default``, or
+        KeyError, where there is no such name."""
+        if name not in self:
+            if default:
+                return default[0]
+            raise KeyError(name)
+        value = self[name]
+        path = self._link_path(name)
+        if path in self._session.catalog.links:
+            del self[name]
+        else:
+            structure.pop_name(self._session, path)
+        return value
+
+    def popitem(self) -> tuple[str, Any]:
+        """Collective: h5py's ``popitem``: the first member listed, popped (KeyError if
+        none)."""
+        for name in self.keys():
+            return name, self.pop(name)
+        raise KeyError("popitem(): the group is empty")
+
     def clear(self) -> None:
         """Collective: unlink every member (``del`` each, in the order listed)."""
         for name in self.keys():

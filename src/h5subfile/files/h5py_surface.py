@@ -15,18 +15,12 @@ import numpy as np
 from ..errors import UnsupportedError
 
 _OBJECT = "an attribute's HDF5 identifier is not served (obj.id is the object's)"
-_POP = (
-    "the object popped could not be read afterwards (h5subfile's objects are their paths, "
-    "h5py's their open identifiers): read it, then del group[name]"
-)
 _REFS = "region references are not supported (read the region through the dataset)"
 
 #: By class name, the public names of h5py's class that h5subfile's refuses, with why.
 REFUSED: dict[str, dict[str, str]] = {
     "Group": {
         "regionref": _REFS,
-        "pop": _POP,
-        "popitem": _POP,
         "build_virtual_dataset": "h5subfile makes the virtual datasets of its own masters",
         "create_virtual_dataset": "h5subfile makes the virtual datasets of its own masters",
     },

@@ -212,6 +212,9 @@ class Catalog:
     #: link still names them), reached through their links only; the master loses those
     #: names at the commit (engine/structure.py, :func:`move` and :func:`delete`)
     unnamed: set[str] = field(default_factory=set)
+    #: of those, objects a program popped (``group.pop``): no name reaches them, the objects
+    #: it holds do, until the session closes (then they are deleted)
+    held: set[str] = field(default_factory=set)
     #: datasets made with a named type, which they share in the file: path -> the type's path
     typed: dict[str, str] = field(default_factory=dict)
 
