@@ -158,6 +158,8 @@ with h5py.File(source, "r", driver="mpio", comm=comm) as src:
         typed[comm.rank] = (comm.rank, 1)
         seen += [type(f["types/point"]).__name__, typed.id.get_type().committed(),
                  isinstance(f["types/point"], h5py.Datatype), sorted(f["types"])]
+        popped = f.pop("moved")
+        seen += [popped.name, sorted(popped), sorted(f)]
 if comm.rank == 0:
     print(seen, flush=True)
 """
@@ -186,7 +188,8 @@ print(json.dumps(out, sort_keys=True))
 def test_links_and_copy_as_parallel_hdf5(tmp_path: Path) -> None:
     """Parallel HDF5 is the judge: soft, external and hard links, a copy from another file,
     groups and datasets moved, a name deleted while a hard link keeps its dataset,
-    attributes holding object references, and a named type a dataset is made with, made by
+    attributes holding object references, a named type a dataset is made with, and a group
+    popped, made by
     the same program, seen alike by the program and by plain h5py afterwards."""
     program = tmp_path / "links.py"
     program.write_text(LINKS)

@@ -365,6 +365,7 @@ def test_pop_and_popitem_as_h5py(comm: MPI.Comm, shared_tmp: Path) -> None:
         with popped.collective:
             values = popped[...].tolist()
         seen = (sorted(f), group.attrs["k"], name, linked.name, f.pop("missing", 7))
+        assert popped.name is None and d.name is None and group.name is None  # as h5py's
         with pytest.raises(KeyError):
             f.pop("missing")
         with raises_on_every_rank(comm, hs.UnsupportedError, "/d", "closed"):

@@ -135,9 +135,12 @@ class Node:
         self._name = path if name is None else name
 
     @property
-    def name(self) -> str:
+    def name(self) -> Any:  # str, or None once popped (h5py types it so)
         """The path this object was reached by (HDF5's name for it: kept when it is moved
-        or unlinked since, as HDF5 keeps it)."""
+        or unlinked since, as HDF5 keeps it); None once popped, as h5py's."""
+        held = self._session.catalog.held
+        if held and self._path in held:
+            return None
         return self._name
 
     @property
