@@ -187,10 +187,7 @@ def move(session: Session, path: str, new: str) -> None:
     session.require_writable(f"move {path}")
     catalog = session.catalog
     try:
-        if path not in catalog.nodes or path in catalog.unnamed:
-            raise ObjectNotFoundError(f"cannot move {path}: no such object")
-        if path == "/":
-            raise ValueError("the root group cannot be moved")
+        _check_named(session, path, "move")
         if new == path or new.startswith(path.rstrip("/") + "/"):
             raise ValueError(f"cannot move {path} to {new}: into itself")
         made = catalog.missing_groups(new)[:-1]
@@ -200,12 +197,11 @@ def move(session: Session, path: str, new: str) -> None:
         raise agreed(exc) from None
     link = Link("hard", path)
     _on_root(session, lambda master: master.link(new, link), f"moving {path} to {new}")
-    _on_root(session, lambda master: master.unname(path), f"moving {path} to {new}")
     for group in made:
         catalog.nodes[group] = NodeInfo("group")
     catalog.links[new] = link
-    catalog.unnamed.add(path)
-    session.ledger.record(Entry(f"move {path} {new}"))
+    session.ledger.record(Entry(f"link hard {new} {path}"))
+    _unname(session, path, "move")
 
 
 def move_link(session: Session, path: str, new: str) -> None:
@@ -341,6 +337,8 @@ def set_attrs(session: Session, path: str, values: Mapping[str, Any]) -> None:
             error = agreed(exc)
             error.args = (f"{error} (setting attribute {name!r} of {path})",)
             raise error from exc
+        if refs:
+            session.catalog.refers = True
         if writing.root is not None and refs:
             _on_root(
                 session,
@@ -474,22 +472,31 @@ def _point_nowhere(session: Session, path: str) -> None:
     """References a program set in attributes to ``path`` or objects below it, deleted now,
     made null (HDF5's would dangle; a new object of the same name is not what they meant);
     those of dimension scales are dims.py's."""
+    catalog = session.catalog
+    if catalog.refers is None:  # looked for once, then kept up to date by set_attrs
+        catalog.refers = any(_refs_in(name, value) for node in catalog.nodes.values()
+                             for name, value in node.attrs.items())  # fmt: skip
+    if not catalog.refers:
+        return
     below = path.rstrip("/") + "/"
-    for owner, node in session.catalog.nodes.items():
+    for owner, node in catalog.nodes.items():
         for name, value in node.attrs.items():
-            if name in SCALE_ATTRS or not isinstance(value, (ObjectRef, np.ndarray)):
-                continue
-            if isinstance(value, np.ndarray) and value.dtype != object:
-                continue
-            refs = [value] if isinstance(value, ObjectRef) else list(value.flat)
-            if not any(
-                isinstance(r, ObjectRef) and (r.path == path or r.path.startswith(below))
-                for r in refs
-            ):
+            if not any(r.path == path or r.path.startswith(below) for r in _refs_in(name, value)):
                 continue
             kept = _nulled(value, path, below)
             node.attrs[name] = kept
             _on_root(session, _set_refs(owner, name, kept), f"deleting {path}")
+
+
+def _refs_in(name: str, value: Any) -> list[ObjectRef]:
+    """The references a program's attribute ``name`` holds (dimension scales' left out)."""
+    if name in SCALE_ATTRS:
+        return []
+    if isinstance(value, ObjectRef):
+        return [value]
+    if isinstance(value, np.ndarray) and value.dtype == object:
+        return [r for r in value.flat if isinstance(r, ObjectRef)]
+    return []
 
 
 def _set_refs(path: str, name: str, value: Any) -> Callable[[MasterWriter], None]:

@@ -215,6 +215,9 @@ class Catalog:
     #: of those, objects a program popped (``group.pop``): no name reaches them, the objects
     #: it holds do, until the session closes (then they are deleted)
     held: set[str] = field(default_factory=set)
+    #: Write mode: whether attributes hold a program's object references (None: not looked
+    #: for yet), so that a deletion looks for references to what it deletes only then
+    refers: bool | None = None
     #: datasets made with a named type, which they share in the file: path -> the type's path
     typed: dict[str, str] = field(default_factory=dict)
 
@@ -226,8 +229,8 @@ class Catalog:
         not exist, or a name the session took away from an object that other names still
         reach (:attr:`unnamed`). ``within``: ``path`` is a group something is made in, so a
         soft link it ends with must point at something too, as when more names follow."""
-        if not self.links and not self.unnamed:
-            return path
+        if not self.unnamed and (not self.links or path in self.nodes):
+            return path  # an object's own path, every part of it a name
         return self._walk("/", [p for p in path.split("/") if p], path, [0], within)
 
     def _walk(
@@ -301,8 +304,11 @@ class Catalog:
         """The name HDF5 gives the object whose own path is ``path`` when it reaches it by
         reference: the first met by :meth:`walk` (an earlier hard link's, a moved object's
         new one); ``path`` itself where the file has no links."""
-        if not self.links and not self.unnamed:
-            return path
+        if not self.unnamed and not any(
+            link.kind == "hard" and (path + "/").startswith(link.target.rstrip("/") + "/")
+            for link in self.links.values()
+        ):
+            return path  # its only name: no other reaches it or a group above it
         found = next((name for name, own in self.walk("/", links=True) if own == path), None)
         return path if found is None else "/" + found
 
