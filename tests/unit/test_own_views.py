@@ -9,10 +9,9 @@ import pytest
 
 from h5subfile.engine import creation_plan
 from h5subfile.engine.messages import CONTIGUOUS, DatasetRequest, RequestKind, Storage
-from h5subfile.io.master import dataset_node
 from h5subfile.layout.blocks import Block
 from h5subfile.layout.catalog import Catalog, NodeInfo
-from h5subfile.layout.grouping import plan_groups
+from h5subfile.layout.grouping import RankGrouping, plan_groups
 from h5subfile.layout.record import FileRecord
 from h5subfile.plan import Plan
 
@@ -65,14 +64,12 @@ def test_a_completed_own_view_is_what_rank_0_would_send(rows: list[int]) -> None
     creation = _plan(rows, plan)
     own = creation_plan.own_views(creation, SESSION, plan)
     assert own is not None and len(own) == len(rows)
-    nodes = {}
-    for index, dataset in enumerate(creation.datasets):
-        stored = [
-            type(e)(**{**e.__dict__, "offset": _offset(index, k)})
-            for k, e in enumerate(dataset.extents)
-        ]
-        layout = creation_plan.dataset_layout(SESSION, dataset, stored)
-        nodes[dataset.path] = dataset_node(dataset.shape, dataset.dtype, layout)
+    offsets = {
+        (index, k): _offset(index, k)
+        for index, dataset in enumerate(creation.datasets)
+        for k in range(len(dataset.extents))
+    }
+    nodes = creation_plan.published_nodes(creation, SESSION, offsets)
     for rank in range(1, len(rows)):  # rank 0 keeps the whole layouts it published
         sent = creation_plan.rank_view(nodes, creation, rank)
         for index, (placed, view) in enumerate(zip(creation.placed, own[rank])):
@@ -119,3 +116,55 @@ def test_own_views_only_where_every_rank_creates_what_it_holds(
     assert (
         creation_plan.own_views(_plan(rows, per_rank), 0, per_rank) is None
     )  # 2 offsets: too many
+
+
+def test_a_rank_plans_a_learned_call_in_one_group_as_rank_0_does() -> None:
+    """Datasets created without a round (engine/announced.py): a rank other than 0 plans the
+    call itself, with the grouping it knows (one node: not the whole, which rank 0 alone
+    holds), and makes its views from the offsets rank 0 announces: the same views as rank 0's
+    published nodes give it."""
+    size, plan = 3, Plan(subfiles=1)
+    whole = plan_groups(size, plan)
+    known = RankGrouping(2, 0, tuple(range(size)), 1, size, size, size, whole.rule)
+    assert known.whole is None and known.known_whole == whole
+    requests = [
+        DatasetRequest(
+            path,
+            np.dtype(dtype),
+            RequestKind.EXPLICIT,
+            shape,
+            Block((0,) * len(shape), shape),
+            **extra,
+        )
+        for path, dtype, shape, extra in (
+            ("/g/a", "f8", (100,), {"declared": False}),
+            ("/g/b", "i4", (4, 5), {"declared": False}),
+            ("/s", "u2", (), {"declared": False}),
+            ("/g/e", "f4", (0, 3), {"declared": False}),
+            ("/g/f", "f8", (6,), {"declared": False, "fill": np.float64(-1).tobytes()}),
+        )
+    ]
+    catalog = Catalog({"/": NodeInfo("group")}, FileRecord())
+
+    def planned(grouping):  # noqa: ANN001, ANN202
+        return creation_plan.plan_creation(
+            "run.h5", catalog, grouping, plan, lambda g: f"run.subfiles/s{g}.h5", [requests] * size
+        )
+
+    on_root, alike = planned(whole), planned(known.known_whole)
+    assert on_root.datasets == alike.datasets and on_root.tasks == alike.tasks
+    offsets = {
+        (i, k): 4096 * (i + 1)
+        for i, d in enumerate(on_root.datasets)
+        for k in range(len(d.extents))
+    }
+    published = creation_plan.published_nodes(on_root, SESSION, offsets)
+    for rank in range(1, size):
+        made = creation_plan.rank_view(
+            creation_plan.published_nodes(alike, SESSION, dict(offsets)), alike, rank
+        )
+        assert made == creation_plan.rank_view(published, on_root, rank)
+    layouts = {path: info.layout for path, info in published.items()}
+    assert all(layout.learned and layout.session == SESSION for layout in layouts.values())
+    assert layouts["/g/a"].extents[0].offset == 4096 and layouts["/g/e"].extents == ()
+    assert layouts["/g/f"].extents[0].file == "run.subfiles/s0.h5"  # a fill value: a source

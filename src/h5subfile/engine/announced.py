@@ -7,10 +7,14 @@ it creates the dataset. Every rank checks the call against its own catalogue (th
 every rank: an error is raised at the call and marked agreed, as for groups, engine/structure.py)
 and puts the dataset in it; the ledger records the call, which the next collective call compares.
 Rank 0 creates and publishes the dataset at once, as rank 0 of a creation round does
-(:func:`.create.publish`), and announces to each other rank what it learns of it (its view),
-without waiting (:mod:`..mpi.announce`). A rank takes the announcements when it first needs a
-new dataset's storage (its layout: a write, a read; a deletion; the next collective call): by
-then rank 0, having made the same calls, has sent them, or will without waiting for anyone.
+(:func:`.create.publish`), and announces to each other rank the byte offsets of its sources,
+without waiting (:mod:`..mpi.announce`). Each rank plans the call as rank 0 does (the planning
+is pure, and its inputs are the same on every rank: the call, the catalogue, the plan and the
+grouping, one group), so the offsets are all it needs to make the same view of the datasets as
+rank 0's (:func:`.creation_plan.published_nodes`): a few bytes per dataset, not a pickled
+layout. A rank takes the announcements when it first needs a new dataset's storage (its layout:
+a write, a read; a deletion; the next collective call): by then rank 0, having made the same
+calls, has sent them, or will without waiting for anyone.
 
 In every write session with one group, rank 0 also announces each collective call it enters (its
 number): a rank waiting for a creation rank 0 never made stops waiting, and the ranks drop those
@@ -31,7 +35,6 @@ from __future__ import annotations
 import weakref
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
 
 from ..errors import CollectiveMismatchError, H5SubfileError, ObjectExistsError, as_error
 from ..layout.catalog import PENDING, NodeInfo
@@ -39,8 +42,8 @@ from ..mpi.announce import announce, arrived_announcement, next_announcement
 from ..mpi.calls import Call
 from ..mpi.failures import Failure, describe, rebuild
 from . import structure
-from .create import create_sources, learn_sources, plan_on, publish
-from .creation_plan import rank_view
+from .create import SourceOffsets, create_sources, learn_sources, plan_alike, plan_on, publish
+from .creation_plan import CreationPlan, published_nodes, rank_view
 from .ledger import Entry
 from .messages import CONTIGUOUS, DatasetRequest, RequestKind
 from .session import Session
@@ -48,10 +51,20 @@ from .session import Session
 #: Creations without a round between two rounds, at most.
 LIMIT = 256
 
-#: What rank 0 announces, with the write session's id: each dataset's view of one creation call
-#: for the rank, or the failure; or neither, with the number of the collective call rank 0 is
-#: entering.
-Announcement = tuple[str, int, dict[str, Any] | None, Failure | None]
+#: What rank 0 announces, with the write session's id: one creation call's paths and the
+#: offsets of its sources (:data:`.create.SourceOffsets`), or the failure; or neither, with the
+#: number of the collective call rank 0 is entering.
+Announcement = tuple[str, int, tuple[tuple[str, ...], SourceOffsets] | None, Failure | None]
+
+
+@dataclass(frozen=True)
+class Waiting:
+    """A creation call on a rank other than 0 whose announcement it has not taken: the paths,
+    and the rank's own plan of it (None where planning failed: rank 0's failed alike)."""
+
+    paths: tuple[str, ...]
+    creation: CreationPlan | None
+
 
 #: What a rank's node keeps of its own call until the announcement comes (the rest is rank 0's).
 _OWN = ("attrs", "track_order", "order")
@@ -71,7 +84,7 @@ class Announced:
 
     session: Session
     since_round: int = 0
-    waiting: list[tuple[str, ...]] = field(default_factory=list)
+    waiting: list[Waiting] = field(default_factory=list)
     taking: bool = False
     arrived: list[Announcement] = field(default_factory=list)
     groups_made: dict[str, tuple[str, ...]] = field(default_factory=dict)
@@ -200,11 +213,15 @@ def create_datasets(session: Session, requests: Sequence[DatasetRequest]) -> lis
     if session.rank == 0:
         _create_on_root(session, requests)
         return paths
+    try:
+        creation: CreationPlan | None = plan_alike(session, list(requests))
+    except Exception:  # noqa: BLE001 - rank 0's planning fails alike, and announces it
+        creation = None
     for request in requests:
         node, groups = _provisional(session, request)
         node.__dict__[PENDING] = announced.take
         announced.groups_made[request.path] = groups
-    announced.waiting.append(tuple(paths))
+    announced.waiting.append(Waiting(tuple(paths), creation))
     return paths
 
 
@@ -249,7 +266,7 @@ def _provisional(session: Session, request: DatasetRequest) -> tuple[NodeInfo, t
 
 def _create_on_root(session: Session, requests: Sequence[DatasetRequest]) -> None:
     """Rank 0: plan, create and publish the datasets as rank 0 of a creation round does, learn
-    them, and announce the other ranks' view; a failure is announced instead."""
+    them, and announce the offsets of their sources; a failure is announced instead."""
     try:
         creation = plan_on(session, [list(requests)] * session.comm.size)
         assert set(creation.tasks) <= {0}  # one group: rank 0 leads every source
@@ -264,11 +281,10 @@ def _create_on_root(session: Session, requests: Sequence[DatasetRequest]) -> Non
         _fail(session, {path: groups for path, (_, groups) in made.items()}, error)
         _announce(session, None, describe(error))
         return
-    # Learned, in one group: every rank's view is rank 0's (rank_view), sent as it is now
+    # Learned, in one group: every rank makes rank 0's view from the offsets (rank_view)
     assert all(d.learned for d in creation.datasets)
+    _announce(session, (tuple(r.path for r in requests), offsets), None, ring=True)
     views = rank_view(nodes, creation, 0)
-    if session.comm.size > 1:
-        _announce(session, views, None, ring=True)
     for path, (info, held) in views.items():
         for group in session.catalog.missing_groups(path)[:-1]:
             session.catalog.nodes[group] = NodeInfo("group")
@@ -278,15 +294,15 @@ def _create_on_root(session: Session, requests: Sequence[DatasetRequest]) -> Non
 
 def _announce(
     session: Session,
-    views: dict[str, Any] | None,
+    created: tuple[tuple[str, ...], SourceOffsets] | None,
     failure: Failure | None,
     call: int = -1,
     ring: bool = False,
 ) -> None:
-    """Rank 0: announce a creation's views, its failure, or the call it enters (``call``);
-    ``ring``: wake the ranks, which may be waiting for it."""
+    """Rank 0: announce a creation (its paths and offsets), its failure, or the call it enters
+    (``call``); ``ring``: wake the ranks, which may be waiting for it."""
     if session.comm.size > 1:
-        announce(session.comm, (_session_id(session), call, views, failure), ring)
+        announce(session.comm, (_session_id(session), call, created, failure), ring)
 
 
 def take(session: Session) -> None:
@@ -297,27 +313,30 @@ def take(session: Session) -> None:
     announced = writing.announced
     waiting = announced.waiting
     while waiting:
-        paths = waiting[0]
+        paths, creation = waiting[0].paths, waiting[0].creation
         message = _next(session, paths)
-        _, _, views, failure = message
+        _, _, created, failure = message
         made = {path: announced.groups_made.pop(path, ()) for path in paths}
         if failure is not None:
             _fail(session, made, rebuild([(0, failure)], 1))  # as rank 0 raises it
         elif _entered(session, message):
             announced.groups_made.update(made)
             continue
-        elif views is None or not set(paths) <= set(views):
-            # Rank 0 made other calls: none of this rank's creations will be announced. The
-            # next round compares the calls (the ledger) and fails on every rank.
-            error = _out_of_step(session, paths, views)
+        elif created is None or created[0] != paths or creation is None:
+            # Rank 0 made other calls (or planned this one otherwise): none of this rank's
+            # creations will be announced as it expects. The next round compares the calls
+            # (the ledger) and fails on every rank.
+            error = _out_of_step(session, paths, None if created is None else created[0])
             for pending in waiting:
-                for path in pending:
+                for path in pending.paths:
                     node = _still_pending(session, path)
                     if node is not None:
                         _failed(node, error)
             waiting.clear()
             return
         else:
+            nodes = published_nodes(creation, writing.number, created[1])
+            views = rank_view(nodes, creation, session.rank)
             for path in paths:
                 node = _still_pending(session, path)
                 if node is not None:
@@ -358,9 +377,9 @@ def _still_pending(session: Session, path: str) -> NodeInfo | None:
 
 
 def _out_of_step(
-    session: Session, paths: tuple[str, ...], views: dict[str, Any] | None
+    session: Session, paths: tuple[str, ...], created: tuple[str, ...] | None
 ) -> CollectiveMismatchError:
-    made = "entered a collective call" if views is None else f"created {', '.join(views)}"
+    made = "entered a collective call" if created is None else f"created {', '.join(created)}"
     error = CollectiveMismatchError(
         f"collective calls out of step on {session.path}: rank {session.rank} created "
         f"{', '.join(paths)} where rank 0 {made}; every rank must make the same calls"
@@ -372,14 +391,14 @@ def _out_of_step(
 def _word_of(session: Session, message: Announcement, call: int) -> bool:
     """Whether ``message`` is rank 0's word of collective call number ``call`` (or later) of
     this write session."""
-    own, number, views, failure = message
-    return own == _session_id(session) and views is None and failure is None and number >= call
+    own, number, created, failure = message
+    return own == _session_id(session) and created is None and failure is None and number >= call
 
 
 def _entered(session: Session, message: Announcement) -> bool:
     """Whether ``message`` is rank 0's word of a collective call this rank has entered too."""
-    _, call, views, failure = message
-    return views is None and failure is None and call < session.calls
+    _, call, created, failure = message
+    return created is None and failure is None and call < session.calls
 
 
 def _deliver(session: Session, message: Announcement) -> None:

@@ -52,9 +52,9 @@ from . import structure
 from .creation_plan import (
     CreationPlan,
     completed_view,
-    dataset_layout,
     own_views,
     plan_creation,
+    published_nodes,
     rank_view,
 )
 from .learned_state import LearnedTarget
@@ -291,9 +291,25 @@ def plan_on(session: Session, gathered: list[Any]) -> CreationPlan:
     of an earlier session that it replaces are unlinked from the master."""
     writing = session.writing
     assert writing is not None and writing.root is not None
-    whole = writing.grouping.whole
-    assert whole is not None  # rank 0 holds the whole grouping
-    creation = plan_creation(
+    creation = _planned(session, gathered)
+    for dataset in creation.datasets:
+        if dataset.replaces_unfinished:
+            writing.root.master.replace_unfinished(dataset.path)
+    return creation
+
+
+def plan_alike(session: Session, requests: list[DatasetRequest]) -> CreationPlan:
+    """Any rank, in a session with one group, for a call every rank makes alike: rank 0's plan
+    of it (the planning is pure, and its inputs are the same on every rank)."""
+    return _planned(session, [requests] * session.comm.size)
+
+
+def _planned(session: Session, gathered: list[Any]) -> CreationPlan:
+    writing = session.writing
+    assert writing is not None
+    whole = writing.grouping.known_whole
+    assert whole is not None  # rank 0 holds the whole grouping; one group is known to all
+    return plan_creation(
         session.path,
         session.catalog,
         whole,
@@ -301,10 +317,6 @@ def plan_on(session: Session, gathered: list[Any]) -> CreationPlan:
         lambda group: subfile_relpath(session.path, writing.number, writing.session_id, group),
         gathered,
     )
-    for dataset in creation.datasets:
-        if dataset.replaces_unfinished:
-            writing.root.master.replace_unfinished(dataset.path)
-    return creation
 
 
 def _published_at_once(
@@ -471,28 +483,26 @@ def _source_file(session: Session, in_master: bool) -> SourceFile:
 def publish(
     session: Session, creation: CreationPlan | None, gathered: list[SourceOffsets]
 ) -> dict[str, NodeInfo]:
-    """Rank 0: record the new datasets in the master (VDS, layout records)."""
+    """Rank 0: record the new datasets in the master (VDS, layout records); returns their
+    nodes (:func:`.creation_plan.published_nodes`)."""
     writing = session.writing
     assert writing is not None and writing.root is not None and creation is not None
     master = writing.root.master
     offsets: SourceOffsets = {}
     for part in gathered:
         offsets.update(part)
-    nodes: dict[str, NodeInfo] = {}
-    catalog = session.catalog
-    new_groups = {g for d in creation.datasets for g in catalog.missing_groups(d.path)[:-1]}
+    nodes = published_nodes(creation, writing.number, offsets)
+    made = 0
     try:
-        for index, dataset in enumerate(creation.datasets):
-            stored = tuple(
-                extent.changed(offset=offsets[(index, k)])
-                for k, extent in enumerate(dataset.extents)
-            )
-            layout = dataset_layout(writing.number, dataset, stored)
-            nodes[dataset.path] = master.publish_dataset(
+        for dataset in creation.datasets:
+            info = nodes[dataset.path]
+            assert info.layout is not None
+            made += 1
+            master.publish_dataset(
                 dataset.path,
                 dataset.shape,
                 dataset.dtype,
-                layout,
+                info.layout,
                 virtual=dataset.learned and not dataset.in_master,
                 fill=dataset.fill,
             )
@@ -500,8 +510,10 @@ def publish(
             master.flush()  # a master changed in place: the new datasets on disk now
     except Exception:
         # No rank learns of this call's datasets: none may stay in the master, nor the
-        # groups made for them.
-        for dataset in creation.datasets[: len(nodes) + 1]:
+        # groups made for them (not in the catalogue yet).
+        catalog = session.catalog
+        new_groups = {g for d in creation.datasets for g in catalog.missing_groups(d.path)[:-1]}
+        for dataset in creation.datasets[:made]:
             with contextlib.suppress(Exception):
                 master.unlink(dataset.path)
         with contextlib.suppress(Exception):

@@ -36,6 +36,7 @@ from .messages import (
     PlannedDataset,
     RankAssignment,
     RequestKind,
+    SourceOffsets,
 )
 
 
@@ -356,6 +357,23 @@ def dataset_layout(
     return layout
 
 
+def published_nodes(
+    creation: CreationPlan, number: int, offsets: SourceOffsets
+) -> dict[str, NodeInfo]:
+    """What the master records of a creation planned in session ``number`` once its sources
+    are made at ``offsets`` (by task: dataset index, extent index): each dataset's node over
+    its layout. Pure: rank 0 publishes these, and a rank that planned the same call makes the
+    same from the offsets alone (engine/announced.py)."""
+    nodes: dict[str, NodeInfo] = {}
+    for index, dataset in enumerate(creation.datasets):
+        stored = tuple(
+            extent.changed(offset=offsets[(index, k)]) for k, extent in enumerate(dataset.extents)
+        )
+        layout = dataset_layout(number, dataset, stored)
+        nodes[dataset.path] = dataset_node(dataset.shape, dataset.dtype, layout, fill=dataset.fill)
+    return nodes
+
+
 def rank_view(
     nodes: dict[str, NodeInfo], creation: CreationPlan, rank: int
 ) -> dict[str, tuple[NodeInfo, StoredExtent | None]]:
@@ -391,6 +409,8 @@ def _learned_view(
         e for e, g in zip(layout.extents, dataset.groups) if dataset.in_master or g == group
     )
     trimmed = len(own) < len(layout.extents)
+    if not trimmed and not info.local_view:
+        return info, own  # the node as published (one group: every rank writes every source)
     if trimmed and rank != 0:
         layout = dataclasses.replace(layout, extents=own)
     return dataclasses.replace(info, layout=layout, local_view=trimmed), own

@@ -126,12 +126,15 @@ def close_report(session: Session) -> Closing:
     rank = session.rank
     found = {}
     for path, target in writing.learned.items():
+        fed = reported(target, rank)  # the checksums of the bytes passed ("" for the others)
+        read_back = frozenset(k for k, (_, _, piece) in enumerate(fed) if not piece.checksum)
+        if writing.checksums and not read_back:  # every piece fed whole: final already
+            found[path] = (fed, target.failed, read_back)
+            continue
         if writing.checksums:
             hashed = final_checksums(target, session.stats)
         else:
             hashed = {i: [""] * len(w.slabs()) for i, w in enumerate(target.pieces)}
-        fed = reported(target, rank)  # the checksums of the bytes passed ("" for the others)
-        read_back = frozenset(k for k, (_, _, piece) in enumerate(fed) if not piece.checksum)
         found[path] = (reported(target, rank, hashed), target.failed, read_back)
     return found
 
@@ -165,8 +168,10 @@ def publish_on_root(session: Session, gathered: list[Closing]) -> dict[str, tupl
         info = session.catalog.nodes[path]
         base = info.layout
         assert base is not None
-        layout = dataclasses.replace(
-            book.layout(path, base, _kept(session, path)),
+        layout = book.layout(
+            path,
+            base,
+            _kept(session, path),
             checksum=ALGORITHM if writing.checksums else "",
             complete=path not in problems,
         )

@@ -335,6 +335,8 @@ class Book:
         #: from the file at close, not taken from the bytes the rank passed: they prove nothing
         #: about what it wrote, so they are never copies (:func:`copied`)
         self.read_back: dict[str, dict[int, frozenset[int]]] = {}
+        #: :meth:`_listed` of each dataset since its last update (checked, then laid out)
+        self._listing: dict[str, tuple[list[tuple[int, str, str, PieceSum]], set[int]]] = {}
 
     def update(
         self,
@@ -346,6 +348,7 @@ class Book:
     ) -> None:
         self.pieces.setdefault(path, {})[rank] = pieces
         self.read_back.setdefault(path, {})[rank] = read_back
+        self._listing.pop(path, None)
         if failed and path not in self.failed:
             self.failed[path] = f"rank {rank}: {failed}"
 
@@ -353,10 +356,14 @@ class Book:
         self.pieces.pop(path, None)
         self.failed.pop(path, None)
         self.read_back.pop(path, None)
+        self._listing.pop(path, None)
 
     def _listed(self, path: str) -> tuple[list[tuple[int, str, str, PieceSum]], set[int]]:
         """Every rank's pieces of ``path``, lowest rank first, and those that repeat an
         earlier rank's (:func:`copied`)."""
+        known = self._listing.get(path)
+        if known is not None:
+            return known
         listed = []
         proven = []
         read_back = self.read_back.get(path, {})
@@ -365,7 +372,8 @@ class Book:
             for k, (file, dataset, piece) in enumerate(found):
                 listed.append((rank, file, dataset, piece))
                 proven.append(k not in unsure)
-        return listed, copied([entry[3] for entry in listed], proven)
+        known = self._listing[path] = (listed, copied([entry[3] for entry in listed], proven))
+        return known
 
     def check(self, path: str) -> None:
         """Refuse two ranks' pieces sharing an element: OverlapError naming the dataset, the
@@ -384,9 +392,18 @@ class Book:
             "Let one rank write each element"
         )
 
-    def layout(self, path: str, base: DatasetLayout, kept: int = 0) -> DatasetLayout:
+    def layout(
+        self,
+        path: str,
+        base: DatasetLayout,
+        kept: int = 0,
+        checksum: str | None = None,
+        complete: bool | None = None,
+    ) -> DatasetLayout:
         """``base`` (the dataset's whole layout: every extent) with every rank's pieces; the
-        first ``kept`` extents (an earlier session's) keep theirs."""
+        first ``kept`` extents (an earlier session's) keep theirs. ``complete`` (None: unless
+        a rank's write of it failed) and ``checksum`` (the algorithm of the pieces'
+        checksums; None: ``base``'s) as given."""
         by_source: dict[tuple[str, str], list[PieceSum]] = {}
         found, copies = self._listed(path)
         for k, (_, file, dataset, piece) in enumerate(found):
@@ -396,7 +413,12 @@ class Book:
             e.changed(pieces=tuple(by_source.get((e.file, e.dataset), ())))
             for e in base.extents[kept:]
         )
-        return dataclasses.replace(base, extents=extents, complete=path not in self.failed)
+        return dataclasses.replace(
+            base,
+            extents=extents,
+            complete=path not in self.failed if complete is None else complete,
+            checksum=base.checksum if checksum is None else checksum,
+        )
 
 
 def copied(pieces: Sequence[PieceSum], proven: Sequence[bool] | None = None) -> set[int]:

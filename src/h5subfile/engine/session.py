@@ -72,7 +72,7 @@ class Announcements(Protocol):
     """Datasets created without a round not yet taken by this rank (engine/announced.py)."""
 
     since_round: int
-    waiting: list[tuple[str, ...]]
+    waiting: list[Any]  # the creation calls whose announcement is not taken yet
     taking: bool
 
     def take(self) -> None: ...

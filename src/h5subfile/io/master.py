@@ -42,7 +42,7 @@ from .h5 import (
     whole_sources,
     write_text_attr,
 )
-from .master_read import dataset_node, scan
+from .master_read import scan
 from .objects import (
     Groups,
     commit_type,
@@ -369,10 +369,10 @@ class MasterWriter(SourceFile):
         layout: DatasetLayout,
         virtual: bool = False,
         fill: bytes | None = None,
-    ) -> NodeInfo:
+    ) -> None:
         """Record a dataset whose sources exist: a VDS over its subfile extents (a dataset
         stored in the master exists already; one that no rank writes reads as fill values),
-        and its layout record. Returns what every rank learns of it. ``virtual``: a dataset
+        and its layout record. ``virtual``: a dataset
         whose layout is learned from the writes, stored in subfiles: a virtual dataset with
         no mapping yet (each piece becomes one at close, :meth:`map_pieces`), of the
         dataset's maximum shape and ``fill`` value."""
@@ -399,7 +399,6 @@ class MasterWriter(SourceFile):
             # close does not record again; the others' records, with their checksums, are
             # written once, when the session closes (engine/integrity.record).
             self.write_layout(path, layout)
-        return dataset_node(shape, dtype, layout, fill=fill)
 
     def _make_pending(self, path: str) -> None:
         """A virtual dataset not made yet (its layout is learned), made now without mappings

@@ -7,6 +7,7 @@ ones, written chunk by chunk (:mod:`.h5` makes the virtual datasets over them)."
 from __future__ import annotations
 
 import math
+import os
 import posixpath
 from collections.abc import Callable
 from typing import Any
@@ -214,9 +215,10 @@ def create_early_dataset(
     """Create a contiguous dataset whose storage is allocated now and never filled by HDF5.
 
     Returns the byte offset of its data in the file, where ranks then write directly. Storage
-    beyond the file's end reads as zeros until written; storage HDF5 found among space freed
-    earlier in this session (a dataset unlinked) is zeroed first, so that what nobody writes
-    reads as zeros (HDF5's default fill value) there too. ``fill`` (one element's bytes, not
+    beyond the bytes the file holds on disk reads as zeros until written (HDF5 reserves room
+    for small datasets in blocks past the file's end: most small datasets land there); storage
+    below it (space freed earlier in this session: a dataset unlinked) is zeroed first, so that
+    what nobody writes reads as zeros (HDF5's default fill value) there too. ``fill`` (one element's bytes, not
     all zeros): the dataset's fill value, written over its storage now (what nobody writes
     reads as it; only scalars and small datasets are made so).
     """
@@ -232,7 +234,7 @@ def create_early_dataset(
         dcpl, type_id = _early_dcpl(tracked, value), h5py.h5t.py_create(dtype, logical=True)
     space = _made(("space", shape), lambda: _dataspace(shape))
     name, lcpl = link_name(posixpath.basename(path))
-    end = groups.h5.id.get_filesize()
+    end = _on_disk(groups.h5)
     dataset = h5py.h5d.create(groups.parent_of(path).id, name, type_id, space, dcpl=dcpl, lcpl=lcpl)
     groups.remember(path, dataset)
     offset = dataset.get_offset()
@@ -242,6 +244,15 @@ def create_early_dataset(
         element = fill if fill is not None else bytes(dtype.itemsize)
         _fill(groups.h5.filename, int(offset), math.prod(shape), element)
     return int(offset)
+
+
+def _on_disk(h5: h5py.File) -> int:
+    """How many bytes ``h5`` holds on disk now (beyond them, a file reads as zeros); HDF5's
+    size of the file, which counts the room it reserved, where its driver has no descriptor."""
+    try:
+        return os.fstat(h5.id.get_vfd_handle()).st_size
+    except (OSError, ValueError, TypeError):
+        return int(h5.id.get_filesize())
 
 
 #: Bytes written at a time by :func:`_fill` (a few MiB).

@@ -100,6 +100,14 @@ class RankGrouping:
             whole=whole,
         )
 
+    @cached_property
+    def known_whole(self) -> Grouping | None:
+        """The whole grouping where this rank holds it, or knows it without a message (one
+        group: every rank in it); None otherwise."""
+        if self.whole is not None or self.ngroups != 1:
+            return self.whole
+        return Grouping((0,) * self.size, self.rule)
+
     @property
     def leader(self) -> int:
         """The lowest rank of this rank's group: the one that creates its subfile."""

@@ -132,7 +132,7 @@ class DatasetLayout:
             "complete": self.complete,
             "chunks": self.chunks,
             "chunks_aligned": self.chunks_aligned,
-            "filters": copy.deepcopy(self.filters),
+            "filters": copy.deepcopy(self.filters) if self.filters else {},
             "dtype": self.dtype,
             "checksum": self.checksum,
             **({"learned": True} if self.learned else {}),
