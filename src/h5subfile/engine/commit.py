@@ -36,6 +36,7 @@ from ..layout.regions import describe
 from ..mpi.collective import Question
 from ..mpi.failures import Failure, rebuild
 from ..mpi.failures import describe as describe_error
+from ..mpi.rounds import patient_for_root, working_for_all
 from . import announced, integrity, learned, structure
 from .dims import changed_through_id
 from .profiling import add_measured_phases, finish_profile, phase
@@ -191,9 +192,10 @@ def _close(
             per_rank=False,
             error=not_made or not_hashed,
         )
-        message, troubles, kind = session.enter(
-            "commit" if keep_claim else "close", error, background=False, question=question
-        )  # background errors: reported below
+        with patient_for_root(session.comm):  # the commit's length is the file system's
+            message, troubles, kind = session.enter(
+                "commit" if keep_claim else "close", error, background=False, question=question
+            )  # background errors: reported below
         if writing.announced is not None:
             writing.announced.finish()
     except BaseException:
@@ -248,6 +250,7 @@ def _record_and_commit(
     """Rank 0: the checksums and subfile identities into the master, then the commit.
     Returns the message of the close's error, the ranks' background errors and the class of
     the close's error (OverlapError when two ranks' writes overlapping are all it reports)."""
+    working_for_all(session.comm)  # every rank is here: none times out while this takes
     integrity.record(session, [report for report, _, _, _ in gathered])
     problems = learned.publish_on_root(session, [pieces for _, _, _, pieces in gathered])
     troubles = [(rank, b[0]) for rank, (_, _, b, _) in enumerate(gathered) if b and b[0]]

@@ -19,9 +19,10 @@ doorbells (:mod:`.doorbell`) instead of waking to relay MPI's trees.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -153,6 +154,16 @@ class _Notice:
     waited: float
 
 
+@dataclass(frozen=True)
+class _Working:
+    """What rank 0 tells the others when every rank has arrived and its own work for all
+    begins, work whose length depends on the file system (committing the master): ranks that
+    expect it (:func:`patient_for_root`) then wait for rank 0's answer without a timeout (a
+    slow disk is not a rank that never arrived). Sent on the tag of timeout notices."""
+
+    round: int
+
+
 @dataclass
 class _Channel:
     """Per communicator (cached on it as an MPI attribute): the number of agreement rounds
@@ -167,6 +178,9 @@ class _Channel:
     bell: Doorbell | None = None
     star: bool = False  # rounds of small messages go through a star (decided on every rank alike)
     notices: dict[int, dict[int, _Notice]] = field(default_factory=dict)  # by round, by rank
+    #: inside :func:`patient_for_root`: whether rank 0 said it is at work (:class:`_Working`)
+    expecting: bool = False
+    working: bool = False
     sends: list[MPI.Request] = field(default_factory=list)
     given_up: list[Any] = field(default_factory=list)  # requests (and buffers) left pending
     waited: float = 0.0  # seconds this rank spent polling rounds that were not yet complete
@@ -183,8 +197,10 @@ class _Channel:
         while self.status.Iprobe(MPI.ANY_SOURCE, _NOTICE, probe) or self.status.Iprobe(
             MPI.ANY_SOURCE, _NOTICE, probe
         ):
-            notice: _Notice = self.status.recv(source=probe.Get_source(), tag=_NOTICE)
-            if notice.round >= self.rounds:  # older ones are stale: that round is over
+            notice: _Notice | _Working = self.status.recv(source=probe.Get_source(), tag=_NOTICE)
+            if isinstance(notice, _Working):
+                self.working = self.expecting  # outside the call that expects it: stale
+            elif notice.round >= self.rounds:  # older ones are stale: that round is over
                 self.notices.setdefault(notice.round, {})[notice.rank] = notice
         self.sends = [s for s in self.sends if not s.Test()]
 
@@ -597,9 +613,37 @@ def _wait(
         if request.Test():
             return
         if timeout is not None and now - started >= timeout:
+            if channel.working:
+                started = now  # every rank arrived, and rank 0 is at work for them all
+                continue
             break
     channel.given_up.append((request, buffers))  # never completes here; keep its buffers
     raise _give_up(comm, channel, call, time.monotonic() - started)
+
+
+@contextlib.contextmanager
+def patient_for_root(comm: MPI.Comm) -> Iterator[None]:
+    """Every rank, around a collective call whose answer may wait for rank 0's long work for
+    all (the close, which commits the master): once rank 0 says it is at work
+    (:func:`working_for_all`), the rank waits for it without a timeout. Local."""
+    channel = channel_of(comm)
+    channel.expecting, channel.working = True, False
+    try:
+        yield
+    finally:
+        channel.expecting, channel.working = False, False
+
+
+def working_for_all(comm: MPI.Comm) -> None:
+    """Rank 0, deciding a round every rank has arrived at, inside :func:`patient_for_root`:
+    tell the others it is at work for them all, so that they wait for its answer however long
+    that work takes (:class:`_Working`); local, without waiting."""
+    channel = channel_of(comm)
+    if comm.rank != 0 or comm.size == 1 or channel.status is None:
+        return
+    notice = _Working(channel.rounds)
+    for rank in range(1, comm.size):
+        channel.sends.append(channel.status.isend(notice, dest=rank, tag=_NOTICE))
 
 
 def _give_up(
