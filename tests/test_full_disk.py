@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import fill, remount, run_cli, run_mpi
+from conftest import fill, remount, run_cli, run_mpi, run_python
 
 ENOSPC = "No space left on device (ENOSPC)"
 
@@ -61,9 +61,38 @@ def test_in_place_appends_on_a_full_disk_say_so_and_change_nothing(small_disk: P
     assert appends(path, 1, env) == [{"ok": True}]
 
 
-def appends(path: Path, count: int, env: dict[str, str]) -> list[dict]:
+def test_an_in_place_append_that_fills_the_disk_gives_its_room_back(small_disk: Path) -> None:
+    """An append in place whose data does not fit the disk, written as h5py programs write it,
+    fails with ENOSPC where a rank's write does; the objects it made in the master are unlinked, so HDF5 gives their room back: a later small append
+    starts and succeeds, and the earlier data reads back. (The master kept the failed step's
+    16 MB and the disk stayed full: the next append said it needed 1048576 bytes free.)"""
+    path = small_disk / "run.h5"
+    env = {"H5SUBFILE_MASTER_COPY_LIMIT": "0"}
+    run_mpi(2, "full_disk_append.py", path, "w", 1, env=env)
+    size = path.stat().st_size
+    job = run_mpi(2, "full_disk_append.py", path, "a", 1, 1_000_000, "slab", env=env)
+    said = json.loads(job.stdout.splitlines()[-1])  # 16 MB: more than the 16 MiB disk holds
+    assert any(rank.get("errno") == errno.ENOSPC for rank in said), said
+    assert path.stat().st_size < size + 2**20, path.stat().st_size  # its room given back
+    assert appends(path, 1, env, 1000) == [{"ok": True}]
+    values = run_python(
+        "import sys, h5py, numpy as np\n"
+        "with h5py.File(sys.argv[1], 'r') as f:\n"
+        "    print(np.array_equal(f['T0/x'][...], np.repeat([0.0, 1.0], 100_000)))\n",
+        str(path),
+    )
+    assert values.stdout.strip() == "True", values  # plain h5py, in a process of its own
+    read = run_cli(1, "info", path, "--json")
+    shapes = {d["name"]: d["shape"] for d in json.loads(read.stdout)["datasets"]}
+    assert shapes == {"/T0/x": [200_000], "/T1/x": [2000]} or shapes == {
+        "/T0/x": [200_000],
+        "/T2/x": [2000],
+    }, shapes
+
+
+def appends(path: Path, count: int, env: dict[str, str], elements: int = 100_000) -> list[dict]:
     """``count`` appends to ``path`` in one 2-rank job: what each said."""
-    job = run_mpi(2, "full_disk_append.py", path, "a", count, env=env)
+    job = run_mpi(2, "full_disk_append.py", path, "a", count, elements, env=env)
     return [json.loads(line) for line in job.stdout.splitlines() if line.startswith("{")]
 
 

@@ -197,6 +197,9 @@ class MasterWriter(SourceFile):
         self.unnamed: list[str] = []
         #: attributes holding object references, written at the commit (:meth:`set_ref_attr`)
         self.ref_attrs: dict[tuple[str, str], Any] = {}
+        #: the objects the file held when the session began: appending in place, those made
+        #: since are unlinked again if the session is abandoned (:meth:`abandon`)
+        self.existing = frozenset(self.catalog.nodes) if self.commit_mode == "in-place" else None
         record = self.catalog.record
         self.session = Session(
             id=len(record.sessions),
@@ -520,10 +523,31 @@ class MasterWriter(SourceFile):
                 group.move(name, f"{name}.h5subfile-order")
                 group.move(f"{name}.h5subfile-order", name)
 
+    def _unmake(self) -> None:
+        """Unlink the objects this in-place session made (those no object made before holds),
+        best effort: HDF5 frees their storage when the file closes, and gives the end of the
+        file back to the disk (an append that failed on a full disk left it full, so that no
+        later append could start). Readers skip them anyway: the session never closed."""
+        if self.existing is None:
+            return
+        made = [p for p in self.catalog.nodes if p not in self.existing and p != "/"]
+        made += [p for p in self.pending if p not in self.catalog.nodes]
+        top = sorted(p for p in made if posixpath.dirname(p) not in made)
+        for path in top:
+            self.groups.forget(path)  # its identifiers closed: HDF5 frees it with the last
+        for path in top:
+            with contextlib.suppress(Exception):
+                if path in self.h5:
+                    del self.h5[path]
+
     def abandon(self) -> None:
         """Close without publishing (after a failure on some rank): the old file stays as it was
         (HDF5 lets go of it even when its close fails: a later open starts afresh), and the
-        ``.partial`` copy, never part of the file, is removed (a full disk gets its room back)."""
+        ``.partial`` copy, never part of the file, is removed (a full disk gets its room back).
+        A master appended to in place keeps the session's marker, but not the objects the
+        session made (:meth:`_unmake`): their room goes back to the disk."""
+        if self.commit_mode == "in-place" and not self.published:
+            self._unmake()
         let_go(self.h5)
         if self.commit_mode == "replace" and not self.published:
             with contextlib.suppress(OSError):
