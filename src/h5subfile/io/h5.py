@@ -13,6 +13,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import itertools
 import math
@@ -20,7 +21,7 @@ import os
 import posixpath
 import re
 import tempfile
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from typing import Any
 
 import h5py
@@ -270,7 +271,8 @@ def open_file_rw(
 
 def _hdf5_library() -> ctypes.CDLL | None:
     """The HDF5 library h5py runs on, as loaded in this process (found in /proc/self/maps),
-    for the one file-access property h5py does not expose; None where it cannot be found."""
+    for the two calls h5py does not expose (:func:`_no_small_data_block`,
+    :func:`_compact_selections`); None where it cannot be found."""
     global _HDF5_LIBRARY
     if _HDF5_LIBRARY is False:
         try:
@@ -286,6 +288,7 @@ def _hdf5_library() -> ctypes.CDLL | None:
             library = ctypes.CDLL(path)  # already loaded: the same library h5py calls
             if hasattr(library, "H5Pset_small_data_block_size"):
                 library.H5Pset_small_data_block_size.argtypes = [ctypes.c_int64, ctypes.c_uint64]
+                library.H5Fset_libver_bounds.argtypes = [ctypes.c_int64, ctypes.c_int, ctypes.c_int]
                 _HDF5_LIBRARY = library
                 break
     return _HDF5_LIBRARY
@@ -303,6 +306,32 @@ def _no_small_data_block(fapl: h5py.h5p.PropFAID) -> None:
     library = _hdf5_library()
     if library is not None and library.H5Pset_small_data_block_size(fapl.id, 0) < 0:
         raise RuntimeError("H5Pset_small_data_block_size failed")
+
+
+@contextlib.contextmanager
+def _compact_selections(h5: h5py.File) -> Iterator[None]:
+    """While a virtual dataset is made in ``h5``: the file's lower version bound at 1.10
+    (H5Fset_libver_bounds), so that HDF5 stores each mapping's regular hyperslab (a strided
+    piece: every P-th element) as its start, stride, count and block. Under our bounds it lists
+    every block instead, and HDF5 rebuilds such a list block by block when it opens the dataset,
+    in time that grows with the square of the blocks: a dataset written round-robin by 2 ranks,
+    16,384 elements each, took 28 s to open in plain h5py and in h5subfile alike (0.001 s
+    now). HDF5 1.10 reads the compact form (every reader of virtual datasets), and the file's
+    superblock and other objects are as before. Where the library cannot be reached, nothing
+    changes."""
+    library = _hdf5_library()
+    file_id = h5.id.id
+    low, high = h5.id.get_access_plist().get_libver_bounds()
+    raised = (
+        library is not None
+        and low < h5py.h5f.LIBVER_V110
+        and library.H5Fset_libver_bounds(file_id, h5py.h5f.LIBVER_V110, high) >= 0
+    )
+    try:
+        yield
+    finally:
+        if raised and library is not None and library.H5Fset_libver_bounds(file_id, low, high) < 0:
+            raise RuntimeError("H5Fset_libver_bounds failed to restore the file's bounds")
 
 
 def write_text_attr(obj: Any, name: str, text: str) -> None:
@@ -388,7 +417,9 @@ def create_virtual_dataset(
         type_id = h5py.h5t.py_create(dtype, logical=True)
     name, lcpl = link_name(posixpath.basename(path))
     space = h5py.h5s.create_simple(shape, limits)
-    h5py.h5d.create(groups.parent_of(path).id, name, type_id, space, dcpl=dcpl, lcpl=lcpl)
+    parent = groups.parent_of(path)
+    with _compact_selections(groups.h5):
+        h5py.h5d.create(parent.id, name, type_id, space, dcpl=dcpl, lcpl=lcpl)
 
 
 def copy_attributes(source: h5py.HLObject, target: h5py.HLObject) -> None:
