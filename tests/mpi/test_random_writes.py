@@ -120,7 +120,7 @@ def test_random_writes_read_back_as_numpy_computes(comm, shared_tmp: Path, seed:
 def test_round_robin_elements_open_at_once(comm, shared_tmp: Path, subfiles: int) -> None:
     """``d[rank::size] = x``, 16,384 elements per rank: one strided piece per rank. Each is one
     mapping of the master's virtual dataset, a regular hyperslab HDF5 now stores as start,
-    stride, count and block (io/h5.py, ``_compact_selections``); it listed every element, and
+    stride, count and block (io/h5.py, ``compact_selections``); it listed every element, and
     opening the dataset took 28 s at 2 ranks, in plain h5py and in h5subfile alike (more than
     120 s at 65,536 elements per rank). Read back bit for bit by both, within a second."""
     n, rank, size = 16_384, comm.rank, comm.size

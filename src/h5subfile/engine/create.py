@@ -493,19 +493,21 @@ def publish(
         offsets.update(part)
     nodes = published_nodes(creation, writing.number, offsets)
     made = 0
+    virtual = any(not d.in_master and d.extents and not d.learned for d in creation.datasets)
     try:
-        for dataset in creation.datasets:
-            info = nodes[dataset.path]
-            assert info.layout is not None
-            made += 1
-            master.publish_dataset(
-                dataset.path,
-                dataset.shape,
-                dataset.dtype,
-                info.layout,
-                virtual=dataset.learned and not dataset.in_master,
-                fill=dataset.fill,
-            )
+        with master.mapping() if virtual else contextlib.nullcontext():
+            for dataset in creation.datasets:
+                info = nodes[dataset.path]
+                assert info.layout is not None
+                made += 1
+                master.publish_dataset(
+                    dataset.path,
+                    dataset.shape,
+                    dataset.dtype,
+                    info.layout,
+                    virtual=dataset.learned and not dataset.in_master,
+                    fill=dataset.fill,
+                )
         if master.commit_mode == "in-place":
             master.flush()  # a master changed in place: the new datasets on disk now
     except Exception:

@@ -23,6 +23,7 @@ are written.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 from typing import Any
 
@@ -149,34 +150,59 @@ def publish_on_root(session: Session, gathered: list[Closing]) -> dict[str, tupl
     master = writing.root.master
     book = book_of(session)
     problems: dict[str, tuple[str, str]] = {}
-    for path in sorted(gathered[0] if gathered else ()):
-        failed = []
-        for rank, part in enumerate(gathered):
-            pieces, why, read_back = part[path]
-            book.update(path, rank, pieces, why, read_back)
-            if why:
-                failed.append(f"rank {rank}: {why}")
-        if failed:
-            problems[path] = (
-                "IncompleteFileError",
-                f"{path}: a write failed, so what it stored is unknown ({'; '.join(failed[:4])})",
-            )
-        try:
-            book.check(path)
-        except OverlapError as exc:
-            problems.setdefault(path, ("OverlapError", str(exc)))
-        info = session.catalog.nodes[path]
-        base = info.layout
-        assert base is not None
-        layout = book.layout(
-            path,
-            base,
-            _kept(session, path),
-            checksum=ALGORITHM if writing.checksums else "",
-            complete=path not in problems,
-        )
-        info.layout = layout
-        if layout.mapped_by_pieces or path in master.pending:
-            master.map_pieces(path, info.shape, layout)
-        master.write_layout(path, layout)
+    paths = sorted(gathered[0] if gathered else ())
+    virtual = any(
+        path in master.pending or _layout(session, path).mapped_by_pieces for path in paths
+    )
+    with master.mapping() if virtual else contextlib.nullcontext():  # set up once for all
+        for path in paths:
+            _publish_one(session, book, path, gathered, problems)
     return problems
+
+
+def _layout(session: Session, path: str) -> DatasetLayout:
+    layout = session.catalog.nodes[path].layout
+    assert layout is not None
+    return layout
+
+
+def _publish_one(
+    session: Session,
+    book: Book,
+    path: str,
+    gathered: list[Closing],
+    problems: dict[str, tuple[str, str]],
+) -> None:
+    """:func:`publish_on_root` of one dataset: its problems noted in ``problems``."""
+    writing = session.writing
+    assert writing is not None and writing.root is not None
+    master = writing.root.master
+    failed = []
+    for rank, part in enumerate(gathered):
+        pieces, why, read_back = part[path]
+        book.update(path, rank, pieces, why, read_back)
+        if why:
+            failed.append(f"rank {rank}: {why}")
+    if failed:
+        problems[path] = (
+            "IncompleteFileError",
+            f"{path}: a write failed, so what it stored is unknown ({'; '.join(failed[:4])})",
+        )
+    try:
+        book.check(path)
+    except OverlapError as exc:
+        problems.setdefault(path, ("OverlapError", str(exc)))
+    info = session.catalog.nodes[path]
+    base = info.layout
+    assert base is not None
+    layout = book.layout(
+        path,
+        base,
+        _kept(session, path),
+        checksum=ALGORITHM if writing.checksums else "",
+        complete=path not in problems,
+    )
+    info.layout = layout
+    if layout.mapped_by_pieces or path in master.pending:
+        master.map_pieces(path, info.shape, layout)
+    master.write_layout(path, layout)

@@ -272,7 +272,7 @@ def open_file_rw(
 def _hdf5_library() -> ctypes.CDLL | None:
     """The HDF5 library h5py runs on, as loaded in this process (found in /proc/self/maps),
     for the two calls h5py does not expose (:func:`_no_small_data_block`,
-    :func:`_compact_selections`); None where it cannot be found."""
+    :func:`compact_selections`); None where it cannot be found."""
     global _HDF5_LIBRARY
     if _HDF5_LIBRARY is False:
         try:
@@ -309,7 +309,7 @@ def _no_small_data_block(fapl: h5py.h5p.PropFAID) -> None:
 
 
 @contextlib.contextmanager
-def _compact_selections(h5: h5py.File) -> Iterator[None]:
+def compact_selections(h5: h5py.File) -> Iterator[None]:
     """While a virtual dataset is made in ``h5``: the file's lower version bound at 1.10
     (H5Fset_libver_bounds), so that HDF5 stores each mapping's regular hyperslab (a strided
     piece: every P-th element) as its start, stride, count and block. Under our bounds it lists
@@ -318,7 +318,8 @@ def _compact_selections(h5: h5py.File) -> Iterator[None]:
     16,384 elements each, took 28 s to open in plain h5py and in h5subfile alike (0.001 s
     now). HDF5 1.10 reads the compact form (every reader of virtual datasets), and the file's
     superblock and other objects are as before. Where the library cannot be reached, nothing
-    changes."""
+    changes. Each change of the bounds flushes HDF5's metadata: a caller making many virtual
+    datasets raises them once around all (inside, this does nothing)."""
     library = _hdf5_library()
     file_id = h5.id.id
     low, high = h5.id.get_access_plist().get_libver_bounds()
@@ -418,7 +419,7 @@ def create_virtual_dataset(
     name, lcpl = link_name(posixpath.basename(path))
     space = h5py.h5s.create_simple(shape, limits)
     parent = groups.parent_of(path)
-    with _compact_selections(groups.h5):
+    with compact_selections(groups.h5):
         h5py.h5d.create(parent.id, name, type_id, space, dcpl=dcpl, lcpl=lcpl)
 
 

@@ -35,6 +35,7 @@ from .h5 import (
     META_BLOCK_SIZE,
     Mapped,
     SourceFile,
+    compact_selections,
     copy_attributes,
     create_file,
     create_virtual_dataset,
@@ -457,6 +458,11 @@ class MasterWriter(SourceFile):
             image.attach_scale(new, dim, self.h5[scale])
         for user, dim in users:
             image.attach_scale(self.h5[user], dim, new)
+
+    def mapping(self) -> contextlib.AbstractContextManager[None]:
+        """Around the making of several virtual datasets (a creation call's, the close's): the
+        compact form of their mappings, set up once for all (:func:`.h5.compact_selections`)."""
+        return compact_selections(self.h5)
 
     @property
     def unmapped(self) -> list[str]:

@@ -154,14 +154,10 @@ class _Notice:
     waited: float
 
 
-@dataclass(frozen=True)
-class _Working:
-    """What rank 0 tells the others when every rank has arrived and its own work for all
-    begins, work whose length depends on the file system (committing the master): ranks that
-    expect it (:func:`patient_for_root`) then wait for rank 0's answer without a timeout (a
-    slow disk is not a rank that never arrived). Sent on the tag of timeout notices."""
-
-    round: int
+#: What rank 0 tells the others, on the tag of timeout notices, when every rank has arrived and
+#: its work for all begins, whose length is the file system's (committing the master): ranks
+#: that expect it (:func:`patient_for_root`) wait for its answer without a timeout.
+_WORKING = "rank 0 at work for all"
 
 
 @dataclass
@@ -178,7 +174,7 @@ class _Channel:
     bell: Doorbell | None = None
     star: bool = False  # rounds of small messages go through a star (decided on every rank alike)
     notices: dict[int, dict[int, _Notice]] = field(default_factory=dict)  # by round, by rank
-    #: inside :func:`patient_for_root`: whether rank 0 said it is at work (:class:`_Working`)
+    #: inside :func:`patient_for_root`: whether rank 0 said it is at work (:data:`_WORKING`)
     expecting: bool = False
     working: bool = False
     sends: list[MPI.Request] = field(default_factory=list)
@@ -197,9 +193,9 @@ class _Channel:
         while self.status.Iprobe(MPI.ANY_SOURCE, _NOTICE, probe) or self.status.Iprobe(
             MPI.ANY_SOURCE, _NOTICE, probe
         ):
-            notice: _Notice | _Working = self.status.recv(source=probe.Get_source(), tag=_NOTICE)
-            if isinstance(notice, _Working):
-                self.working = self.expecting  # outside the call that expects it: stale
+            notice = self.status.recv(source=probe.Get_source(), tag=_NOTICE)
+            if not isinstance(notice, _Notice):  # _WORKING; outside the call expecting it: stale
+                self.working = self.expecting
             elif notice.round >= self.rounds:  # older ones are stale: that round is over
                 self.notices.setdefault(notice.round, {})[notice.rank] = notice
         self.sends = [s for s in self.sends if not s.Test()]
@@ -635,15 +631,13 @@ def patient_for_root(comm: MPI.Comm) -> Iterator[None]:
 
 
 def working_for_all(comm: MPI.Comm) -> None:
-    """Rank 0, deciding a round every rank has arrived at, inside :func:`patient_for_root`:
-    tell the others it is at work for them all, so that they wait for its answer however long
-    that work takes (:class:`_Working`); local, without waiting."""
+    """Rank 0, deciding a round all have arrived at, inside :func:`patient_for_root`: tell the
+    others to wait for its answer however long it takes (:data:`_WORKING`); local."""
     channel = channel_of(comm)
     if comm.rank != 0 or comm.size == 1 or channel.status is None:
         return
-    notice = _Working(channel.rounds)
     for rank in range(1, comm.size):
-        channel.sends.append(channel.status.isend(notice, dest=rank, tag=_NOTICE))
+        channel.sends.append(channel.status.isend(_WORKING, dest=rank, tag=_NOTICE))
 
 
 def _give_up(
