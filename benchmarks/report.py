@@ -77,6 +77,7 @@ DATA = {
     "patterns_announced": "write-patterns-announced.json",
     "patterns_master_attrs": "write-patterns-master-attributes.json",
     "patterns_creation_trim": "write-patterns-creation-trim.json",
+    "patterns_offsets": "write-patterns-offsets.json",
 }
 PAPER_TITLE = paper_experiment.TITLE
 SHORT = {PAPER_TITLE: "VPIC-IO / IOR"}
@@ -831,6 +832,7 @@ def summary(data: dict[str, dict]) -> str:
         + write_patterns.summary_rows(data["patterns_announced"])
         + write_patterns.summary_rows(data["patterns_master_attrs"])
         + write_patterns.summary_rows(data["patterns_creation_trim"])
+        + write_patterns.summary_rows(data["patterns_offsets"])
     )
     other = sorted(
         {
@@ -915,6 +917,7 @@ others run `report.py`):
 | [Write patterns after dimension scales, appends and copies]({patterns_scales}) | `docs/write-patterns-scales.json` | the same script with `--reps 9 --only vpic_2 vpic_h5py_2 t64k_one_file t64k_posix_shared --title "Write patterns after dimension scales, appends and copies"` (BASE: the commit before this work) |
 | [Write patterns after the master's attribute work]({patterns_master_attrs}) | `docs/write-patterns-master-attributes.json` | the same script with `--reps 7 --only vpic_2 vpic_h5py_2 t64k_one_file t64k_posix_shared --title "Write patterns after the master's attribute work"` (BASE: the commit before this work) |
 | [VPIC writes after trimming the creation and attribute calls]({patterns_creation_trim}) | `docs/write-patterns-creation-trim.json` | the same script with `--reps 5 --only vpic_2 vpic_h5py_2 --title "VPIC writes after trimming the creation and attribute calls"` (BASE: the commit before this work) |
+| [Write patterns after offsets-only announcements and compact mappings]({patterns_offsets}) | `docs/write-patterns-offsets.json` | the same script with `--reps 5 --only vpic_2 vpic_h5py_2 t64k_one_file t64k_posix_shared --title "Write patterns after offsets-only announcements and compact mappings"` (BASE: 3c0802b, the commit before this work) |
 | [VPIC writes after dimension scales, appends and copies, a second series]({patterns_scales_vpic}) | `docs/write-patterns-scales-vpic.json` | the same script with `--reps 11 --only vpic_2 vpic_h5py_2 --title "VPIC writes after dimension scales, appends and copies, a second series"` |
 | [VPIC writes after one-round creation where rank 0 leads every source]({patterns_one_round}) | `docs/write-patterns-one-round.json` | the same script with `--reps 9 --only vpic_2 vpic_h5py_2 --title "VPIC writes after one-round creation where rank 0 leads every source"` (BASE: the commit before) |
 | [VPIC writes after copies proven by the bytes passed]({patterns_proven}) | `docs/write-patterns-proven-copies.json` | the same script with `--reps 7 --only vpic_2 vpic_h5py_2 --title "VPIC writes after copies proven by the bytes passed"` (BASE: the commit before) |
@@ -959,6 +962,7 @@ def build(data: dict[str, dict]) -> str:
         "patterns_announced": anchor(data["patterns_announced"]["title"]),
         "patterns_master_attrs": anchor(data["patterns_master_attrs"]["title"]),
         "patterns_creation_trim": anchor(data["patterns_creation_trim"]["title"]),
+        "patterns_offsets": anchor(data["patterns_offsets"]["title"]),
     }
     parts = [
         HEADER.format(**anchors),
@@ -994,6 +998,7 @@ def build(data: dict[str, dict]) -> str:
         write_patterns.render(data["patterns_announced"]),
         write_patterns.render(data["patterns_master_attrs"]),
         write_patterns.render(data["patterns_creation_trim"]),
+        write_patterns.render(data["patterns_offsets"]),
     ]
     return "\n\n".join(parts) + "\n"
 
