@@ -128,6 +128,30 @@ def test_misuse_raises_the_same_error_on_every_rank(
     _check_intact(comm, earlier, "x", "g", "h", "k")
 
 
+def test_a_dataset_created_otherwise_on_one_rank_is_never_written_there(
+    comm: MPI.Comm, earlier: Path
+) -> None:
+    """The same name, another shape on rank 1, created without a round: rank 1 does not write
+    at the offsets rank 0 chose for its smaller dataset (it did, before rank 0's announcement
+    carried the calls), but raises at its write, naming both calls; every rank then raises
+    CollectiveMismatchError, and nothing of the session is kept."""
+    raised: BaseException | None = None
+    try:
+        with hs.File(earlier, "a", comm=comm) as f:
+            shape = (8,) if comm.rank == 1 else (4,)
+            f.create_dataset("y", shape, "i4")[0:1] = np.ones(1, "i4")
+    except hs.CollectiveMismatchError as exc:
+        raised = exc
+    assert raised is not None
+    if comm.rank == 1:
+        assert "rank 1 created create_dataset /y (8,) <i4 where rank 0 made create_dataset /y " in (
+            str(raised)
+        ), str(raised)
+    else:
+        assert "[rank 1] create_dataset /y (8,) <i4, then File.__exit__ on rank 1" in str(raised)
+    _check_intact(comm, earlier, "x", "y")
+
+
 def test_a_dataset_rank_0_never_created_ends_every_rank(comm: MPI.Comm, earlier: Path) -> None:
     """A rank writing a dataset created without a round that rank 0 never made does not wait
     for it: rank 0 entering its next collective call tells it, and every rank raises."""

@@ -35,6 +35,7 @@ from __future__ import annotations
 import weakref
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from ..errors import CollectiveMismatchError, H5SubfileError, ObjectExistsError, as_error
 from ..layout.catalog import PENDING, NodeInfo
@@ -51,18 +52,23 @@ from .session import Session
 #: Creations without a round between two rounds, at most.
 LIMIT = 256
 
-#: What rank 0 announces, with the write session's id: one creation call's paths and the
-#: offsets of its sources (:data:`.create.SourceOffsets`), or the failure; or neither, with the
-#: number of the collective call rank 0 is entering.
-Announcement = tuple[str, int, tuple[tuple[str, ...], SourceOffsets] | None, Failure | None]
+#: What rank 0 announces, with the write session's id: one creation call (its paths, each
+#: dataset's call as the ledger describes it, the offsets of its sources:
+#: :data:`.create.SourceOffsets`), or the failure; or neither, with the number of the
+#: collective call rank 0 is entering.
+Created = tuple[tuple[str, ...], tuple[str, ...], SourceOffsets]
+Announcement = tuple[str, int, Created | None, Failure | None]
 
 
 @dataclass(frozen=True)
 class Waiting:
     """A creation call on a rank other than 0 whose announcement it has not taken: the paths,
-    and the rank's own plan of it (None where planning failed: rank 0's failed alike)."""
+    each dataset's call as described to the ledger (shape, type, fill value: rank 0's must be
+    the same before this rank writes at the offsets rank 0 chose), and the rank's own plan of
+    it (None where planning failed: rank 0's failed alike)."""
 
     paths: tuple[str, ...]
+    calls: tuple[str, ...]
     creation: CreationPlan | None
 
 
@@ -207,11 +213,12 @@ def create_datasets(session: Session, requests: Sequence[DatasetRequest]) -> lis
     announced = writing.announced
     assert isinstance(announced, Announced)  # eligible() said so
     announced.since_round += 1
-    for request in requests:
-        session.ledger.record(Entry(_described(request)))
+    calls = tuple(_described(request) for request in requests)
+    for call in calls:
+        session.ledger.record(Entry(call))
     paths = [r.path for r in requests]
     if session.rank == 0:
-        _create_on_root(session, requests)
+        _create_on_root(session, requests, calls)
         return paths
     try:
         creation: CreationPlan | None = plan_alike(session, list(requests))
@@ -221,7 +228,7 @@ def create_datasets(session: Session, requests: Sequence[DatasetRequest]) -> lis
         node, groups = _provisional(session, request)
         node.__dict__[PENDING] = announced.take
         announced.groups_made[request.path] = groups
-    announced.waiting.append(Waiting(tuple(paths), creation))
+    announced.waiting.append(Waiting(tuple(paths), calls, creation))
     return paths
 
 
@@ -264,7 +271,9 @@ def _provisional(session: Session, request: DatasetRequest) -> tuple[NodeInfo, t
     return node, groups
 
 
-def _create_on_root(session: Session, requests: Sequence[DatasetRequest]) -> None:
+def _create_on_root(
+    session: Session, requests: Sequence[DatasetRequest], calls: tuple[str, ...]
+) -> None:
     """Rank 0: plan, create and publish the datasets as rank 0 of a creation round does, learn
     them, and announce the offsets of their sources; a failure is announced instead."""
     try:
@@ -283,7 +292,7 @@ def _create_on_root(session: Session, requests: Sequence[DatasetRequest]) -> Non
         return
     # Learned, in one group: every rank makes rank 0's view from the offsets (rank_view)
     assert all(d.learned for d in creation.datasets)
-    _announce(session, (tuple(r.path for r in requests), offsets), None, ring=True)
+    _announce(session, (tuple(r.path for r in requests), calls, offsets), None, ring=True)
     views = rank_view(nodes, creation, 0)
     for path, (info, held) in views.items():
         for group in session.catalog.missing_groups(path)[:-1]:
@@ -294,7 +303,7 @@ def _create_on_root(session: Session, requests: Sequence[DatasetRequest]) -> Non
 
 def _announce(
     session: Session,
-    created: tuple[tuple[str, ...], SourceOffsets] | None,
+    created: Created | None,
     failure: Failure | None,
     call: int = -1,
     ring: bool = False,
@@ -313,7 +322,7 @@ def take(session: Session) -> None:
     announced = writing.announced
     waiting = announced.waiting
     while waiting:
-        paths, creation = waiting[0].paths, waiting[0].creation
+        paths = waiting[0].paths
         message = _next(session, paths)
         _, _, created, failure = message
         made = {path: announced.groups_made.pop(path, ()) for path in paths}
@@ -322,11 +331,11 @@ def take(session: Session) -> None:
         elif _entered(session, message):
             announced.groups_made.update(made)
             continue
-        elif created is None or created[0] != paths or creation is None:
+        elif (views := _views(session, waiting[0], created)) is None:
             # Rank 0 made other calls (or planned this one otherwise): none of this rank's
-            # creations will be announced as it expects. The next round compares the calls
-            # (the ledger) and fails on every rank.
-            error = _out_of_step(session, paths, None if created is None else created[0])
+            # creations will be announced as it expects, and it writes none at rank 0's
+            # offsets. The next round compares the calls (the ledger), failing on every rank.
+            error = _out_of_step(session, waiting[0], created)
             for pending in waiting:
                 for path in pending.paths:
                     node = _still_pending(session, path)
@@ -335,8 +344,6 @@ def take(session: Session) -> None:
             waiting.clear()
             return
         else:
-            nodes = published_nodes(creation, writing.number, created[1])
-            views = rank_view(nodes, creation, session.rank)
             for path in paths:
                 node = _still_pending(session, path)
                 if node is not None:
@@ -376,13 +383,32 @@ def _still_pending(session: Session, path: str) -> NodeInfo | None:
     return node if node is not None and PENDING in node.__dict__ else None
 
 
+def _views(session: Session, mine: Waiting, created: Created | None) -> dict[str, Any] | None:
+    """This rank's views of the datasets of its creation call ``mine`` from rank 0's
+    announcement ``created`` (its own plan, rank 0's offsets), or None where rank 0 made
+    another call, or the same one with other arguments."""
+    if created is None or mine.creation is None or created[:2] != (mine.paths, mine.calls):
+        return None
+    writing = session.writing
+    assert writing is not None
+    try:
+        nodes = published_nodes(mine.creation, writing.number, created[2])
+    except KeyError:  # an offset rank 0 did not send: it planned otherwise
+        return None
+    return rank_view(nodes, mine.creation, session.rank)
+
+
 def _out_of_step(
-    session: Session, paths: tuple[str, ...], created: tuple[str, ...] | None
+    session: Session, mine: Waiting, created: Created | None
 ) -> CollectiveMismatchError:
-    made = "entered a collective call" if created is None else f"created {', '.join(created)}"
+    shown, made = ", ".join(mine.paths), "entered a collective call"
+    if created is not None and created[0] == mine.paths:  # the same names, other arguments
+        shown, made = "; ".join(mine.calls), f"made {'; '.join(created[1])}"
+    elif created is not None:
+        made = f"created {', '.join(created[0])}"
     error = CollectiveMismatchError(
         f"collective calls out of step on {session.path}: rank {session.rank} created "
-        f"{', '.join(paths)} where rank 0 {made}; every rank must make the same calls"
+        f"{shown} where rank 0 {made}; every rank must make the same calls"
     )
     error.out_of_step = True
     return error

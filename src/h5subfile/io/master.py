@@ -271,12 +271,14 @@ class MasterWriter(SourceFile):
 
     @hdf5_writes("write")
     def attach_scale(self, path: str, dim: int, scale: str) -> None:
+        self._linked()
         self._make_pending(path)
         self._make_pending(scale)
         image.attach_scale(self.h5[path], dim, self.h5[scale])
 
     @hdf5_writes("write")
     def detach_scale(self, path: str, dim: int, scale: str) -> None:
+        self._linked()
         image.detach_scale(self.h5[path], dim, self.h5[scale])
 
     @hdf5_writes("write")
@@ -288,6 +290,7 @@ class MasterWriter(SourceFile):
     def link(self, path: str, link: Link) -> None:
         """A soft or external link, made now; a hard link is made at the commit, when its
         object's storage is final (a learned dataset's virtual dataset is made at close)."""
+        self._linked()
         parent = self.groups.parent_of(path)  # made now: the program may use it at once
         if link.kind == "hard":
             self.hard_links[path] = link.target
@@ -297,6 +300,7 @@ class MasterWriter(SourceFile):
     @hdf5_writes("write")
     def move_link(self, path: str, new: str) -> None:
         """A link renamed (a hard link not made yet: where it will be made)."""
+        self._linked()
         if path in self.hard_links:
             self.hard_links[new] = self.hard_links.pop(path)
             self.groups.parent_of(new)
@@ -319,6 +323,7 @@ class MasterWriter(SourceFile):
         """The object ``path`` loses that name at the commit, once its other names (hard
         links, made then) hold it; until then the master keeps it there, where rank 0 keeps
         making what the session asks of it."""
+        self._linked()
         self.unnamed.append(path)
 
     def _drop_names(self) -> None:
@@ -330,6 +335,7 @@ class MasterWriter(SourceFile):
     def delete(self, path: str) -> None:
         """A group or dataset deleted by the program: its storage in the master set aside
         until the commit (writes to it may be in flight), its pending virtual datasets gone."""
+        self._linked()
         self.set_aside([path])
         self.unlink(path)
 
@@ -481,6 +487,7 @@ class MasterWriter(SourceFile):
         """Close the session and publish the master (atomically, for ``replace``), recording
         the ``steps`` (top-level groups) it completed. ``keep_claim``: the claim stays held,
         for the next session of the same open file (``File.commit``)."""
+        self._linked()  # hard links and names change below
         self.session.subfiles = subfiles
         self.session.extra[STEPS_KEY] = steps
         self.session.closed = now()
@@ -529,11 +536,18 @@ class MasterWriter(SourceFile):
                 group.move(name, f"{name}.h5subfile-order")
                 group.move(f"{name}.h5subfile-order", name)
 
+    def _linked(self) -> None:
+        """The session changes links or references between objects (scales, links, moves,
+        deletions, the commit's names): what it made may be what an older object points at
+        or is named by, so an abandon leaves it (:meth:`_unmake` does nothing)."""
+        self.existing = None
+
     def _unmake(self) -> None:
-        """Unlink the objects this in-place session made (those no object made before holds),
-        best effort: HDF5 frees their storage when the file closes, and gives the end of the
-        file back to the disk (an append that failed on a full disk left it full, so that no
-        later append could start). Readers skip them anyway: the session never closed."""
+        """Unlink the objects this in-place session made, best effort, where it only made
+        objects and set attributes (:meth:`_linked`): HDF5 frees their storage when the file
+        closes, and gives the end of the file back to the disk (an append that failed on a full
+        disk left it full, so that no later append could start). Readers skip them anyway: the
+        session never closed."""
         if self.existing is None:
             return
         made = [p for p in self.catalog.nodes if p not in self.existing and p != "/"]

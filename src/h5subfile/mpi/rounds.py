@@ -154,9 +154,8 @@ class _Notice:
     waited: float
 
 
-#: What rank 0 tells the others, on the tag of timeout notices, when every rank has arrived and
-#: its work for all begins, whose length is the file system's (committing the master): ranks
-#: that expect it (:func:`patient_for_root`) wait for its answer without a timeout.
+#: Rank 0's word, with its round, that every rank arrived and its work for all (the commit)
+#: began: ranks expecting it (:func:`patient_for_root`) wait for its answer without a timeout.
 _WORKING = "rank 0 at work for all"
 
 
@@ -174,8 +173,9 @@ class _Channel:
     bell: Doorbell | None = None
     star: bool = False  # rounds of small messages go through a star (decided on every rank alike)
     notices: dict[int, dict[int, _Notice]] = field(default_factory=dict)  # by round, by rank
-    #: inside :func:`patient_for_root`: whether rank 0 said it is at work (:data:`_WORKING`)
-    expecting: bool = False
+    #: inside :func:`patient_for_root`: the rounds before the call (-1 outside), and whether
+    #: rank 0 said, in a round of that call, that it is at work (:data:`_WORKING`)
+    expecting: int = -1
     working: bool = False
     sends: list[MPI.Request] = field(default_factory=list)
     given_up: list[Any] = field(default_factory=list)  # requests (and buffers) left pending
@@ -194,8 +194,8 @@ class _Channel:
             MPI.ANY_SOURCE, _NOTICE, probe
         ):
             notice = self.status.recv(source=probe.Get_source(), tag=_NOTICE)
-            if not isinstance(notice, _Notice):  # _WORKING; outside the call expecting it: stale
-                self.working = self.expecting
+            if not isinstance(notice, _Notice):  # (_WORKING, round): of an earlier call, stale
+                self.working = self.working or 0 <= self.expecting < notice[1]
             elif notice.round >= self.rounds:  # older ones are stale: that round is over
                 self.notices.setdefault(notice.round, {})[notice.rank] = notice
         self.sends = [s for s in self.sends if not s.Test()]
@@ -619,15 +619,14 @@ def _wait(
 
 @contextlib.contextmanager
 def patient_for_root(comm: MPI.Comm) -> Iterator[None]:
-    """Every rank, around a collective call whose answer may wait for rank 0's long work for
-    all (the close, which commits the master): once rank 0 says it is at work
-    (:func:`working_for_all`), the rank waits for it without a timeout. Local."""
+    """Every rank, around a call whose answer may wait for rank 0's long work for all (the
+    close, committing the master): once rank 0 says so, it waits without a timeout. Local."""
     channel = channel_of(comm)
-    channel.expecting, channel.working = True, False
+    channel.expecting, channel.working = channel.rounds, False
     try:
         yield
     finally:
-        channel.expecting, channel.working = False, False
+        channel.expecting, channel.working = -1, False
 
 
 def working_for_all(comm: MPI.Comm) -> None:
@@ -636,8 +635,9 @@ def working_for_all(comm: MPI.Comm) -> None:
     channel = channel_of(comm)
     if comm.rank != 0 or comm.size == 1 or channel.status is None:
         return
+    said = (_WORKING, channel.rounds)
     for rank in range(1, comm.size):
-        channel.sends.append(channel.status.isend(_WORKING, dest=rank, tag=_NOTICE))
+        channel.sends.append(channel.status.isend(said, dest=rank, tag=_NOTICE))
 
 
 def _give_up(
