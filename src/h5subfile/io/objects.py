@@ -216,11 +216,11 @@ def create_early_dataset(
 
     Returns the byte offset of its data in the file, where ranks then write directly. Storage
     beyond the bytes the file holds on disk reads as zeros until written (HDF5 reserves room
-    for small datasets in blocks past the file's end: most small datasets land there); storage
-    below it (space freed earlier in this session: a dataset unlinked) is zeroed first, so that
-    what nobody writes reads as zeros (HDF5's default fill value) there too. ``fill`` (one element's bytes, not
-    all zeros): the dataset's fill value, written over its storage now (what nobody writes
-    reads as it; only scalars and small datasets are made so).
+    past the file's end, for its metadata block, so most small datasets land beyond them);
+    storage below them (space freed earlier in this session: a dataset unlinked) is zeroed
+    first, so that what nobody writes reads as zeros (HDF5's default fill value) there too.
+    ``fill`` (one element's bytes, not all zeros): the dataset's fill value, written over its
+    storage now (what nobody writes reads as it; only scalars and small datasets are made so).
     """
     value = fill_array(dtype, fill)
     tracked = path in groups.tracked
