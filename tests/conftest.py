@@ -41,6 +41,7 @@ READ = (
     "test_roundtrip.py::test_read_back_bit_for_bit",
     "test_storage.py::test_every_filter_and_chunk_shape_reads_back",
     "test_plain_files.py",
+    "test_mappings.py::test_read_back",
 )
 #: In order. The round-trip files are written with 1-4 ranks, appended to with 2 ranks (the
 #: files of 1 and 3 writers) and 3 ranks (2 and 4 writers), then read with 1-5 ranks; the storage
@@ -89,6 +90,7 @@ STAGES = (
             "test_storage.py::test_write_aggregated",
             "test_independent_writes.py",
             "test_h5py_programs.py",
+            "test_mappings.py::test_write",
         ),
     ),
     Stage(

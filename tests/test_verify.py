@@ -14,7 +14,7 @@ from pathlib import Path
 import h5py
 import pytest
 
-from conftest import ROOT, run_cli, run_python
+from conftest import ROOT, run_cli, run_mpi, run_python
 from damage import (
     copy_file,
     damage_header,
@@ -282,6 +282,60 @@ def test_format4_file_reads_verifies_and_grows_into_format_5(format4: Path) -> N
     result = run_cli(2, "verify", format4)
     assert result.returncode == 0, result.stdout + result.stderr
     assert "clean" in result.stdout
+
+
+@pytest.fixture
+def format5(tmp_path: Path) -> Path:
+    """A file written by h5subfile at commit e9c0b8d (format 5; tests/data/format5_write.py)."""
+    return _unpacked(tmp_path, "format5")
+
+
+def test_format5_file_reads_verifies_and_takes_merged_mappings(format5: Path) -> None:
+    """A file of format 5 maps each piece of a learned layout on its own (4 ranks, 2 subfiles:
+    two pieces per subfile, four mappings per dataset): it reads and verifies as written. A
+    later session adds a dataset whose pieces merge (one mapping per subfile): the record then
+    says format 6, the old datasets keep their mappings, and everything reads and verifies."""
+    code = (
+        "import sys, json, h5py, numpy as np, h5subfile as hs\n"
+        "rows = np.concatenate([np.arange(6.0).reshape(2, 3) + 10 * r for r in range(4)])\n"
+        "rows = rows.reshape(4, 2, 3).transpose(1, 0, 2).reshape(8, 3)\n"
+        "with hs.File(sys.argv[1], 'r', verify=True) as f:\n"
+        "    assert f['slabs'][...].tolist() == list(range(16)) and not f.problems\n"
+        "    assert (f['rows'][...] == rows).all()\n"
+        "with hs.File(sys.argv[1], 'a', subfiles=1) as f:\n"
+        "    f['later'] = np.arange(5)\n"
+        "with h5py.File(sys.argv[1]) as f:\n"
+        "    print(json.loads(f.attrs['h5subfile'])['format'],\n"
+        "          [len(f[n].virtual_sources()) for n in ('slabs', 'rows')])\n"
+    )
+    result = run_python(code, str(format5))
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.split("\n")[0] == "5 [4, 4]"  # one group: nothing merged, format kept
+    result = run_cli(4, "verify", format5)
+    assert result.returncode == 0 and "clean" in result.stdout, result.stdout + result.stderr
+    append = (
+        "import sys, numpy as np, h5subfile as hs\n"
+        "from mpi4py import MPI\n"
+        "r = MPI.COMM_WORLD.rank\n"
+        "with hs.File(sys.argv[1], 'a', subfiles=2) as f:\n"
+        "    d = f.create_dataset('added', (16,), 'i8')\n"
+        "    d[4 * r : 4 * r + 4] = np.arange(4 * r, 4 * r + 4) * 3\n"
+    )
+    script = format5.parent / "append.py"
+    script.write_text(append)
+    run_mpi(4, str(script), str(format5))  # the script's own path: not one of tests/mpi
+    check = (
+        "import sys, json, h5py\n"
+        "with h5py.File(sys.argv[1]) as f:\n"
+        "    print(json.loads(f.attrs['h5subfile'])['format'],\n"
+        "          [len(f[n].virtual_sources()) for n in ('slabs', 'rows', 'added')],\n"
+        "          f['added'][...].tolist() == [3 * k for k in range(16)])\n"
+    )
+    result = run_python(check, str(format5))
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.split("\n")[0] == "6 [4, 4, 2] True"
+    result = run_cli(3, "verify", format5)
+    assert result.returncode == 0 and "clean" in result.stdout, result.stdout + result.stderr
 
 
 ADD_GZIP = """

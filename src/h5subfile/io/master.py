@@ -23,8 +23,16 @@ import numpy as np
 
 from ..errors import CorruptFileError, FileExistsH5SubfileError, MissingFileError
 from ..layout.catalog import STEPS_KEY, Catalog, Link, NodeInfo
+from ..layout.hyperslab import merged
 from ..layout.names import SUBFILE_NAME, names_master, partial_path, subfile_folder
-from ..layout.record import LAYOUT_ATTR, ROOT_ATTR, DatasetLayout, FileRecord, Session
+from ..layout.record import (
+    LAYOUT_ATTR,
+    MERGED_FORMAT,
+    ROOT_ATTR,
+    DatasetLayout,
+    FileRecord,
+    Session,
+)
 from ..profiler.counters import Profile
 from ..profiler.reduction import record_id
 from . import image
@@ -421,13 +429,17 @@ class MasterWriter(SourceFile):
     @hdf5_writes("write")
     def map_pieces(self, path: str, shape: tuple[int, ...], layout: DatasetLayout) -> None:
         """A dataset whose layout was learned, once its pieces are known (close, commit): its
-        virtual dataset made with one mapping per piece (made again, its attributes kept,
-        when one was made for attributes set before)."""
+        virtual dataset made with one mapping per run of pieces of a source that together make
+        one regular hyperslab (:func:`.hyperslab.merged`), made again, its attributes kept,
+        when one was made for attributes set before."""
         sources: list[Mapped] = [
-            (e.file, e.dataset, piece.slab, e.start, e.shape)
+            (e.file, e.dataset, slab, e.start, e.shape)
             for e in layout.extents
-            for piece in e.pieces
+            for slab in merged([piece.slab for piece in e.pieces])
         ]
+        if len(sources) < sum(len(e.pieces) for e in layout.extents):
+            record = self.catalog.record  # a reader of format 5 expects a mapping per piece
+            record.format = max(record.format, MERGED_FORMAT)
         maxshape = layout.maxshape or None
         made = self.pending.pop(path, None)
         if made is not None:

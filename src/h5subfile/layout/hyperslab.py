@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import itertools
 import math
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -137,6 +137,18 @@ class Slab:
             total *= found
         return total
 
+    def holds(self, other: Slab) -> bool:
+        """Whether every element of ``other`` is one of this slab's."""
+        if other.ndim != self.ndim or not self.bounds.contains(other.bounds):
+            return False
+        axes: list[range | np.ndarray] = []
+        for s, t, c, b in zip(other.start, other.stride, other.count, other.block):
+            if c == 1 or t == b:
+                axes.append(range(s, s + (c - 1) * t + b))
+            else:
+                axes.append((s + t * np.arange(c)[:, None] + np.arange(b)[None, :]).ravel())
+        return self.count_in(axes) == other.size
+
     def shifted(self, origin: Sequence[int]) -> Slab:
         """This slab with its corner measured from ``origin`` (an extent's corner)."""
         return Slab(
@@ -243,6 +255,113 @@ def first_shared(slabs: Sequence[tuple[int, Slab]]) -> tuple[int, int] | None:
                 return first, second
         active.append(entry)
     return None
+
+
+def merged(slabs: Sequence[Slab]) -> list[Slab]:
+    """Fewer slabs selecting exactly the elements of ``slabs`` (disjoint): pieces that together
+    make one regular hyperslab become one. Along each axis in turn, last first, two slabs
+    alike on every other axis merge where one's blocks end where the other's begin, within
+    the same period (ranks writing rows r, r + P, ... side by side; tiles side by side), or
+    where one continues the other's progression (a run of blocks at one step); repeated while
+    any merge happens. Greedy: the result depends only on the set given, not its order."""
+    found = sorted({canonical(s) for s in slabs if s.size}, key=_order)
+    if not found:
+        return []
+    while len(found) > 1:
+        before = len(found)
+        for axis in reversed(range(found[0].ndim)):
+            found = _merge_along(found, axis, _side_by_side)
+            found = _merge_along(found, axis, _continued)
+        if len(found) == before:
+            break
+    return found
+
+
+def canonical(slab: Slab) -> Slab:
+    """``slab`` normalised (:meth:`Slab.made`), and an axis of blocks that touch (stride =
+    block) made one block: one form for each set of elements a slab can select."""
+    count, block = list(slab.count), list(slab.block)
+    for a in range(slab.ndim):
+        if count[a] > 1 and slab.stride[a] == block[a]:
+            block[a] *= count[a]
+            count[a] = 1
+    return Slab.made(slab.start, slab.stride, count, block)
+
+
+def _order(slab: Slab) -> tuple[Shape, Shape]:
+    return (slab.start, slab.block)
+
+
+def _others(slab: Slab, axis: int) -> tuple[tuple[int, int, int, int], ...]:
+    """``slab`` on every axis but ``axis``: what two slabs must share to merge along it."""
+    return tuple(
+        (s, t if c > 1 else 0, c, b)
+        for a, (s, t, c, b) in enumerate(zip(slab.start, slab.stride, slab.count, slab.block))
+        if a != axis
+    )
+
+
+def _merge_along(
+    slabs: list[Slab], axis: int, join: Callable[[Slab, Slab, int], Slab | None]
+) -> list[Slab]:
+    """``slabs`` with each run of them, alike but along ``axis`` and in order along it, that
+    ``join`` merges pairwise replaced by their merger."""
+    groups: dict[object, list[Slab]] = {}
+    for slab in slabs:
+        groups.setdefault(_others(slab, axis), []).append(slab)
+    if len(groups) == len(slabs):
+        return slabs
+    result = []
+    for alike in groups.values():
+        alike.sort(key=lambda s: s.start[axis])
+        current = alike[0]
+        for slab in alike[1:]:
+            joined = join(current, slab, axis)
+            if joined is None:
+                result.append(current)
+                current = slab
+            else:
+                current = joined
+        result.append(current)
+    return sorted(result, key=_order)
+
+
+def _with_axis(slab: Slab, axis: int, stride: int, count: int, block: int) -> Slab:
+    """``slab`` with ``axis`` given anew, normalised."""
+    return canonical(
+        Slab.made(
+            slab.start,
+            slab.stride[:axis] + (stride,) + slab.stride[axis + 1 :],
+            slab.count[:axis] + (count,) + slab.count[axis + 1 :],
+            slab.block[:axis] + (block,) + slab.block[axis + 1 :],
+        )
+    )
+
+
+def _side_by_side(a: Slab, b: Slab, axis: int) -> Slab | None:
+    """``a`` and ``b`` (``b`` later along ``axis``) as one slab where ``b``'s blocks begin
+    where ``a``'s end, at the same step: blocks grow."""
+    (sa, ta, ca, ba), (sb, tb, cb, bb) = (
+        (x.start[axis], x.stride[axis], x.count[axis], x.block[axis]) for x in (a, b)
+    )
+    if ca != cb or sb != sa + ba or (ca > 1 and (ta != tb or ba + bb > ta)):
+        return None
+    return _with_axis(a, axis, ta if ca > 1 else ba + bb, ca, ba + bb)
+
+
+def _continued(a: Slab, b: Slab, axis: int) -> Slab | None:
+    """``a`` and ``b`` (``b`` later along ``axis``) as one slab where ``b``'s blocks carry
+    on ``a``'s progression (or the two start one at the distance between them): count grows."""
+    (sa, ta, ca, ba), (sb, tb, cb, bb) = (
+        (x.start[axis], x.stride[axis], x.count[axis], x.block[axis]) for x in (a, b)
+    )
+    if ba != bb:
+        return None
+    steps = {t for t, c in ((ta, ca), (tb, cb)) if c > 1}
+    step = steps.pop() if len(steps) == 1 else sb - sa if not steps else 0
+    if step < ba or sb != sa + ca * step:
+        return None
+    return _with_axis(a, axis, step, ca + cb, ba)
 
 
 def c_order_offset(shape: Shape, start: Shape) -> int:

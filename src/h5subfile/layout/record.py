@@ -23,11 +23,14 @@ from ..errors import CorruptFileError
 from .blocks import Block
 from .integrity import PieceSum
 
-FORMAT_VERSION = 5  # 2: chunked and compressed extents; 3: session ids, dtypes, integrity;
+FORMAT_VERSION = 6  # 2: chunked and compressed extents; 3: session ids, dtypes, integrity;
 #: 4: layouts learned from the writes (hyperslab pieces with their ranks), maxshape; 5: learned
-#: layouts grown by later sessions (their extents and pieces name those sessions' ranks)
+#: layouts grown by later sessions (their extents and pieces name those sessions' ranks); 6: a
+#: learned layout's pieces of one source that make one regular hyperslab mapped as one
 #: The format a file takes once a later session grows one of its datasets (engine/resize.py).
 GROWN_FORMAT = 5
+#: The format a file takes once a virtual dataset maps several pieces as one (io/master.py).
+MERGED_FORMAT = 6
 ROOT_ATTR = "h5subfile"
 LAYOUT_ATTR = "h5subfile.layout"
 RESERVED_PREFIX = "h5subfile"

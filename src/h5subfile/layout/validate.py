@@ -25,7 +25,7 @@ import numpy as np
 from .blockmap import BlockMap, disjoint_on_some_axis
 from .blocks import Block, first_overlap
 from .dtypes import dtype_from_text
-from .hyperslab import Slab, first_shared
+from .hyperslab import Slab, canonical, first_shared
 from .integrity import PieceSum
 from .names import names_master
 from .record import DIGEST_KEY, DatasetLayout, Session, StoredExtent, record_digest
@@ -222,34 +222,104 @@ def _check_piece(
 
 
 def check_piece_mappings(extents: Sequence[StoredExtent], mappings: Sequence[Mapping]) -> None:
-    """A learned layout's virtual dataset: each piece is one VDS mapping (the piece's slab of
-    the dataset from the same slab of its extent's source, of the extent's shape) and each
-    mapping one piece: what h5subfile reads is what HDF5 reads."""
+    """A learned layout's virtual dataset: its VDS mappings select exactly the pieces' elements,
+    each from the same elements of its extent's source (the mapping's slab of the dataset from
+    the same slab shifted by the extent's corner): what h5subfile reads is what HDF5 reads.
+    Masters map each piece on its own (before format 4's merged mappings) or a run of pieces
+    of one source that make one regular hyperslab as one mapping (:func:`.hyperslab.merged`);
+    either is checked without assuming how the runs were chosen: every piece lies in one
+    mapping of its source, and the mappings of each source hold no more elements than its
+    pieces (the pieces being disjoint, the two then select the same elements)."""
     recorded = sorted(
         (_file(e.file), e.dataset, _slab_key(p.slab), _slab_key(p.slab.shifted(e.start)))
         for e in extents
         for p in e.pieces
     )
-    virtual = []
-    for index, mapping in enumerate(mappings):
-        if mapping.virtual_slab is None or mapping.source_slab is None:
-            raise RecordError(
-                f"VDS mapping {index} ({mapping.file}:{mapping.dataset}) is not a regular hyperslab"
-            )
-        virtual.append(
-            (
-                _file(mapping.file),
-                mapping.dataset,
-                _slab_key(mapping.virtual_slab),
-                _slab_key(mapping.source_slab),
-            )
+    virtual = sorted(_mapping_key(index, mapping) for index, mapping in enumerate(mappings))
+    if recorded == virtual:
+        return
+    if len(virtual) >= len(recorded):  # no fewer mappings than pieces: one per piece, unmerged
+        _compare(recorded, virtual, "piece(s)", lambda where: Slab(*where[0]).describe())
+    _check_merged(extents, virtual)
+
+
+def _mapping_key(
+    index: int, mapping: Mapping
+) -> tuple[str, str, tuple[tuple[int, ...], ...], tuple[tuple[int, ...], ...]]:
+    if mapping.virtual_slab is None or mapping.source_slab is None:
+        raise RecordError(
+            f"VDS mapping {index} ({mapping.file}:{mapping.dataset}) is not a regular hyperslab"
         )
-    _compare(recorded, sorted(virtual), "piece(s)", lambda where: Slab(*where[0]).describe())
+    return (
+        _file(mapping.file),
+        mapping.dataset,
+        _slab_key(mapping.virtual_slab),
+        _slab_key(mapping.source_slab),
+    )
+
+
+def _check_merged(
+    extents: Sequence[StoredExtent],
+    virtual: list[tuple[str, str, tuple[tuple[int, ...], ...], tuple[tuple[int, ...], ...]]],
+) -> None:
+    """:func:`check_piece_mappings` where the mappings are fewer than the pieces."""
+    by_source: dict[tuple[str, str, tuple[int, ...]], list[Slab]] = {}
+    for file, dataset, where, source in virtual:
+        slab, from_slab = Slab(*where), Slab(*source)
+        corner = tuple(v - s for v, s in zip(slab.start, from_slab.start))
+        if _slab_key(slab.shifted(corner)) != source:
+            raise RecordError(
+                f"the virtual dataset maps {slab.describe()} from {file or 'the master'}:"
+                f"{dataset} {from_slab.describe()}, a selection of another shape"
+            )
+        by_source.setdefault((file, dataset, corner), []).append(slab)
+    sources = {(_file(e.file), e.dataset, tuple(e.start)): e for e in extents}
+    for (file, dataset, corner), held in by_source.items():
+        if (file, dataset, corner) not in sources:
+            raise RecordError(
+                f"the virtual dataset maps {held[0].describe()} to {file or 'the master'}:"
+                f"{dataset}, the record does not"
+            )
+    for key, extent in sources.items():
+        held = by_source.get(key, [])
+        unheld = _first_unheld([p.slab for p in extent.pieces], held)
+        if unheld is not None:
+            raise RecordError(
+                f"the record maps {unheld.describe()} to {key[0] or 'the master'}:{key[1]}, "
+                "the virtual dataset does not"
+            )
+        mapped, written = sum(s.size for s in held), sum(p.slab.size for p in extent.pieces)
+        if mapped > written:
+            raise RecordError(
+                f"the virtual dataset maps {mapped} element(s) from {key[0] or 'the master'}:"
+                f"{key[1]}, its pieces hold {written}"
+            )
+
+
+def _first_unheld(pieces: list[Slab], held: list[Slab]) -> Slab | None:
+    """The first of ``pieces`` no slab of ``held`` holds whole, or None: a sweep along the
+    first axis (by bounds), so that each piece is compared only with the slabs around it."""
+    if not pieces or not pieces[0].ndim:
+        return None if held or not pieces else pieces[0]
+    spans = sorted(
+        (((s.bounds.start[0], s.bounds.stop[0]), s) for s in held), key=lambda entry: entry[0]
+    )
+    active: list[tuple[int, Slab]] = []
+    k = 0
+    for piece in sorted(pieces, key=lambda p: p.bounds.start[0]):
+        lo = piece.bounds.start[0]
+        while k < len(spans) and spans[k][0][0] <= lo:
+            active.append((spans[k][0][1], spans[k][1]))
+            k += 1
+        active = [(stop, slab) for stop, slab in active if stop > lo]
+        if not any(slab.holds(piece) for _, slab in active):
+            return piece
+    return None
 
 
 def _slab_key(slab: Slab) -> tuple[tuple[int, ...], ...]:
     """A slab as comparable numbers, normalised (a box as one block)."""
-    slab = Slab.made(slab.start, slab.stride, slab.count, slab.block)
+    slab = canonical(slab)
     return (slab.start, slab.stride, slab.count, slab.block)
 
 
