@@ -34,6 +34,7 @@ import metadata_scaling  # noqa: E402
 import open_scaling  # noqa: E402
 import paper_experiment  # noqa: E402
 import profile_cost  # noqa: E402
+import read_patterns  # noqa: E402
 import repack_experiment  # noqa: E402
 import storage_experiment  # noqa: E402
 import undeclared  # noqa: E402
@@ -78,6 +79,8 @@ DATA = {
     "patterns_master_attrs": "write-patterns-master-attributes.json",
     "patterns_creation_trim": "write-patterns-creation-trim.json",
     "patterns_offsets": "write-patterns-offsets.json",
+    "reads": "read-patterns.json",
+    "patterns_merged": "write-patterns-merged.json",
 }
 PAPER_TITLE = paper_experiment.TITLE
 SHORT = {PAPER_TITLE: "VPIC-IO / IOR"}
@@ -833,6 +836,8 @@ def summary(data: dict[str, dict]) -> str:
         + write_patterns.summary_rows(data["patterns_master_attrs"])
         + write_patterns.summary_rows(data["patterns_creation_trim"])
         + write_patterns.summary_rows(data["patterns_offsets"])
+        + read_patterns.summary_rows(data["reads"])
+        + write_patterns.summary_rows(data["patterns_merged"])
     )
     other = sorted(
         {
@@ -918,6 +923,8 @@ others run `report.py`):
 | [Write patterns after the master's attribute work]({patterns_master_attrs}) | `docs/write-patterns-master-attributes.json` | the same script with `--reps 7 --only vpic_2 vpic_h5py_2 t64k_one_file t64k_posix_shared --title "Write patterns after the master's attribute work"` (BASE: the commit before this work) |
 | [VPIC writes after trimming the creation and attribute calls]({patterns_creation_trim}) | `docs/write-patterns-creation-trim.json` | the same script with `--reps 5 --only vpic_2 vpic_h5py_2 --title "VPIC writes after trimming the creation and attribute calls"` (BASE: the commit before this work) |
 | [Write patterns after offsets-only announcements and compact mappings]({patterns_offsets}) | `docs/write-patterns-offsets.json` | the same script with `--reps 5 --only vpic_2 vpic_h5py_2 t64k_one_file t64k_posix_shared --title "Write patterns after offsets-only announcements and compact mappings"` (BASE: 3c0802b, the commit before this work) |
+| [Reading masters against conventional files]({reads}) | `docs/read-patterns.json` | `.venv/bin/python benchmarks/read_patterns.py --checkout NEW=src --checkout BASE=/tmp/base/src --ranks 4 16 --reps 5` (BASE: e9c0b8d, the commit before merged mappings) |
+| [Write patterns after merged mappings]({patterns_merged}) | `docs/write-patterns-merged.json` | the write-patterns script with `--reps 5 --only vpic_2 vpic_h5py_2 t64k_one_file t64k_posix_shared --title "Write patterns after merged mappings"` (BASE: e9c0b8d, the commit before this work) |
 | [VPIC writes after dimension scales, appends and copies, a second series]({patterns_scales_vpic}) | `docs/write-patterns-scales-vpic.json` | the same script with `--reps 11 --only vpic_2 vpic_h5py_2 --title "VPIC writes after dimension scales, appends and copies, a second series"` |
 | [VPIC writes after one-round creation where rank 0 leads every source]({patterns_one_round}) | `docs/write-patterns-one-round.json` | the same script with `--reps 9 --only vpic_2 vpic_h5py_2 --title "VPIC writes after one-round creation where rank 0 leads every source"` (BASE: the commit before) |
 | [VPIC writes after copies proven by the bytes passed]({patterns_proven}) | `docs/write-patterns-proven-copies.json` | the same script with `--reps 7 --only vpic_2 vpic_h5py_2 --title "VPIC writes after copies proven by the bytes passed"` (BASE: the commit before) |
@@ -963,6 +970,8 @@ def build(data: dict[str, dict]) -> str:
         "patterns_master_attrs": anchor(data["patterns_master_attrs"]["title"]),
         "patterns_creation_trim": anchor(data["patterns_creation_trim"]["title"]),
         "patterns_offsets": anchor(data["patterns_offsets"]["title"]),
+        "reads": anchor(read_patterns.TITLE),
+        "patterns_merged": anchor(data["patterns_merged"]["title"]),
     }
     parts = [
         HEADER.format(**anchors),
@@ -999,6 +1008,8 @@ def build(data: dict[str, dict]) -> str:
         write_patterns.render(data["patterns_master_attrs"]),
         write_patterns.render(data["patterns_creation_trim"]),
         write_patterns.render(data["patterns_offsets"]),
+        read_patterns.render(data["reads"]),
+        write_patterns.render(data["patterns_merged"]),
     ]
     return "\n\n".join(parts) + "\n"
 
