@@ -133,3 +133,23 @@ def test_the_check_refuses_mappings_that_select_other_elements() -> None:
         check_piece_mappings([extent], [_mapping("s/a.h5", both, other)])
     with pytest.raises(RecordError, match="s/b.h5"):
         check_piece_mappings([extent], [_mapping("s/b.h5", both, both)])
+
+
+@settings(max_examples=200, deadline=None)
+@given(disjoint_slabs(), st.integers(0, 3), st.integers(0, 3))
+def test_a_slab_placed_at_once_lands_where_its_blocks_do(drawn, lo, hi) -> None:
+    """``place_slab`` (a read's pieces copied into the caller's array through one strided
+    view) puts every element where copying block by block does, inside the box read or
+    cut by it."""
+    from h5subfile.io.boxes import place_blocks, place_slab
+
+    shape, slabs = drawn
+    box = Block((min(lo, shape[0] - 1), 0), (max(shape[0] - lo - hi, 1), shape[1]))
+    for slab in slabs:
+        data = np.arange(slab.size, dtype="f8").reshape(slab.count + slab.block) + 1
+        at_once = np.zeros(box.count)
+        by_block = np.zeros(box.count)
+        place_slab(at_once, box, slab, data)
+        grid = data.reshape((slab.blocks_count, *slab.block))
+        place_blocks(by_block, box, zip(slab.blocks(), grid))
+        assert np.array_equal(at_once, by_block), (slab, box)

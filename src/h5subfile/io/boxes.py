@@ -20,7 +20,7 @@ import numpy as np
 
 from ..errors import ChecksumError, SubfileMismatchError, UnsafePathError
 from ..layout.blocks import Block
-from ..layout.hyperslab import Slab
+from ..layout.hyperslab import Slab, merged
 from ..layout.integrity import (
     IDENTITY_BYTES,
     PieceSum,
@@ -269,7 +269,8 @@ class BoxReader:
         self, layout: DatasetLayout, itemsize: int, box: Block, out: memoryview
     ) -> tuple[dict[str, list[Piece]], list[tuple[StoredExtent, Block]], bool]:
         """:meth:`plan` for a layout learned from the writes: each piece's part of ``box``
-        from its extent; whether the pieces cover the whole box."""
+        from its extent (the pieces of an extent merged as the master maps them: a group's
+        neighbours on disk read as one run); whether the pieces cover the whole box."""
         pieces: dict[str, list[Piece]] = {}
         chunked: list[tuple[StoredExtent, Block]] = []
         covered = 0
@@ -277,8 +278,8 @@ class BoxReader:
             stored = extent.block
             if box.intersect(stored) is None:
                 continue
-            for piece in extent.pieces:
-                parts = piece.slab.within(box)
+            for slab in merged([piece.slab for piece in extent.pieces]):
+                parts = slab.within(box)
                 covered += sum(part.size for part in parts)
                 if extent.chunks:
                     chunked.extend((extent, part) for part in parts)
@@ -356,16 +357,50 @@ class BoxReader:
         for path, file_pieces in pieces.items():
             self.open_file(path).read_pieces(file_pieces)
         self.read_chunked(chunked, box, out)
-        for extent in layout.extents:
-            for piece in extent.pieces:
-                if not piece.checksum or not piece.slab.within(box):
-                    continue
+        touched = [
+            (extent, piece)
+            for extent in layout.extents
+            for piece in extent.pieces
+            if piece.checksum and piece.slab.within(box)
+        ]
+        for extent, piece in touched:
+            if extent.chunks:  # through HDF5, block by block
                 for block, data in self.check_slab(extent, piece, dtype, name, keep=True) or ():
-                    common = box.intersect(block)
-                    if common is not None:
-                        out[common.relative_to(box.start).slices] = data[
-                            common.relative_to(block.start).slices
-                        ]
+                    place_blocks(out, box, [(block, data)])
+        stored = [(extent, piece) for extent, piece in touched if not extent.chunks]
+        batch: list[tuple[StoredExtent, PieceSum]] = []
+        size = 0
+        for k, (extent, piece) in enumerate(stored):  # in batches, neighbours in one call
+            batch.append((extent, piece))
+            size += piece.slab.size * dtype.itemsize
+            if size >= HASH_BATCH or k == len(stored) - 1:
+                for (e, p), data in zip(batch, self._read_slabs(batch, dtype)):
+                    self._compare(e, p, checksum(as_bytes(data)), name, dtype)
+                    place_slab(out, box, p.slab, data)
+                batch, size = [], 0
+
+    def _read_slabs(
+        self, pieces: list[tuple[StoredExtent, PieceSum]], dtype: np.dtype
+    ) -> list[np.ndarray]:
+        """The bytes of each piece (not chunked), its blocks in order (shape: the piece's grid
+        of blocks, then the block), read with one vectored read per file."""
+        found = []
+        by_file: dict[str, list[Piece]] = {}
+        for extent, piece in pieces:
+            slab = piece.slab
+            data = np.empty(slab.count + slab.block, dtype=dtype)
+            found.append(data)
+            view = as_bytes(data)
+            into = by_file.setdefault(self.paths.resolve(extent.file), [])
+            step = slab.size // max(slab.blocks_count, 1) * dtype.itemsize
+            for k, block in enumerate(slab.blocks()):
+                into.extend(
+                    (extent.offset + at, view[k * step + t : k * step + t + n])
+                    for at, t, n in box_runs(extent.block, block, block, dtype.itemsize)
+                )
+        for path, runs in by_file.items():
+            self.open_file(path).read_pieces(runs)
+        return found
 
     def check_slab(
         self, extent: StoredExtent, piece: PieceSum, dtype: np.dtype, name: str, keep: bool
@@ -385,25 +420,14 @@ class BoxReader:
                 blocks.append((block, data))
             self._compare(extent, piece, hasher.hexdigest(), name, None)
             return blocks if keep else None
-        raw = self.open_file(self.paths.resolve(extent.file))
         if not keep:
+            raw = self.open_file(self.paths.resolve(extent.file))
             found = hash_slab(raw, extent.offset, extent.block, slab, dtype)
             self._compare(extent, piece, found, name, dtype)
             return None
-        blocks, batch = [], []
-        hasher = new_hasher()
-        for block in slab.blocks():
-            data = np.empty(block.count, dtype=dtype)
-            data_view = as_bytes(data)
-            batch = [
-                (extent.offset + at, data_view[t : t + n])
-                for at, t, n in box_runs(extent.block, block, block, dtype.itemsize)
-            ]
-            raw.read_pieces(batch)
-            hasher.update(data_view)
-            blocks.append((block, data))
-        self._compare(extent, piece, hasher.hexdigest(), name, dtype)
-        return blocks
+        data = self._read_slabs([(extent, piece)], dtype)[0]
+        self._compare(extent, piece, checksum(as_bytes(data)), name, dtype)
+        return list(zip(slab.blocks(), data.reshape((slab.blocks_count, *slab.block))))
 
     def _compare(
         self,
@@ -564,6 +588,32 @@ class BoxReader:
         if self._h5 is not None:
             self._h5.close()
             self._h5 = None
+
+
+def place_blocks(out: np.ndarray, box: Block, blocks: Iterable[tuple[Block, np.ndarray]]) -> None:
+    """Copy each ``(block, data)``'s part inside ``box`` into ``out`` (the box, C order)."""
+    for block, data in blocks:
+        common = box.intersect(block)
+        if common is not None:
+            out[common.relative_to(box.start).slices] = data[common.relative_to(block.start).slices]
+
+
+def place_slab(out: np.ndarray, box: Block, slab: Slab, data: np.ndarray) -> None:
+    """Copy a slab's ``data`` (its grid of blocks, then the block) into ``out`` (the box
+    ``box``, C order): at once through a strided view when the slab lies inside the box, else
+    block by block."""
+    if not slab.ndim or not box.contains(slab.bounds) or not out.flags.c_contiguous:
+        grid = data.reshape((slab.blocks_count, *slab.block))
+        place_blocks(out, box, zip(slab.blocks(), grid))
+        return
+    at = sum((s - b) * st for s, b, st in zip(slab.start, box.start, out.strides))
+    view = np.lib.stride_tricks.as_strided(
+        out.reshape(-1)[at // out.itemsize :],
+        shape=slab.count + slab.block,
+        strides=tuple(t * st for t, st in zip(slab.stride, out.strides)) + out.strides,
+        writeable=True,
+    )
+    view[...] = data
 
 
 def fill_with(out: np.ndarray, fill: bytes | None) -> None:

@@ -31,6 +31,9 @@ FORMAT_VERSION = 6  # 2: chunked and compressed extents; 3: session ids, dtypes,
 GROWN_FORMAT = 5
 #: The format a file takes once a virtual dataset maps several pieces as one (io/master.py).
 MERGED_FORMAT = 6
+#: The format a new file starts with: raised only by what needs more, so that a file using
+#: nothing newer stays readable by older versions.
+NEW_FILE_FORMAT = GROWN_FORMAT
 ROOT_ATTR = "h5subfile"
 LAYOUT_ATTR = "h5subfile.layout"
 RESERVED_PREFIX = "h5subfile"
@@ -318,7 +321,7 @@ class FileRecord:
     """The root record: format version and every write session."""
 
     sessions: list[Session] = field(default_factory=list)
-    format: int = FORMAT_VERSION
+    format: int = NEW_FILE_FORMAT
 
     def to_json(self) -> str:
         return json.dumps(asdict(self), separators=(",", ":"))
