@@ -153,3 +153,23 @@ def test_a_slab_placed_at_once_lands_where_its_blocks_do(drawn, lo, hi) -> None:
         grid = data.reshape((slab.blocks_count, *slab.block))
         place_blocks(by_block, box, zip(slab.blocks(), grid))
         assert np.array_equal(at_once, by_block), (slab, box)
+
+
+@settings(max_examples=200, deadline=None)
+@given(disjoint_slabs(), st.integers(0, 2))
+def test_a_slabs_runs_at_once_are_its_blocks_runs(drawn, margin) -> None:
+    """``slab_runs`` (a read planned for all of a slab's blocks at once) gives each block's
+    one run, in block order, exactly as :func:`box_runs` gives it block by block."""
+    from h5subfile.layout.runs import box_runs, slab_runs
+
+    shape, slabs = drawn
+    extent = Block((0, 0), (shape[0] + margin, shape[1]))
+    buffer = Block((0, 0), shape)
+    for slab in slabs:
+        found = slab_runs(slab, extent, buffer, 8)
+        expected = [box_runs(extent, block, buffer, 8) for block in slab.blocks()]
+        if found is None:
+            assert any(len(runs) != 1 for runs in expected) or slab.ndim == 0
+            continue
+        at, taken, nbytes = found
+        assert [[(a, t, nbytes)] for a, t in zip(at.tolist(), taken.tolist())] == expected

@@ -32,7 +32,7 @@ from ..layout.integrity import (
 )
 from ..layout.names import SourcePaths, names_master
 from ..layout.record import DatasetLayout, FileRecord, StoredExtent
-from ..layout.runs import box_runs
+from ..layout.runs import box_runs, slab_runs
 from .filters import load_plugins
 from .h5 import open_shared_read
 from .pool import FilePool
@@ -279,6 +279,16 @@ class BoxReader:
             if box.intersect(stored) is None:
                 continue
             for slab in merged([piece.slab for piece in extent.pieces]):
+                runs = None if extent.chunks else slab_runs(slab, stored, box, itemsize)
+                if runs is not None:  # every block one run: offsets computed at once
+                    into = pieces.setdefault(self.paths.resolve(extent.file), [])
+                    at, taken, nbytes = runs
+                    into.extend(
+                        (extent.offset + a, out[t : t + nbytes])
+                        for a, t in zip(at.tolist(), taken.tolist())
+                    )
+                    covered += slab.size
+                    continue
                 parts = slab.within(box)
                 covered += sum(part.size for part in parts)
                 if extent.chunks:

@@ -13,6 +13,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from .blocks import Block
+from .hyperslab import Slab, is_run_of
 
 
 def contiguous_axis(outer: Sequence[int], count: Sequence[int]) -> int:
@@ -111,3 +112,25 @@ def c_order_run(outer: Block, box: Block) -> tuple[int, int] | None:
         return None
     at = [s - o for s, o in zip(box.start, outer.start)]
     return _linear(outer.count, at), math.prod(count)
+
+
+def slab_runs(
+    slab: Slab, extent: Block, buffer: Block, itemsize: int
+) -> tuple[np.ndarray, np.ndarray, int] | None:
+    """:func:`box_runs` of every block of ``slab`` at once, when each block is one run in
+    the extent and in the buffer and the slab lies inside both: the blocks' byte offsets in
+    the extent and in the buffer (in the slab's block order) and their common length; None
+    otherwise (the caller goes block by block)."""
+    first = Block(slab.start, slab.block)
+    if not slab.ndim or not (extent.contains(slab.bounds) and buffer.contains(slab.bounds)):
+        return None
+    if not is_run_of(first, extent) or not is_run_of(first, buffer):
+        return None
+    grid = np.indices(slab.count, dtype=np.int64).reshape(slab.ndim, -1).T
+    starts = np.asarray(slab.start, dtype=np.int64) + grid * np.asarray(slab.stride, np.int64)
+
+    def offsets(outer: Block) -> np.ndarray:
+        steps = np.asarray(_strides(outer.count), dtype=np.int64)
+        return (starts - np.asarray(outer.start, dtype=np.int64)) @ steps * itemsize
+
+    return offsets(extent), offsets(buffer), math.prod(slab.block) * itemsize
