@@ -27,7 +27,7 @@ is printed. Run:
 
     git worktree add /tmp/base <commit before>
     .venv/bin/python benchmarks/read_patterns.py --checkout NEW=src --checkout BASE=/tmp/base/src \\
-        --ranks 4 16 --reps 5
+        --ranks 4 16 64 --reps 5
 """
 
 from __future__ import annotations
