@@ -100,6 +100,32 @@ def test_first_shared_finds_an_overlap_of_different_owners(
         assert result is not None and result in pairs
 
 
+@settings(max_examples=400)
+@given(slabs(2), st.lists(st.tuples(st.integers(0, 6), st.integers(0, 6)), max_size=8), st.data())
+def test_first_shared_finds_an_overlap_among_translates_of_one_slab(
+    slab: Slab, moves: list[tuple[int, int]], data: st.DataObject
+) -> None:
+    """Slabs alike but for their start (ranks of a round robin), which ``first_shared`` may
+    prove apart by their phases without comparing them in pairs: it still finds every
+    overlap, and reports none where there is none."""
+    found = [
+        Slab(tuple(s + m for s, m in zip(slab.start, move)), slab.stride, slab.count, slab.block)
+        for move in [(0, 0), *moves]
+    ]
+    owners = [data.draw(st.integers(0, 3)) for _ in found]
+    pairs = [
+        (i, j)
+        for i in range(len(found))
+        for j in range(i + 1, len(found))
+        if owners[i] != owners[j] and slabs_meet(found[i], found[j])
+    ]
+    result = first_shared(list(zip(owners, found)))
+    if not pairs:
+        assert result is None
+    else:
+        assert result is not None and result in pairs
+
+
 @given(st.integers(0, 3).flatmap(lambda n: st.tuples(st.just(n), st.data())))
 def test_prefix_boxes_are_the_c_order_prefix(case: tuple[int, st.DataObject]) -> None:
     ndim, data = case

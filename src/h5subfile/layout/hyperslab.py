@@ -238,6 +238,7 @@ def first_shared(slabs: Sequence[tuple[int, Slab]]) -> tuple[int, int] | None:
     if len(ranked) < 2:
         return None
     ndim = ranked[0][2].ndim
+    apart = _phases_apart([(entry[0], entry[2]) for entry in ranked])
     axis = max(range(ndim), key=lambda a: len({r[3].start[a] for r in ranked}), default=0)
     ranked.sort(key=lambda r: r[3].start[axis] if ndim else 0)
     active: list[tuple[int, int, Slab, Block]] = []
@@ -245,8 +246,9 @@ def first_shared(slabs: Sequence[tuple[int, Slab]]) -> tuple[int, int] | None:
         k, owner, slab, bounds = entry
         if ndim:
             active = [e for e in active if e[3].stop[axis] > bounds.start[axis]]
+        family = apart.get(k)
         for other, other_owner, seen, seen_bounds in active:
-            if other_owner == owner:
+            if other_owner == owner or (family is not None and apart.get(other) == family):
                 continue
             if ndim and bounds.intersect(seen_bounds) is None:
                 continue
@@ -255,6 +257,32 @@ def first_shared(slabs: Sequence[tuple[int, Slab]]) -> tuple[int, int] | None:
                 return first, second
         active.append(entry)
     return None
+
+
+def _phases_apart(slabs: Sequence[tuple[int, Slab]]) -> dict[int, int]:
+    """Slabs (``(index, slab)``, by index) proven to share no element with each other without comparing them in
+    pairs, each with the number of its family: slabs alike but for their start (the same
+    stride, count and block on every axis; ranks writing rows r, r + P, ...) whose blocks, on
+    some axis of several blocks, fall at phases of its period that never meet."""
+    families: dict[tuple[Shape, Shape, Shape], list[int]] = {}
+    starts = {}
+    for k, slab in slabs:
+        families.setdefault((slab.stride, slab.count, slab.block), []).append(k)
+        starts[k] = slab.start
+    apart: dict[int, int] = {}
+    for number, ((stride, count, block), members) in enumerate(families.items()):
+        if len(members) < 2:
+            continue
+        for a in range(len(stride)):
+            if count[a] < 2:
+                continue
+            period, size = stride[a], block[a]
+            phases = sorted(starts[k][a] % period for k in members)
+            steps = zip(phases, phases[1:] + [phases[0] + period])
+            if all(later - earlier >= size for earlier, later in steps):
+                apart.update((k, number) for k in members)
+                break
+    return apart
 
 
 def merged(slabs: Sequence[Slab]) -> list[Slab]:
