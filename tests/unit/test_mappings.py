@@ -38,6 +38,15 @@ def test_tiles_side_by_side_are_one_box() -> None:
     assert merged(square) == [_box((0, 0), (4, 4))]
 
 
+def test_a_group_straddling_rows_of_tiles_has_a_box_per_row() -> None:
+    """4 x 4 tiles in row-major rank order, 3 ranks per subfile (docs/FORMAT.md's table): the
+    group of ranks 3-5 holds the last tile of the first row and two of the second."""
+    tile = 4
+    ranks = [divmod(r, 4) for r in (3, 4, 5)]
+    tiles = [_box((i * tile, j * tile), (tile, tile)) for i, j in ranks]
+    assert merged(tiles) == [_box((0, 12), (4, 4)), _box((4, 0), (4, 8))]
+
+
 def test_rows_of_neighbouring_ranks_are_one_strided_slab() -> None:
     """Rank r of 4 writing rows r, r + 4, ...: ranks 0 and 1 (one subfile) give rows 0, 1, 4,
     5, ... (blocks of two rows); all four ranks give every row (one box)."""
