@@ -40,6 +40,8 @@ from .posix import IOStats, Piece, RawFile, as_bytes
 
 #: Bytes read per call when hashing stored bytes without keeping them.
 HASH_BATCH = 32 * 2**20
+#: Extents whose merged pieces a reader keeps (the layouts read most recently).
+MERGED_KEPT = 1024
 
 
 def box_pieces(data_offset: int, extent: Block, box: Block, data: np.ndarray) -> list[Piece]:
@@ -185,6 +187,9 @@ class BoxReader:
         self._record: FileRecord | None = None
         self._checked: set[str] = set()
         self.check_identities = True
+        #: each extent's pieces merged (:meth:`_merged`), by the id of its pieces' tuple, with
+        #: the tuple itself (kept alive, so that the id stays its own)
+        self._merged_runs: dict[int, tuple[tuple[PieceSum, ...], list[Slab]]] = {}
 
     def expect(self, record: FileRecord) -> None:
         """Check the identity and size of the subfiles ``record`` describes, each when this
@@ -278,7 +283,7 @@ class BoxReader:
             stored = extent.block
             if box.intersect(stored) is None:
                 continue
-            for slab in merged([piece.slab for piece in extent.pieces]):
+            for slab in self._merged(extent.pieces):
                 runs = None if extent.chunks else slab_runs(slab, stored, box, itemsize)
                 if runs is not None:  # every block one run: offsets computed at once
                     into = pieces.setdefault(self.paths.resolve(extent.file), [])
@@ -302,6 +307,18 @@ class BoxReader:
                         for at, taken, nbytes in box_runs(stored, part, box, itemsize)
                     )
         return pieces, chunked, covered >= box.size
+
+    def _merged(self, pieces: tuple[PieceSum, ...]) -> list[Slab]:
+        """An extent's pieces merged as the master maps them (:func:`.hyperslab.merged`),
+        worked out once per layout rather than on every read of it."""
+        known = self._merged_runs.get(id(pieces))
+        if known is not None and known[0] is pieces:
+            return known[1]
+        found = merged([piece.slab for piece in pieces])
+        if len(self._merged_runs) >= MERGED_KEPT:  # layouts of a session change as it writes
+            self._merged_runs.clear()
+        self._merged_runs[id(pieces)] = (pieces, found)
+        return found
 
     def read_direct(
         self,
