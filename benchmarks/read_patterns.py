@@ -48,6 +48,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from docplot import run_facts  # noqa: E402
+from write_patterns import cell  # noqa: E402
 
 TITLE = "Reading masters against conventional files"
 ROOT = Path(__file__).resolve().parents[1]
@@ -278,12 +279,6 @@ def ratios(case: dict, name: str, op: str) -> list[float]:
         if top is not None and bottom:
             found.append(top / bottom)
     return found
-
-
-def cell(values: list[float]) -> str:
-    if not values:
-        return "-"
-    return f"{statistics.median(values):.2f} ({min(values):.2f}-{max(values):.2f})"
 
 
 def render(data: dict) -> str:

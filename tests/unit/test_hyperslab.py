@@ -86,18 +86,7 @@ def test_count_in_is_the_selected_elements_the_slab_holds(slab: Slab, data: st.D
 def test_first_shared_finds_an_overlap_of_different_owners(
     found: list[Slab], data: st.DataObject
 ) -> None:
-    owners = [data.draw(st.integers(0, 2)) for _ in found]
-    pairs = [
-        (i, j)
-        for i in range(len(found))
-        for j in range(i + 1, len(found))
-        if owners[i] != owners[j] and slabs_meet(found[i], found[j])
-    ]
-    result = first_shared(list(zip(owners, found)))
-    if not pairs:
-        assert result is None
-    else:
-        assert result is not None and result in pairs
+    _check_first_shared(found, [data.draw(st.integers(0, 2)) for _ in found])
 
 
 @settings(max_examples=400)
@@ -112,7 +101,12 @@ def test_first_shared_finds_an_overlap_among_translates_of_one_slab(
         Slab(tuple(s + m for s, m in zip(slab.start, move)), slab.stride, slab.count, slab.block)
         for move in [(0, 0), *moves]
     ]
-    owners = [data.draw(st.integers(0, 3)) for _ in found]
+    _check_first_shared(found, [data.draw(st.integers(0, 3)) for _ in found])
+
+
+def _check_first_shared(found: list[Slab], owners: list[int]) -> None:
+    """``first_shared`` of ``found`` (owned by ``owners``) is one of the pairs of different
+    owners that meet, compared one by one, or None when there is none."""
     pairs = [
         (i, j)
         for i in range(len(found))

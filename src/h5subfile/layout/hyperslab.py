@@ -260,10 +260,11 @@ def first_shared(slabs: Sequence[tuple[int, Slab]]) -> tuple[int, int] | None:
 
 
 def _phases_apart(slabs: Sequence[tuple[int, Slab]]) -> dict[int, int]:
-    """Slabs (``(index, slab)``, by index) proven to share no element with each other without comparing them in
-    pairs, each with the number of its family: slabs alike but for their start (the same
-    stride, count and block on every axis; ranks writing rows r, r + P, ...) whose blocks, on
-    some axis of several blocks, fall at phases of its period that never meet."""
+    """Slabs (``(index, slab)``; by index) proven to share no element with each other
+    without comparing them in pairs, each with the number of its family: slabs alike but for
+    their start (the same stride, count and block on every axis; ranks writing rows r,
+    r + P, ...) whose blocks, on some axis of several blocks, fall at phases of its period
+    that never meet."""
     families: dict[tuple[Shape, Shape, Shape], list[int]] = {}
     starts = {}
     for k, slab in slabs:
