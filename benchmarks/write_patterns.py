@@ -150,6 +150,19 @@ COMMANDS: dict[str, tuple[int, list[str], str, str]] = {
         "VPIC write as an h5py program writes it (undeclared slabs), 2 ranks, 2 subfiles "
         "(observed s)",
     ),
+    "rows_h5py_2": (
+        2,
+        [
+            "run",
+            "--subfiles",
+            "2",
+            str(ROOT / "benchmarks" / "round_robin_writer.py"),
+            "{dir}/run.h5",
+        ],
+        "observed_seconds",
+        "Round-robin rows as an h5py program writes them (`d[rank::P] = x`), 4 x 32 MiB, "
+        "2 ranks, 2 subfiles (observed s)",
+    ),
 }
 #: (label, numerator, denominator, target, "bandwidth" or "time")
 RATIOS: list[tuple[str, str, str, str, str]] = [
@@ -193,7 +206,7 @@ RATIOS: list[tuple[str, str, str, str, str]] = [
     ),
 ]
 #: Compared between checkouts directly (NEW / BASE): the VPIC write must not get slower.
-DIRECT = ["vpic_2", "vpic_4", "vpic_h5py_2"]
+DIRECT = ["vpic_2", "vpic_4", "vpic_h5py_2", "rows_h5py_2"]
 
 
 VERSIONS = (

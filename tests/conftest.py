@@ -79,6 +79,7 @@ STAGES = (
             "test_metadata_model.py",
             "test_scales_and_netcdf.py",
             "test_random_writes.py",
+            "test_consolidation.py",
         ),
     ),
     Stage(
@@ -115,6 +116,7 @@ STAGES = (
             "test_star_rounds.py",
             "test_h5py_programs.py",
             "test_random_writes.py",
+            "test_consolidation.py",
         ),
     ),
     Stage(

@@ -37,7 +37,7 @@ from ..mpi.collective import Question
 from ..mpi.failures import Failure, rebuild
 from ..mpi.failures import describe as describe_error
 from ..mpi.rounds import patient_for_root, working_for_all
-from . import announced, integrity, learned, structure
+from . import announced, consolidate, integrity, learned, structure
 from .dims import changed_through_id
 from .profiling import add_measured_phases, finish_profile, phase
 from .session import Session, continue_writing
@@ -51,6 +51,10 @@ Missing = tuple[str, str, str, int]
 Behind = tuple[Failure | None, list[Lost]] | None
 #: A rank's message to rank 0 at close.
 Closing = tuple[integrity.Report, list[Missing], Behind, learned.Closing]
+#: Rank 0's answer to a close's round: the message and background errors of the close's
+#: error, its class, and the segments to rewrite before the master is committed (then the
+#: others are empty: a second round commits).
+Answer = tuple[str, list[tuple[int, Failure]], str, "consolidate.Chosen"]
 
 
 def close(session: Session, failure: BaseException | None = None) -> None:
@@ -181,21 +185,7 @@ def _close(
     if failure is not None:
         failed = f"{type(failure).__name__}: {failure}"
     try:
-        # Each rank's checksums, subfile identity and missing regions go to rank 0 with the
-        # agreement (in its round where the rounds are stars), and rank 0 records the
-        # checksums and identities, then commits the master.
-        report, not_made = integrity.close_report(session)
-        pieces, not_hashed = _learned_report(session)
-        question = Question(
-            (report, missing_regions(session), behind, pieces),
-            lambda gathered: _record_and_commit(session, gathered, failed, keep_claim),
-            per_rank=False,
-            error=not_made or not_hashed,
-        )
-        with patient_for_root(session.comm):  # the commit's length is the file system's
-            message, troubles, kind = session.enter(
-                "commit" if keep_claim else "close", error, background=False, question=question
-            )  # background errors: reported below
+        message, troubles, kind = _publish(session, error, behind, failed, keep_claim)
         if writing.announced is not None:
             writing.announced.finish()
     except BaseException:
@@ -212,6 +202,56 @@ def _close(
         incomplete.collective = True  # the same on every rank
         return incomplete
     return creating  # a dataset rank 0 failed to create since the last call: left out
+
+
+def _publish(
+    session: Session,
+    error: BaseException | None,
+    behind: Behind,
+    failed: str | None,
+    keep_claim: bool,
+) -> tuple[str, list[tuple[int, Failure]], str]:
+    """The close's rounds: every rank's report to rank 0, which records it and commits the
+    master; when it chooses segments to consolidate first, every rank rewrites them and a
+    second round commits. Returns rank 0's answer (:func:`_record_and_commit`'s)."""
+    report, not_made = integrity.close_report(session)
+    pieces, not_hashed = _learned_report(session)
+    first: list[list[Closing]] = []  # rank 0: what every rank sent in the first round
+
+    def decide(gathered: list[Closing]) -> Answer:
+        working_for_all(session.comm)  # every rank is here: none times out while this takes
+        chosen = _to_consolidate(session, gathered, failed)
+        if chosen:
+            first.append(gathered)
+            return "", [], "", chosen
+        return _record_and_commit(session, gathered, failed, keep_claim) + ({},)
+
+    def decide_again(done: list[consolidate.Done]) -> Answer:
+        working_for_all(session.comm)
+        gathered = _with_done(first[0], done)
+        return _record_and_commit(session, gathered, failed, keep_claim) + ({},)
+
+    # Each rank's checksums, subfile identity and missing regions go to rank 0 with the
+    # agreement (in its round where the rounds are stars), and rank 0 records the checksums
+    # and identities, then commits the master.
+    question = Question(
+        (report, missing_regions(session), behind, pieces),
+        decide,
+        per_rank=False,
+        error=not_made or not_hashed,
+    )
+    name = "commit" if keep_claim else "close"
+    with patient_for_root(session.comm):  # the commit's length is the file system's
+        message, troubles, kind, chosen = session.enter(
+            name, error, background=False, question=question
+        )  # background errors: reported by the caller
+        if chosen:  # the master is committed once the segments chosen are rewritten
+            done = consolidate.consolidate(session, chosen, pieces)
+            question = Question(done, decide_again, per_rank=False)
+            message, troubles, kind, _ = session.enter(
+                name, None, background=False, question=question
+            )
+    return message, troubles, kind
 
 
 def _learned_report(session: Session) -> tuple[learned.Closing, BaseException | None]:
@@ -244,13 +284,31 @@ def _background_error(
     return error
 
 
+def _to_consolidate(
+    session: Session, gathered: list[Closing], failed: str | None
+) -> consolidate.Chosen:
+    """Rank 0: the segments to rewrite before the commit (engine/consolidate.py); none in a
+    session that failed or whose background writes met an error."""
+    if failed is not None or any(b and (b[0] or b[1]) for _, _, b, _ in gathered):
+        return {}
+    return consolidate.choose(session, [pieces for _, _, _, pieces in gathered])
+
+
+def _with_done(gathered: list[Closing], done: list[consolidate.Done]) -> list[Closing]:
+    """Rank 0: the first round's reports, with the segments every rank rewrote replaced."""
+    kept = consolidate.merged_done(done)
+    return [
+        (report, missing, behind, consolidate.replaced(pieces, mine))
+        for (report, missing, behind, pieces), mine in zip(gathered, kept)
+    ]
+
+
 def _record_and_commit(
     session: Session, gathered: list[Closing], failed: str | None, keep_claim: bool
 ) -> tuple[str, list[tuple[int, Failure]], str]:
     """Rank 0: the checksums and subfile identities into the master, then the commit.
     Returns the message of the close's error, the ranks' background errors and the class of
     the close's error (OverlapError when two ranks' writes overlapping are all it reports)."""
-    working_for_all(session.comm)  # every rank is here: none times out while this takes
     integrity.record(session, [report for report, _, _, _ in gathered])
     problems = learned.publish_on_root(session, [pieces for _, _, _, pieces in gathered])
     troubles = [(rank, b[0]) for rank, (_, _, b, _) in enumerate(gathered) if b and b[0]]

@@ -96,10 +96,10 @@ def _whole_layout(session: Session, path: str) -> DatasetLayout:
     """Rank 0: the layout of ``path`` with every rank's pieces reported so far."""
     layout = session.catalog.nodes[path].layout
     assert layout is not None
-    return book_of(session).layout(path, layout, _kept(session, path))
+    return book_of(session).layout(path, layout, kept(session, path))
 
 
-def _kept(session: Session, path: str) -> int:
+def kept(session: Session, path: str) -> int:
     """How many of the layout's first extents are an earlier session's (a dataset grown)."""
     writing = session.writing
     target = None if writing is None else writing.learned.get(path)
@@ -198,7 +198,7 @@ def _publish_one(
     layout = book.layout(
         path,
         base,
-        _kept(session, path),
+        kept(session, path),
         checksum=ALGORITHM if writing.checksums else "",
         complete=path not in problems,
     )

@@ -212,14 +212,15 @@ class _Bounds:
         return [int(i) for i in found]
 
 
-def note_write(target: LearnedTarget, k: int, box: Block) -> FedHash | None:
+def note_write(target: LearnedTarget, k: int, box: Block, fresh: bool = False) -> FedHash | None:
     """Account for this rank writing ``box`` into extent ``k``; returns the hasher the write
     must feed with the box's bytes in C order, or None: then the piece is hashed from the
     file at close (a write over bytes this rank wrote before, other than the same box again,
-    which replaces the box's bytes as h5py does)."""
+    which replaces the box's bytes as h5py does). ``fresh``: the caller knows that ``box``
+    touches none of this rank's pieces."""
     target.changed = True
     target.version += 1
-    hit = target.touching(k, box)
+    hit = [] if fresh else target.touching(k, box)
     if not hit:
         last = next(
             (i for i in range(len(target.pieces) - 1, -1, -1) if target.pieces[i].extent == k), None
@@ -251,6 +252,32 @@ def note_write(target: LearnedTarget, k: int, box: Block) -> FedHash | None:
     for part in left:
         target.add_piece(Written(k, Run(part), None))
     return None
+
+
+def note_progression(target: LearnedTarget, k: int, boxes: Sequence[Block]) -> FedHash | None:
+    """Account for one call writing ``boxes`` (touching none of this rank's pieces) into extent
+    ``k`` as one piece, when they are alike and step regularly along one axis, in order
+    (``d[rank::size] = x``); returns the hasher every box feeds in turn, or None (the boxes are
+    then noted one by one)."""
+    shapes = {box.count for box in boxes}
+    if len(boxes) < 2 or len(shapes) != 1:
+        return None
+    block = next(iter(shapes))
+    apart = np.diff(np.array([box.start for box in boxes], dtype=np.int64), axis=0)
+    axes = np.flatnonzero(np.any(apart != 0, axis=0))
+    if len(axes) != 1:
+        return None
+    axis = int(axes[0])
+    step = int(apart[0, axis])
+    if step <= block[axis] or np.any(apart[:, axis] != step):
+        return None
+    run = Run(boxes[0])
+    run.axis, run.step, run.complete = axis, step, len(boxes)
+    written = Written(k, run, FedHash())
+    target.changed = True
+    target.version += 1
+    target.add_piece(written)
+    return written.hasher
 
 
 def note_failure(target: LearnedTarget, error: BaseException) -> None:
@@ -335,7 +362,7 @@ class Book:
         #: from the file at close, not taken from the bytes the rank passed: they prove nothing
         #: about what it wrote, so they are never copies (:func:`copied`)
         self.read_back: dict[str, dict[int, frozenset[int]]] = {}
-        #: :meth:`_listed` of each dataset since its last update (checked, then laid out)
+        #: :meth:`listed` of each dataset since its last update (checked, then laid out)
         self._listing: dict[str, tuple[list[tuple[int, str, str, PieceSum]], set[int]]] = {}
 
     def update(
@@ -358,7 +385,7 @@ class Book:
         self.read_back.pop(path, None)
         self._listing.pop(path, None)
 
-    def _listed(self, path: str) -> tuple[list[tuple[int, str, str, PieceSum]], set[int]]:
+    def listed(self, path: str) -> tuple[list[tuple[int, str, str, PieceSum]], set[int]]:
         """Every rank's pieces of ``path``, lowest rank first, and those that repeat an
         earlier rank's (:func:`copied`)."""
         known = self._listing.get(path)
@@ -378,7 +405,7 @@ class Book:
     def check(self, path: str) -> None:
         """Refuse two ranks' pieces sharing an element: OverlapError naming the dataset, the
         ranks and their regions (the same on every rank, as the caller's answer)."""
-        found, copies = self._listed(path)
+        found, copies = self.listed(path)
         listed = [(rank, piece) for k, (rank, _, _, piece) in enumerate(found) if k not in copies]
         shared = first_shared([(rank, piece.slab) for rank, piece in listed])
         if shared is None:
@@ -405,7 +432,7 @@ class Book:
         a rank's write of it failed) and ``checksum`` (the algorithm of the pieces'
         checksums; None: ``base``'s) as given."""
         by_source: dict[tuple[str, str], list[PieceSum]] = {}
-        found, copies = self._listed(path)
+        found, copies = self.listed(path)
         for k, (_, file, dataset, piece) in enumerate(found):
             if k not in copies:
                 by_source.setdefault((file, dataset), []).append(piece)

@@ -23,9 +23,12 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Sequence
 
+import numpy as np
+
 from ..errors import H5SubfileError, SelectionError, as_error, mapped
 from ..io.boxes import box_pieces
 from ..io.posix import HASH_SLICE, Piece, as_bytes
+from ..layout.blocks import Block
 from ..layout.grouping import aggregators_of
 from ..mpi.collective import agree
 from . import integrity, learned, learned_state
@@ -180,12 +183,19 @@ def note_learned(
     what the master maps."""
     writing = session.writing
     assert writing is not None
+    fresh = _fresh(session, writes)
+    regular = {  # each such call's boxes as one piece, when they step regularly
+        (path, k): learned_state.note_progression(writing.learned[path], k, boxes)
+        for (path, k), boxes in fresh.items()
+    }
     for write in writes:
         if not write.target.learned:
             continue
         target = writing.learned[write.path]
         k = target.index_of(write.target)
-        hasher = learned_state.note_write(target, k, write.box)
+        hasher = regular.get((write.path, k))
+        if hasher is None:
+            hasher = learned_state.note_write(target, k, write.box, (write.path, k) in fresh)
         if hasher is None:
             # hashed from the file at close, which proves nothing about the bytes passed:
             # written from a copy, never from the caller's array (async_zero_copy), which
@@ -203,6 +213,29 @@ def note_learned(
             hashing.feed(write, hasher)
         else:
             hasher.update(as_bytes(write.data))
+
+
+def _fresh(session: Session, writes: Sequence[PreparedWrite]) -> dict[tuple[str, int], list[Block]]:
+    """The (dataset, extent) pairs where this call writes many boxes (a selection with steps,
+    an index list, a mask: disjoint by construction) and none of this rank's pieces meets
+    their bounds, with those boxes: then no box needs looking for the pieces it may touch."""
+    writing = session.writing
+    assert writing is not None
+    boxes: dict[tuple[str, int], list[Block]] = {}
+    for write in writes:
+        if write.target.learned:
+            target = writing.learned[write.path]
+            boxes.setdefault((write.path, target.index_of(write.target)), []).append(write.box)
+    fresh = {}
+    for (path, k), found in boxes.items():
+        if len(found) < 2:
+            continue
+        lows = np.min([box.start for box in found], axis=0)
+        highs = np.max([box.stop for box in found], axis=0)
+        bounds = Block(tuple(lows.tolist()), tuple((highs - lows).tolist()))
+        if not writing.learned[path].touching(k, bounds):
+            fresh[(path, k)] = found
+    return fresh
 
 
 def learned_failed(session: Session, writes: Sequence[PreparedWrite], error: BaseException) -> None:
