@@ -196,7 +196,7 @@ def _segment(
             to = order[s]
             meta.append((begin[a:b] - cut[s][0], size[a:b]))
             if b > a:
-                outgoing[to].append(items[run_indices(taken[a:b], size[a:b])].view(np.uint8))
+                outgoing[to].extend(_gathered(items, taken[a:b], size[a:b]))
         by_rank = [meta[order.index(r)] for r in range(comm.size)]
     except Exception as exc:  # noqa: BLE001 - reported to rank 0, which keeps the pieces
         error = exc
@@ -213,7 +213,7 @@ def _segment(
             for source, (firsts, counts) in enumerate(received):
                 n = int(counts.sum())
                 at = cursor[source] // itemsize
-                out_items[run_indices(firsts, counts)] = in_items[at : at + n]
+                _place(out_items, firsts, counts, in_items[at : at + n])
                 placed += n
         except (IndexError, ValueError):  # never expected: the book found no overlap
             placed = -1
@@ -224,6 +224,29 @@ def _segment(
         return (stored.file, stored.dataset), _write_share(session, where, stored, box, lo, hi, out)
     except Exception:  # noqa: BLE001 - reported to rank 0, which keeps the pieces
         return None
+
+
+#: Runs at least this many elements long on average are copied one by one (a slice each);
+#: shorter ones through one array of every element's index (a copy per element otherwise).
+LONG_RUN = 64
+
+
+def _gathered(items: np.ndarray, starts: np.ndarray, lengths: np.ndarray) -> list[np.ndarray]:
+    """The runs (``starts``, ``lengths``) of ``items``, in order, as byte arrays to send."""
+    if int(lengths.sum()) >= LONG_RUN * len(lengths):
+        return [items[a : a + n].view(np.uint8) for a, n in zip(starts.tolist(), lengths.tolist())]
+    return [items[run_indices(starts, lengths)].view(np.uint8)]
+
+
+def _place(out: np.ndarray, starts: np.ndarray, lengths: np.ndarray, items: np.ndarray) -> None:
+    """``items`` placed, in order, into the runs (``starts``, ``lengths``) of ``out``."""
+    if int(lengths.sum()) >= LONG_RUN * len(lengths):
+        at = 0
+        for a, n in zip(starts.tolist(), lengths.tolist()):
+            out[a : a + n] = items[at : at + n]
+            at += n
+        return
+    out[run_indices(starts, lengths)] = items
 
 
 def _read_checked(
