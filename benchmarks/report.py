@@ -79,8 +79,10 @@ DATA = {
     "patterns_master_attrs": "write-patterns-master-attributes.json",
     "patterns_creation_trim": "write-patterns-creation-trim.json",
     "patterns_offsets": "write-patterns-offsets.json",
-    "reads": "read-patterns.json",
+    "reads_merged": "read-patterns-merged.json",
     "patterns_merged": "write-patterns-merged.json",
+    "reads": "read-patterns.json",
+    "patterns_consolidated": "write-patterns-consolidated.json",
 }
 PAPER_TITLE = paper_experiment.TITLE
 SHORT = {PAPER_TITLE: "VPIC-IO / IOR"}
@@ -836,8 +838,10 @@ def summary(data: dict[str, dict]) -> str:
         + write_patterns.summary_rows(data["patterns_master_attrs"])
         + write_patterns.summary_rows(data["patterns_creation_trim"])
         + write_patterns.summary_rows(data["patterns_offsets"])
-        + read_patterns.summary_rows(data["reads"])
+        + read_patterns.summary_rows(data["reads_merged"])
         + write_patterns.summary_rows(data["patterns_merged"])
+        + read_patterns.summary_rows(data["reads"])
+        + write_patterns.summary_rows(data["patterns_consolidated"])
     )
     other = sorted(
         {
@@ -923,8 +927,10 @@ others run `report.py`):
 | [Write patterns after the master's attribute work]({patterns_master_attrs}) | `docs/write-patterns-master-attributes.json` | the same script with `--reps 7 --only vpic_2 vpic_h5py_2 t64k_one_file t64k_posix_shared --title "Write patterns after the master's attribute work"` (BASE: the commit before this work) |
 | [VPIC writes after trimming the creation and attribute calls]({patterns_creation_trim}) | `docs/write-patterns-creation-trim.json` | the same script with `--reps 5 --only vpic_2 vpic_h5py_2 --title "VPIC writes after trimming the creation and attribute calls"` (BASE: the commit before this work) |
 | [Write patterns after offsets-only announcements and compact mappings]({patterns_offsets}) | `docs/write-patterns-offsets.json` | the same script with `--reps 5 --only vpic_2 vpic_h5py_2 t64k_one_file t64k_posix_shared --title "Write patterns after offsets-only announcements and compact mappings"` (BASE: 3c0802b, the commit before this work) |
-| [Reading masters against conventional files]({reads}) | `docs/read-patterns.json` | `.venv/bin/python benchmarks/read_patterns.py --checkout NEW=src --checkout BASE=/tmp/base/src --ranks 4 16 64 --reps 5` (BASE: e9c0b8d, the commit before merged mappings) |
+| [Reading masters after merged mappings]({reads_merged}) | `docs/read-patterns-merged.json` | `.venv/bin/python benchmarks/read_patterns.py --checkout NEW=src --checkout BASE=/tmp/base/src --ranks 4 16 64 --reps 5` (BASE: e9c0b8d, the commit before merged mappings; the series before consolidation) |
 | [Write patterns after merged mappings]({patterns_merged}) | `docs/write-patterns-merged.json` | the write-patterns script with `--reps 5 --only vpic_2 vpic_h5py_2 t64k_one_file t64k_posix_shared --title "Write patterns after merged mappings"` (BASE: e9c0b8d, the commit before this work) |
+| [Reading masters against conventional files]({reads}) | `docs/read-patterns.json` | the same script, `--checkout NEW=src --checkout BASE=/tmp/base/src --ranks 4 16 64 --reps 5` (BASE: a4c8829, the commit before consolidation) |
+| [Write patterns after consolidation at close]({patterns_consolidated}) | `docs/write-patterns-consolidated.json` | the write-patterns script with `--reps 5 --only vpic_2 vpic_h5py_2 t64k_one_file t64k_posix_shared rows_h5py_2 --title "Write patterns after consolidation at close"` (BASE: a4c8829, the commit before this work) |
 | [VPIC writes after dimension scales, appends and copies, a second series]({patterns_scales_vpic}) | `docs/write-patterns-scales-vpic.json` | the same script with `--reps 11 --only vpic_2 vpic_h5py_2 --title "VPIC writes after dimension scales, appends and copies, a second series"` |
 | [VPIC writes after one-round creation where rank 0 leads every source]({patterns_one_round}) | `docs/write-patterns-one-round.json` | the same script with `--reps 9 --only vpic_2 vpic_h5py_2 --title "VPIC writes after one-round creation where rank 0 leads every source"` (BASE: the commit before) |
 | [VPIC writes after copies proven by the bytes passed]({patterns_proven}) | `docs/write-patterns-proven-copies.json` | the same script with `--reps 7 --only vpic_2 vpic_h5py_2 --title "VPIC writes after copies proven by the bytes passed"` (BASE: the commit before) |
@@ -970,8 +976,10 @@ def build(data: dict[str, dict]) -> str:
         "patterns_master_attrs": anchor(data["patterns_master_attrs"]["title"]),
         "patterns_creation_trim": anchor(data["patterns_creation_trim"]["title"]),
         "patterns_offsets": anchor(data["patterns_offsets"]["title"]),
-        "reads": anchor(read_patterns.TITLE),
+        "reads_merged": anchor(data["reads_merged"]["title"]),
         "patterns_merged": anchor(data["patterns_merged"]["title"]),
+        "reads": anchor(read_patterns.TITLE),
+        "patterns_consolidated": anchor(data["patterns_consolidated"]["title"]),
     }
     parts = [
         HEADER.format(**anchors),
@@ -1008,8 +1016,10 @@ def build(data: dict[str, dict]) -> str:
         write_patterns.render(data["patterns_master_attrs"]),
         write_patterns.render(data["patterns_creation_trim"]),
         write_patterns.render(data["patterns_offsets"]),
-        read_patterns.render(data["reads"]),
+        read_patterns.render(data["reads_merged"]),
         write_patterns.render(data["patterns_merged"]),
+        read_patterns.render(data["reads"]),
+        write_patterns.render(data["patterns_consolidated"]),
     ]
     return "\n\n".join(parts) + "\n"
 
