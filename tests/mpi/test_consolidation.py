@@ -189,3 +189,30 @@ def test_a_commit_rewrites_and_the_session_goes_on(comm, shared_tmp) -> None:
     assert found["second"][3] == (-want).tobytes().hex()
     with hs.File(path, "r", verify=True) as f:
         assert not f.problems
+
+
+OPEN_AND_READ = """
+import sys, time, json, h5py, numpy as np
+began = time.perf_counter()
+with h5py.File(sys.argv[1], "r") as f:
+    names = list(f)
+    x = f["owned"][...]
+took = time.perf_counter() - began
+with h5py.File(sys.argv[1], "r") as f:
+    count = len(f["owned"].virtual_sources())
+print(json.dumps([took, count, bool(np.array_equal(x, np.arange(len(x), dtype="f8")))]))
+"""
+
+
+def test_elements_owned_at_random_open_at_once(comm, shared_tmp) -> None:
+    """250,000 elements, each written by a rank drawn at random (one index list per rank):
+    about as many runs as elements, one strip per subfile after the close; plain h5py opens,
+    lists and reads the file within a second (it took minutes with a mapping per run)."""
+    size = 250_000
+    path = shared_tmp / "owned.h5"
+    mine = np.flatnonzero(owner(comm.size, size) == comm.rank)
+    with hs.File(path, "w", subfiles=SUBFILES) as f:
+        f.create_dataset("owned", (size,), "f8")[mine] = mine.astype("f8")
+    took, count, right = json.loads(plain_h5py(comm, OPEN_AND_READ, str(path)))
+    assert right and count == SUBFILES
+    assert took < 1.0

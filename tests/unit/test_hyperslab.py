@@ -8,6 +8,7 @@ from hypothesis import strategies as st
 
 from h5subfile.layout.blocks import Block
 from h5subfile.layout.hyperslab import Run, Slab, first_shared, prefix_boxes, slabs_meet
+from h5subfile.layout.runs import listed_apart
 
 
 def _mask(shape: tuple[int, ...], boxes: list[Block]) -> np.ndarray:
@@ -201,3 +202,19 @@ def test_runs_hold_what_was_fed_in_its_order(boxes: list[Block]) -> None:
     boxes = [b for b in boxes if b.size]
     runs, fed = _feed(boxes)
     _check_runs((7, 6), runs, fed)
+
+
+@settings(max_examples=400)
+@given(st.lists(slabs(2), min_size=0, max_size=8), st.lists(slabs(1, 40), max_size=8))
+def test_listed_apart_is_true_exactly_when_no_two_slabs_meet(
+    found: list[Slab], lines: list[Slab]
+) -> None:
+    """The proof by listing runs (layout/runs.py, ``listed_apart``) against pairwise
+    comparison, in 2-D and 1-D."""
+    for group in (found, lines):
+        meet = any(
+            slabs_meet(group[i], group[j])
+            for i in range(len(group))
+            for j in range(i + 1, len(group))
+        )
+        assert listed_apart(group) == (not meet)

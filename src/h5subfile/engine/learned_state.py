@@ -27,6 +27,7 @@ from ..layout.hyperslab import Run, Slab, first_shared
 from ..layout.integrity import FedHash, PieceSum
 from ..layout.record import DatasetLayout, StoredExtent
 from ..layout.regions import subtract
+from ..layout.runs import listed_apart
 from ..layout.selection import ReadPiece
 from .messages import WriteTarget
 
@@ -407,6 +408,8 @@ class Book:
         ranks and their regions (the same on every rank, as the caller's answer)."""
         found, copies = self.listed(path)
         listed = [(rank, piece) for k, (rank, _, _, piece) in enumerate(found) if k not in copies]
+        if listed_apart([piece.slab for _, piece in listed]):
+            return  # one sort: no overlap, whatever the number of pieces
         shared = first_shared([(rank, piece.slab) for rank, piece in listed])
         if shared is None:
             return

@@ -134,3 +134,55 @@ def slab_runs(
         return (starts - np.asarray(outer.start, dtype=np.int64)) @ steps * itemsize
 
     return offsets(extent), offsets(buffer), math.prod(slab.block) * itemsize
+
+
+#: At most this many runs of elements are listed to prove slabs apart (past it, the caller
+#: compares them pairwise).
+LISTED_RUNS = 1 << 22
+
+
+def listed_apart(slabs: Sequence[Slab]) -> bool:
+    """Whether ``slabs`` are proven to share no element by listing the runs of elements they
+    hold, in C order of their common bounds, and finding no two that overlap: one sort,
+    whatever their shapes (thousands of small pieces of a rank's index-list writes compare
+    in milliseconds). False when some overlap, or when listing would take more than
+    :data:`LISTED_RUNS` runs: the caller then compares them pairwise."""
+    found = [slab for slab in slabs if slab.size]
+    if len(found) < 2:
+        return True
+    if not found[0].ndim:
+        return False
+    bounds = [slab.bounds for slab in found]
+    lows = np.min([b.start for b in bounds], axis=0)
+    highs = np.max([b.stop for b in bounds], axis=0)
+    outer = Block(tuple(lows.tolist()), tuple((highs - lows).tolist()))
+    steps = np.asarray(_strides(outer.count), dtype=np.int64)
+    single_first: list[int] = []
+    single_length: list[int] = []
+    firsts: list[np.ndarray] = []
+    lengths: list[np.ndarray] = []
+    budget = LISTED_RUNS
+    for slab in found:
+        j = contiguous_axis(outer.count, slab.block)
+        runs = slab.blocks_count * math.prod(slab.block[:j])
+        budget -= runs
+        if budget < 0:
+            return False
+        length = math.prod(slab.block[j:])
+        at = [s - o for s, o in zip(slab.start, outer.start)]
+        if runs == 1:
+            single_first.append(_linear(outer.count, at))
+            single_length.append(length)
+            continue
+        grid = np.indices(slab.count, dtype=np.int64).reshape(slab.ndim, -1).T
+        corners = (grid * np.asarray(slab.stride, dtype=np.int64) + np.asarray(at)) @ steps
+        inner = _offsets(outer.count, (0,) * slab.ndim, slab.block, j)
+        every = (corners[:, None] + inner[None, :]).ravel()
+        firsts.append(every)
+        lengths.append(np.full(len(every), length, dtype=np.int64))
+    firsts.append(np.asarray(single_first, dtype=np.int64))
+    lengths.append(np.asarray(single_length, dtype=np.int64))
+    first = np.concatenate(firsts)
+    end = first + np.concatenate(lengths)
+    order = np.argsort(first, kind="stable")
+    return bool(np.all(first[order][1:] >= end[order][:-1]))
