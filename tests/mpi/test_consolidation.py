@@ -151,6 +151,27 @@ def test_a_rewrite_failing_on_one_rank_leaves_the_dataset_as_written(
         np.testing.assert_array_equal(f["elements"][...], patterns(n)["elements"])
 
 
+def test_a_failure_between_the_exchanges_on_one_rank_hangs_no_rank(
+    comm, shared_tmp, monkeypatch
+) -> None:
+    """A rank that cannot place what it received (out of memory, say) reports it; every
+    rank finishes the close and the dataset is published as written."""
+    if comm.rank == 1:
+
+        def fails(*args: Any) -> None:
+            raise MemoryError
+
+        monkeypatch.setattr(consolidate, "_place", fails)
+    n = comm.size
+    path = shared_tmp / "failed_place.h5"
+    with hs.File(path, "w", subfiles=SUBFILES) as f:
+        f.create_dataset("elements", (300 * n,), "f8")[comm.rank :: n] = patterns(n)["elements"][
+            comm.rank :: n
+        ]
+    _, _, pieces, values = survey(comm, path)["elements"]
+    assert values == patterns(n)["elements"].tobytes().hex() and pieces == n
+
+
 def test_bytes_changed_before_the_close_are_never_rewritten_under_a_new_checksum(
     comm, shared_tmp
 ) -> None:

@@ -59,6 +59,13 @@ def test_long_runs_and_huge_shares_stay_as_written() -> None:
     huge = Block((0,), (2 * MAX_SHARE // 8 + 16,))
     element = [[Slab((r,), (2,), (huge.size // 2,), (1,))] for r in range(2)]
     assert not worth_consolidating(element, huge, 8, 2)
+    # 5 rows over 4 ranks: shares of 1, 1, 1 and 2 rows; the largest decides, not the mean
+    row = MAX_SHARE * 3 // 4 // 8
+    uneven = Block((0, 0), (5, row))
+    columns = [[Slab((0, r), (1, 4), (5, row // 4), (1, 1))] for r in range(4)]
+    assert sum(s.size for c in columns for s in c) == uneven.size
+    assert uneven.size * 8 < MAX_SHARE * 4
+    assert not worth_consolidating(columns, uneven, 8, 4)
 
 
 def test_shares_are_whole_rows_when_there_are_enough() -> None:

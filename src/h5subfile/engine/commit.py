@@ -291,7 +291,10 @@ def _to_consolidate(
     session that failed or whose background writes met an error."""
     if failed is not None or any(b and (b[0] or b[1]) for _, _, b, _ in gathered):
         return {}
-    return consolidate.choose(session, [pieces for _, _, _, pieces in gathered])
+    try:
+        return consolidate.choose(session, [pieces for _, _, _, pieces in gathered])
+    except Exception:  # noqa: BLE001 - never expected; the datasets are published as written
+        return {}
 
 
 def _with_done(gathered: list[Closing], done: list[consolidate.Done]) -> list[Closing]:

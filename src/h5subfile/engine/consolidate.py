@@ -166,17 +166,17 @@ def _segment(
     lo, hi = cut[order.index(rank)]
     writing = session.writing
     assert writing is not None
-    target = writing.learned[path]
-    k = next(i for i, t in enumerate(target.extents) if t.extent == box)
-    stored, where = target.stored[k], target.extents[k]
-    itemsize = target.dtype.itemsize
-    element = np.dtype((np.void, itemsize))
-    mine = [p for file, dataset, p in pieces if (file, dataset) == (stored.file, stored.dataset)]
     error: BaseException | None = None
     meta: list[tuple[np.ndarray, np.ndarray]] = []
     outgoing: list[list[np.ndarray]] = [[] for _ in range(comm.size)]
-    empty = np.empty(0, dtype=np.int64)
+    by_rank: list[tuple[np.ndarray, np.ndarray]] = []
     try:
+        target = writing.learned[path]
+        k = next(i for i, t in enumerate(target.extents) if t.extent == box)
+        stored, where = target.stored[k], target.extents[k]
+        itemsize = target.dtype.itemsize
+        element = np.dtype((np.void, itemsize))
+        mine = [p for f, d, p in pieces if (f, d) == (stored.file, stored.dataset)]
         data, starts, lengths, positions = _read_checked(session, path, where, box, mine)
         share, begin, size, within = split_runs(starts, lengths, bounds)
         # each part's position in what was read: its run's position plus its offset in it
@@ -198,29 +198,28 @@ def _segment(
             if b > a:
                 outgoing[to].extend(_gathered(items, taken[a:b], size[a:b]))
         by_rank = [meta[order.index(r)] for r in range(comm.size)]
+        out = np.empty((hi - lo) * itemsize, dtype=np.uint8)
     except Exception as exc:  # noqa: BLE001 - reported to rank 0, which keeps the pieces
         error = exc
-        by_rank = [(empty, empty) for _ in range(comm.size)]
-        outgoing = [[] for _ in range(comm.size)]
+    # Every rank reaches every collective below: what fails locally is only reported.
+    if not comm.allreduce(error is None, op=MPI.LAND):
+        return None
     received = comm.alltoall(by_rank)
     incoming = [int(lengths_.sum()) * itemsize for _, lengths_ in received]
     data_in, cursor = exchange_bytes(comm, outgoing, incoming)
-    out = np.empty((hi - lo) * itemsize, dtype=np.uint8)
-    placed = 0
-    if error is None:
-        out_items, in_items = out.view(element), data_in.view(element)
-        try:
-            for source, (firsts, counts) in enumerate(received):
-                n = int(counts.sum())
-                at = cursor[source] // itemsize
-                _place(out_items, firsts, counts, in_items[at : at + n])
-                placed += n
-        except (IndexError, ValueError):  # never expected: the book found no overlap
-            placed = -1
-    whole = error is None and placed == hi - lo
-    if not comm.allreduce(whole, op=MPI.LAND):
-        return None
     try:
+        out_items, in_items = out.view(element), data_in.view(element)
+        placed = 0
+        for source, (firsts, counts) in enumerate(received):
+            n = int(counts.sum())
+            at = cursor[source] // itemsize
+            _place(out_items, firsts, counts, in_items[at : at + n])
+            placed += n
+        if placed != hi - lo:  # never expected: the book found every element written once
+            return None
+        # Written without waiting for the others: a share rewrites its group's elements with
+        # the same bytes and fills the rest, so whatever the others do, the pieces as
+        # written stay true (rank 0 keeps them unless every rank reports its share).
         return (stored.file, stored.dataset), _write_share(session, where, stored, box, lo, hi, out)
     except Exception:  # noqa: BLE001 - reported to rank 0, which keeps the pieces
         return None

@@ -56,7 +56,8 @@ def worth_consolidating(
     rank's share within :data:`MAX_SHARE`. Counted on the pieces as written first (an upper
     bound), then on the mappings they merge into."""
     nbytes = extent.size * itemsize
-    if not sources or nbytes > MAX_SHARE * ranks:
+    largest = max(hi - lo for lo, hi in shares(extent, ranks)) * itemsize
+    if not sources or largest > MAX_SHARE:
         return False
 
     def costly(runs: int) -> bool:
