@@ -34,9 +34,10 @@ SMALL_RUN = 1 << 20
 #: Past this many pieces per source, a segment costly as written is rewritten without
 #: counting the runs its mappings would merge into.
 MERGED_AT_MOST = 1024
-#: No rank's share of a rewritten segment is larger than this (it holds its share, and the
-#: bytes it wrote, in memory while they move): larger segments stay as written.
-MAX_SHARE = 256 << 20
+#: No rank's share of a rewritten segment is larger than this: while the bytes move, a rank
+#: holds what it wrote there, a copy to send, what it receives and its share (about 4 times
+#: this at most), on every rank of a node at once. Larger segments stay as written.
+MAX_SHARE = 64 << 20
 
 
 def source_runs(slab: Slab, extent: Block) -> int:
