@@ -128,48 +128,35 @@ def test_patterns_cheap_as_written_stay_as_written(comm, shared_tmp) -> None:
     assert found["slabs"][2] == n and found["strips"][2] == n
 
 
-def test_a_rewrite_failing_on_one_rank_leaves_the_dataset_as_written(
-    comm, shared_tmp, monkeypatch
+@pytest.mark.parametrize(
+    ("step", "error"),
+    [("_write_share", OSError(28, "No space left on device")), ("_place", MemoryError())],
+    ids=["writing-its-share", "between-the-exchanges"],
+)
+def test_a_failure_on_one_rank_leaves_the_dataset_as_written(
+    comm, shared_tmp, monkeypatch, step, error
 ) -> None:
+    """A rank that cannot write its share (a full disk), or place what it received (out of
+    memory, say), reports it: no rank is left waiting, every rank finishes the close, and
+    the dataset is published as written."""
     if comm.rank == comm.size - 1:
 
         def fails(*args: Any) -> None:
-            raise OSError(28, "No space left on device")
+            raise error
 
-        monkeypatch.setattr(consolidate, "_write_share", fails)
+        monkeypatch.setattr(consolidate, step, fails)
     n = comm.size
-    path = shared_tmp / "failed_rewrite.h5"
-    with hs.File(path, "w", subfiles=SUBFILES) as f:
-        f.create_dataset("elements", (300 * n,), "f8")[comm.rank :: n] = patterns(n)["elements"][
-            comm.rank :: n
-        ]
-    count, _, pieces, values = survey(comm, path)["elements"]
-    assert values == patterns(n)["elements"].tobytes().hex()
-    assert pieces == n  # the pieces as written: one strided piece per rank
-    with hs.File(path, "r", verify=True) as f:
-        assert not f.problems
-        np.testing.assert_array_equal(f["elements"][...], patterns(n)["elements"])
-
-
-def test_a_failure_between_the_exchanges_on_one_rank_hangs_no_rank(
-    comm, shared_tmp, monkeypatch
-) -> None:
-    """A rank that cannot place what it received (out of memory, say) reports it; every
-    rank finishes the close and the dataset is published as written."""
-    if comm.rank == 1:
-
-        def fails(*args: Any) -> None:
-            raise MemoryError
-
-        monkeypatch.setattr(consolidate, "_place", fails)
-    n = comm.size
-    path = shared_tmp / "failed_place.h5"
+    path = shared_tmp / f"failed{step}.h5"
     with hs.File(path, "w", subfiles=SUBFILES) as f:
         f.create_dataset("elements", (300 * n,), "f8")[comm.rank :: n] = patterns(n)["elements"][
             comm.rank :: n
         ]
     _, _, pieces, values = survey(comm, path)["elements"]
-    assert values == patterns(n)["elements"].tobytes().hex() and pieces == n
+    assert values == patterns(n)["elements"].tobytes().hex()
+    assert pieces == n  # the pieces as written: one strided piece per rank
+    with hs.File(path, "r", verify=True) as f:
+        assert not f.problems
+        np.testing.assert_array_equal(f["elements"][...], patterns(n)["elements"])
 
 
 def test_bytes_changed_before_the_close_are_never_rewritten_under_a_new_checksum(

@@ -365,6 +365,8 @@ class Book:
         self.read_back: dict[str, dict[int, frozenset[int]]] = {}
         #: :meth:`listed` of each dataset since its last update (checked, then laid out)
         self._listing: dict[str, tuple[list[tuple[int, str, str, PieceSum]], set[int]]] = {}
+        #: datasets whose pieces :meth:`check` found apart since their last change
+        self._apart: set[str] = set()
 
     def update(
         self,
@@ -374,9 +376,13 @@ class Book:
         failed: str = "",
         read_back: frozenset[int] = frozenset(),
     ) -> None:
-        self.pieces.setdefault(path, {})[rank] = pieces
-        self.read_back.setdefault(path, {})[rank] = read_back
-        self._listing.pop(path, None)
+        known = self.pieces.setdefault(path, {})
+        reads = self.read_back.setdefault(path, {})
+        if known.get(rank) is not pieces or reads.get(rank) != read_back:
+            known[rank] = pieces  # the same report again (the close's, once chosen from) keeps
+            reads[rank] = read_back  # its listing and its check
+            self._listing.pop(path, None)
+            self._apart.discard(path)
         if failed and path not in self.failed:
             self.failed[path] = f"rank {rank}: {failed}"
 
@@ -385,6 +391,7 @@ class Book:
         self.failed.pop(path, None)
         self.read_back.pop(path, None)
         self._listing.pop(path, None)
+        self._apart.discard(path)
 
     def listed(self, path: str) -> tuple[list[tuple[int, str, str, PieceSum]], set[int]]:
         """Every rank's pieces of ``path``, lowest rank first, and those that repeat an
@@ -406,12 +413,16 @@ class Book:
     def check(self, path: str) -> None:
         """Refuse two ranks' pieces sharing an element: OverlapError naming the dataset, the
         ranks and their regions (the same on every rank, as the caller's answer)."""
+        if path in self._apart:
+            return
         found, copies = self.listed(path)
         listed = [(rank, piece) for k, (rank, _, _, piece) in enumerate(found) if k not in copies]
         if listed_apart([piece.slab for _, piece in listed]):
-            return  # one sort: no overlap, whatever the number of pieces
+            self._apart.add(path)  # one sort: no overlap, whatever the number of pieces
+            return
         shared = first_shared([(rank, piece.slab) for rank, piece in listed])
         if shared is None:
+            self._apart.add(path)
             return
         (a, first), (b, second) = listed[shared[0]], listed[shared[1]]
         common = describe_common(first.slab, second.slab)
