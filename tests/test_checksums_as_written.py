@@ -90,14 +90,14 @@ def _recorded(path: Path) -> tuple[str, list[str]]:
     [
         ("in_order", 0, {}),
         ("whole_then_rows", 0, {}),
-        ("changed_after", 0, {"async_writes": True}),
-        ("in_order", 0, {"async_writes": True}),
+        ("changed_after", 0, {"async_writes": True, "async_always": True}),
+        ("in_order", 0, {"async_writes": True, "async_always": True}),
         # without a copy the pieces are hashed at the call (what was passed), never re-read
-        ("in_order", 0, {"async_writes": True, "async_zero_copy": True}),
-        ("changed_after", 0, {"async_writes": True, "async_zero_copy": True}),
+        ("in_order", 0, {"async_writes": True, "async_zero_copy": True, "async_always": True}),
+        ("changed_after", 0, {"async_writes": True, "async_zero_copy": True, "async_always": True}),
         ("reversed", 1, {}),
         ("rewritten", 1, {}),
-        ("rewritten", 1, {"async_writes": True}),
+        ("rewritten", 1, {"async_writes": True, "async_always": True}),
     ],
 )
 def test_checksum_is_of_the_final_bytes_read_back_only_out_of_order(
@@ -139,8 +139,8 @@ def test_without_checksums_verify_says_so_and_reads_work(tmp_path: Path) -> None
     [
         ("-t", "64k"),
         ("-t", "16m", "-e"),
-        ("-t", "1m", "--async-writes"),
-        ("-t", "1m", "--async-writes", "--async-zero-copy"),
+        ("-t", "1m", "--async-writes", "--async-always"),
+        ("-t", "1m", "--async-writes", "--async-zero-copy", "--async-always"),
     ],
 )
 def test_verify_is_clean_on_bench_files(tmp_path: Path, flags: tuple[str, ...]) -> None:
@@ -176,7 +176,7 @@ from mpi4py import MPI
 
 path, order = sys.argv[1], sys.argv[2]
 ROWS, ROW = 8, 1 << 18
-plan = dict(async_writes=True, async_zero_copy=True)
+plan = dict(async_writes=True, async_always=True, async_zero_copy=True)
 passed = np.arange(ROWS * ROW, dtype="u8").reshape(ROWS, ROW) * 3 + 1
 with hs.File(path, "w", comm=MPI.COMM_SELF, subfiles=1, **plan) as f:
     d = f.create_dataset("x", shape=(ROWS, ROW), dtype="u8", start=(0, 0), count=(ROWS, ROW))
@@ -216,3 +216,49 @@ def test_zero_copy_pieces_out_of_order_store_what_was_passed_or_verify_says_so(
         # row 0 holds the zeros it was changed to; row 1 was written before the break's
         # check returned, and the rows from the break on were copied
         assert np.array_equal(stored[1:], _expected()[1:])
+
+
+EARLY_CHANGE_WRITER = """
+import sys, numpy as np, h5subfile as hs
+from mpi4py import MPI
+
+path, change = sys.argv[1], sys.argv[2] == "change"
+plan = dict(async_writes=True, async_zero_copy=True, async_always=True)
+with hs.File(path, "w", comm=MPI.COMM_SELF, subfiles=1, **plan) as f:
+    busy = np.ones(8 << 20, dtype="u8")  # 64 MiB queued first: the thread is busy with it
+    small = np.arange(1 << 20, dtype="u8")  # 8 MiB, a whole block: fed as written, sampled
+    f.write_datasets({"busy": busy, "small": small})
+    if change:
+        small[:] = 5  # the contract broken: changed before the queue reached it
+"""
+
+
+@pytest.mark.parametrize("change", ["keep", "change"])
+def test_zero_copy_whole_blocks_changed_before_written_are_reported(
+    tmp_path: Path, change: str
+) -> None:
+    """Writing behind from the caller's arrays, a whole block is hashed as it is written and
+    compared with a sample taken at the call: an array refilled before the queue wrote it is
+    stored as refilled, and recorded so that verify and checked reads report it; an array
+    left alone verifies clean."""
+    path = tmp_path / "x.h5"
+    written = run_python(EARLY_CHANGE_WRITER, str(path), change)
+    assert written.returncode == 0, written.stderr
+    with h5py.File(path, "r") as f:  # plain h5py
+        small = f["small"][...]
+        assert np.array_equal(f["busy"][...], np.ones(8 << 20, dtype="u8"))
+    result = run_cli(1, "verify", path)
+    if change == "keep":
+        assert np.array_equal(small, np.arange(1 << 20, dtype="u8"))
+        assert result.returncode == 0 and "clean" in result.stdout, result.stdout
+        return
+    assert np.array_equal(small, np.full(1 << 20, 5, dtype="u8"))
+    assert result.returncode == 1 and "DAMAGED" in result.stdout, result.stdout
+    assert "/small" in result.stdout and "/busy" not in result.stdout.split("DAMAGED")[1]
+    checked = run_python(
+        "import sys, h5subfile as hs\n"
+        "with hs.File(sys.argv[1], 'r', verify=True) as f:\n"
+        "    f['small'][...]\n",
+        str(path),
+    )
+    assert checked.returncode != 0 and "ChecksumError" in checked.stderr, checked.stderr

@@ -63,7 +63,11 @@ def _committed_steps(path: Path) -> list[str]:
         ("every", "subfiles=1", ""),
         ("explicit", "subfiles=rank", ""),
         ("explicit", "subfiles=1", "0"),  # the master holds the data and is changed in place
-        ("every", "subfiles=rank async_writes=1 async_buffer_size=4k", ""),  # write-behind
+        (
+            "every",
+            "subfiles=rank async_writes=1 async_always=1 async_buffer_size=4k",
+            "",
+        ),  # write-behind
     ],
 )
 def test_a_follower_sees_every_step_once_in_order(

@@ -25,7 +25,9 @@ def one_line(result) -> str:  # type: ignore[no-untyped-def]
     return lines[0]
 
 
-@pytest.mark.parametrize("plan", [[], ["--async-writes"]], ids=["foreground", "behind"])
+@pytest.mark.parametrize(
+    "plan", [[], ["--async-writes", "--async-always"]], ids=["foreground", "behind"]
+)
 def test_vpic_on_a_full_disk_names_enospc_and_the_file(small_disk: Path, plan: list) -> None:
     """Was ``error: Can't close file`` (HDF5's words, neither the cause nor the file)."""
     path = small_disk / "run.h5"

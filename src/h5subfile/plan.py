@@ -314,6 +314,14 @@ PLAN_FIELDS: tuple[PlanField, ...] = (
         switch=True,
     ),
     PlanField(
+        "async_always",
+        "H5SUBFILE_ASYNC_ALWAYS",
+        "with async_writes: every write goes behind (by default each call writes directly "
+        "when that costs less, measured as the session goes)",
+        parse_bool("async_always"),
+        switch=True,
+    ),
+    PlanField(
         "checksums",
         "H5SUBFILE_CHECKSUMS",
         "record a checksum of every piece written (default on; off for data that can be "
@@ -370,7 +378,11 @@ class Plan:
         background thread per rank writes in order, holding at most ``async_buffer_size``
         bytes (None: 256 MiB; a write waits for room). Errors met in the background are
         raised on every rank at the next collective call (``flush``, ``close`` wait for the
-        writes).
+        writes). Each write call goes behind only where that costs the caller less than
+        writing directly, from what copies and writes cost as the session goes
+        (``io/ways.py``; the choice is recorded in the session's entry, shown by ``info``).
+    async_always
+        With ``async_writes``: every write call goes behind, whatever it costs.
     async_zero_copy
         With ``async_writes``: the background thread writes straight from the caller's arrays
         (no copy), which must stay unchanged until ``flush()``, ``commit()`` or ``close()``
@@ -397,6 +409,7 @@ class Plan:
     async_writes: bool = False
     async_buffer_size: int | None = None
     async_zero_copy: bool = False
+    async_always: bool = False
     checksums: bool = True
     commit_every_step: bool = False
 

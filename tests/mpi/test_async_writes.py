@@ -142,7 +142,13 @@ def test_background_writes_store_what_foreground_writes_store(
     plan = PATHS[kind]
     foreground = _write(shared_tmp / "fg.h5", rank, size, **plan)
     background = _write(
-        shared_tmp / "bg.h5", rank, size, async_writes=True, async_buffer_size=BUFFER, **plan
+        shared_tmp / "bg.h5",
+        rank,
+        size,
+        async_writes=True,
+        async_always=True,
+        async_buffer_size=BUFFER,
+        **plan,
     )
     paths = [shared_tmp / "fg.h5", shared_tmp / "bg.h5"]
     found = on_root(comm, lambda: _digests(paths))
@@ -166,7 +172,13 @@ def test_zero_copy_background_writes_store_the_same_bytes(
     comm: MPI.Intracomm, shared_tmp: Path, kind: str
 ) -> None:
     rank, size = comm.rank, comm.size
-    plan = dict(PATHS[kind], async_writes=True, async_buffer_size=BUFFER, async_zero_copy=True)
+    plan = dict(
+        PATHS[kind],
+        async_writes=True,
+        async_always=True,
+        async_buffer_size=BUFFER,
+        async_zero_copy=True,
+    )
     stats = _write(shared_tmp / "zero.h5", rank, size, **plan)
     found = on_root(comm, lambda: _digests([shared_tmp / "zero.h5"]))
     want = {
@@ -184,7 +196,7 @@ def test_a_full_disk_is_raised_on_every_rank_and_close_keeps_what_was_stored(
     with _small_disk(comm, shared_tmp / "run.subfiles") as why:
         if why:
             pytest.skip(why)
-        f = hs.File(shared_tmp / "run.h5", "w", subfiles=2, async_writes=True)
+        f = hs.File(shared_tmp / "run.h5", "w", subfiles=2, async_writes=True, async_always=True)
         first = np.arange(2048, dtype="f8") + rank
         f.create_group("s0").write_dataset("x", first)
         f.flush()  # stored: 16 KiB per rank
@@ -215,7 +227,7 @@ def test_a_removed_folder_is_raised_at_the_next_collective_call(
     read, at every collective call, and at close, which publishes nothing."""
     rank, size = comm.rank, comm.size
     path = shared_tmp / "gone.h5"
-    f = hs.File(path, "w", subfiles=2, async_writes=True)
+    f = hs.File(path, "w", subfiles=2, async_writes=True, async_always=True)
     d = f.create_dataset("x", (10 * size,), "f8", start=(10 * rank,), count=(10,))
     on_root(comm, lambda: shutil.rmtree(shared_tmp / "gone.subfiles"))
     d.write(np.arange(10.0))  # returns: nothing is opened yet
@@ -236,7 +248,9 @@ def test_an_exception_on_one_rank_abandons_queued_writes_without_hanging(
     path = shared_tmp / "left.h5"
     before = set(_write_behind_threads())
     with pytest.raises((ValueError, hs.CollectiveMismatchError)) as info:
-        with hs.File(path, "w", subfiles=2, async_writes=True, async_buffer_size="1m") as f:
+        with hs.File(
+            path, "w", subfiles=2, async_writes=True, async_always=True, async_buffer_size="1m"
+        ) as f:
             f.write_dataset("x", np.zeros(1 << 19))  # 4 MiB per rank, in parts of 1 MiB
             if comm.rank == 1:
                 raise ValueError("boom")
@@ -258,7 +272,9 @@ def test_regions_never_written_are_named_at_close_as_in_the_foreground(
     with raises_on_every_rank(
         comm, hs.IncompleteFileError, f"/line (rank {last})", f"rank {last} [{10 * last + 5}:"
     ):
-        with hs.File(path, "w", subfiles=2, async_writes=True, profile=shared_tmp / "p") as f:
+        with hs.File(
+            path, "w", subfiles=2, async_writes=True, async_always=True, profile=shared_tmp / "p"
+        ) as f:
             line = f.create_dataset(
                 "line", (10 * comm.size,), "i4", start=(10 * rank,), count=(10,)
             )
@@ -271,7 +287,9 @@ def test_regions_never_written_are_named_at_close_as_in_the_foreground(
 def test_the_profile_counts_background_writes(comm: MPI.Intracomm, shared_tmp: Path) -> None:
     folder = shared_tmp / "profile"
     data = np.arange(5000, dtype="f8") + comm.rank
-    with hs.File(shared_tmp / "p.h5", "w", subfiles=2, async_writes=True, profile=folder) as f:
+    with hs.File(
+        shared_tmp / "p.h5", "w", subfiles=2, async_writes=True, async_always=True, profile=folder
+    ) as f:
         f.write_dataset("x", data)
         data[...] = -1
     stats = f.stats
@@ -326,7 +344,9 @@ def test_zero_copy_rewrites_of_learned_datasets_store_the_values_passed(
     path = shared_tmp / "reused.h5"
     mine = slice(rank * n, (rank + 1) * n)
     indices = [*range(100), *range(1000, 1100)]
-    with hs.File(path, "w", subfiles=subfiles, async_writes=True, async_zero_copy=True) as f:
+    with hs.File(
+        path, "w", subfiles=subfiles, async_writes=True, async_always=True, async_zero_copy=True
+    ) as f:
         d = f.create_dataset("x", (comm.size * n,), "f8")
         d[mine] = np.zeros(n)
         buffer = np.empty(1)

@@ -271,9 +271,9 @@ def test_files_are_open_before_the_hashing_starts(
         events.append(("open", os.path.basename(path)))
         opening(self, path, *args, **kwargs)
 
-    def start(writes, *args):  # type: ignore[no-untyped-def]
+    def start(writes, *args, **kwargs):  # type: ignore[no-untyped-def]
         events.extend(("hash", os.path.basename(w.target.file)) for w in writes)
-        return starting(writes, *args)
+        return starting(writes, *args, **kwargs)
 
     def opened_first() -> None:
         hashed = [name for kind, name in events if kind == "hash"]
@@ -315,8 +315,8 @@ with h5py.File(sys.argv[1], "r") as f:
         dict(subfiles=1),
         dict(subfiles=2, fillvalue=-1.0),
         dict(subfiles=2, maxshape=(None,)),
-        dict(subfiles=2, async_writes=True),
-        dict(subfiles=1, async_writes=True),
+        dict(subfiles=2, async_writes=True, async_always=True),
+        dict(subfiles=1, async_writes=True, async_always=True),
     ],
     ids=["2-subfiles", "one-group", "fill-value", "resizable", "write-behind", "one-group-behind"],
 )

@@ -92,8 +92,8 @@ def survey(comm, path: Path) -> dict[str, list[Any]]:
     [
         {},
         {"checksums": False},
-        {"async_writes": True},
-        {"async_writes": True, "async_zero_copy": True},
+        {"async_writes": True, "async_always": True},
+        {"async_writes": True, "async_zero_copy": True, "async_always": True},
     ],
     ids=["checksums", "no-checksums", "behind", "behind-zero-copy"],
 )

@@ -205,6 +205,24 @@ def _repacked(fact: dict[str, Any]) -> str:
     return said + "verified first"
 
 
+#: How each way of a write-behind session's calls is said (``extra["write_behind"]``).
+WAY_NAMES = {
+    "direct": "written directly",
+    "copy": "behind from a copy",
+    "zero_copy": "behind from the caller's arrays",
+}
+
+
+def _ways(ways: dict[str, Any]) -> str:
+    """How a write-behind session's calls went (its ``extra["write_behind"]``)."""
+    said = [
+        f"{counts['calls']} call(s) {WAY_NAMES.get(way, way)} ({format_bytes(counts['bytes'])})"
+        for way, counts in ways.items()
+        if isinstance(counts, dict) and "calls" in counts and "bytes" in counts
+    ]
+    return "write-behind: " + ", ".join(said)
+
+
 def render(info: dict[str, Any]) -> str:
     label = {
         "master": "master",
@@ -231,6 +249,8 @@ def render(info: dict[str, Any]) -> str:
             lines.append(f"  plan=auto: {extra['plan_source']}")
         if isinstance(extra.get("repack"), dict):
             lines.append(f"  {_repacked(extra['repack'])}")
+        if isinstance(extra.get("write_behind"), dict):
+            lines.append(f"  {_ways(extra['write_behind'])}")
         if extra.get("steps"):
             lines.append(f"  steps completed: {', '.join(p.lstrip('/') for p in extra['steps'])}")
     lines.append("datasets:")

@@ -30,6 +30,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from ..errors import H5SubfileError, UnsupportedError, as_error, error_class
+from ..io.ways import merged
 from ..io.writebehind import Lost
 from ..layout.catalog import STEPS_KEY, NodeInfo
 from ..layout.regions import describe
@@ -46,9 +47,13 @@ from .session import Session, continue_writing
 #: boxes missing, how many boxes are missing). Small, whatever the number of writes.
 Missing = tuple[str, str, str, int]
 #: What a rank writing behind reports at close: the error its background writes met, if any,
-#: and what they did not store; None for a rank writing in the foreground without an error
-#: kept from a collective write (``Writing.kept``, reported the same way).
-Behind = tuple[Failure | None, list[Lost]] | None
+#: what they did not store, and the ways its write calls went (``io/ways.py``); None for a
+#: rank writing in the foreground without an error kept from a collective write
+#: (``Writing.kept``, reported the same way).
+Behind = tuple[Failure | None, list[Lost], dict[str, dict[str, int]]] | None
+#: The ``extra`` key of a write-behind session's entry: the calls and bytes that went each way
+#: (``io/ways.py``: ``direct``, ``copy``, ``zero_copy``), summed over the ranks.
+WRITE_BEHIND_KEY = "write_behind"
 #: A rank's message to rank 0 at close.
 Closing = tuple[integrity.Report, list[Missing], Behind, learned.Closing]
 #: Rank 0's answer to a close's round: the message and background errors of the close's
@@ -118,7 +123,7 @@ def step_boundary(session: Session, paths: Iterable[str]) -> None:
 
 
 #: The ``extra`` keys h5subfile writes itself, which :func:`record_extra` refuses.
-OWN_EXTRA = frozenset({"plan_source", STEPS_KEY})
+OWN_EXTRA = frozenset({"plan_source", STEPS_KEY, WRITE_BEHIND_KEY})
 
 
 def record_extra(session: Session, key: str, value: Any) -> None:
@@ -267,10 +272,12 @@ def _behind(session: Session, error: BaseException | None) -> Behind:
     """This rank's report of its background writes (None when it writes in the foreground)."""
     writing = session.writing
     assert writing is not None
-    lost = writing.pool.lost()
-    if writing.pool.queue is None and error is None and not lost:
+    pool = writing.pool
+    lost = pool.lost()
+    if pool.queue is None and error is None and not lost:
         return None
-    return (None if error is None else describe_error(error)), lost
+    ways = pool.ways.summary() if pool.ways is not None else {}
+    return (None if error is None else describe_error(error)), lost, ways
 
 
 def _background_error(
@@ -316,6 +323,10 @@ def _record_and_commit(
     problems = learned.publish_on_root(session, [pieces for _, _, _, pieces in gathered])
     troubles = [(rank, b[0]) for rank, (_, _, b, _) in enumerate(gathered) if b and b[0]]
     lost = {rank: b[1] for rank, (_, _, b, _) in enumerate(gathered) if b and b[1]}
+    ways = merged([b[2] for _, _, b, _ in gathered if b])
+    assert session.writing is not None and session.writing.root is not None
+    if ways:  # how the write calls went, writing behind (shown by info)
+        session.writing.root.master.session.extra[WRITE_BEHIND_KEY] = ways
     if troubles and failed is None:
         error = rebuild(troubles, session.comm.size)
         failed = f"{type(error).__name__}: {error}"
@@ -324,7 +335,6 @@ def _record_and_commit(
     gaps = [missing for _, missing, _, _ in gathered]
     lost_paths = lost_datasets(session, lost)
     message = commit_on_root(session, gaps, failed, lost_paths, keep_claim, problems)
-    assert session.writing is not None and session.writing.root is not None
     session.writing.root.reported = message  # said if the others gave up meanwhile
     overlaps_only = (
         bool(problems)
@@ -520,6 +530,9 @@ def write_profile(session: Session) -> None:
     if session.writing is None:  # a read-only close is otherwise local: agree on it here
         session.enter("close")
     add_measured_phases(profile, session.stats, session.comm, session.profile_waited)
+    ways = session.writing.pool.ways if session.writing is not None else None
+    for way, (calls, seconds) in (ways.totals if ways is not None else {}).items():
+        profile.phases.add(way, seconds, calls)  # how the write calls went, writing behind
     finish_profile(
         session.comm,
         profile,

@@ -30,7 +30,15 @@ import numpy as np
 
 from ..io.boxes import hash_stored
 from ..io.posix import HASH_SLICE, RawFile
-from ..layout.integrity import ALGORITHM, BlockStream, FedHash, FedSum, PieceSum, checksum
+from ..layout.integrity import (
+    ALGORITHM,
+    BlockStream,
+    FedHash,
+    FedSum,
+    PieceSum,
+    checksum,
+    disowned,
+)
 from .messages import PreparedWrite, Transfer, WriteTarget
 from .session import Session, Writing
 
@@ -85,6 +93,7 @@ def start_hashing(
     as_written: bool,
     streams: dict[str, BlockStream] | None = None,
     queued: bool = False,
+    from_arrays: bool = False,
 ) -> Hashing:
     """Start hashing this call's writes. Writes that cover their rank's whole block get their
     buffer's checksum; writes of part of a block feed the block's stream in ``streams`` (by
@@ -100,7 +109,12 @@ def start_hashing(
     feed breaks its stream). The other whole blocks are hashed in a thread that runs while
     the bytes are moved, or at once when they are small (:data:`INLINE_HASH_BYTES`); the other
     pieces of a stream now, in order (writing behind without a copy: every piece, at the
-    call, so that the checksum is of what the caller passed)."""
+    call, so that the checksum is of what the caller passed).
+
+    ``from_arrays``: writing behind from the caller's arrays (``async_zero_copy``), whole
+    direct blocks of at least a hash slice are fed by the queue as it writes them too, and
+    checked against a sample taken at the call (``io/writebehind.py``, *Hashing*): hashing
+    them at the call took the caller longer than the copy it saves."""
     if streams is None:
         streams = {}
     fed: dict[int, FedHash] = {}
@@ -116,7 +130,8 @@ def start_hashing(
         direct = as_written and target.transfer is Transfer.DIRECT
         large = data.nbytes >= HASH_SLICE
         if w.box == target.block:
-            if direct and large:
+            behind = from_arrays and target.transfer is Transfer.DIRECT
+            if (direct or behind) and large:
                 fed[id(w)] = FedHash()
             else:
                 threaded.append(i)
@@ -262,7 +277,10 @@ def _fed_sum(session: Session, path: str, key: tuple[int, ...], found: FedSum) -
     """The checksum of a whole block fed as it was written: its hasher's, when it was fed
     the whole block, else the block's bytes hashed from the file."""
     if found.hasher.nbytes == found.nbytes:
-        return PieceSum(key, found.count, found.hasher.hasher.hexdigest())
+        value = found.hasher.hasher.hexdigest()
+        if found.hasher.changed_early:
+            value = disowned(value)  # the stored bytes are not those passed
+        return PieceSum(key, found.count, value)
     writing = session.writing
     assert writing is not None
     target = writing.targets[path]

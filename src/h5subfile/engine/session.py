@@ -628,14 +628,14 @@ def _open_master(
 def _attach_writing(
     session: Session, grouping: RankGrouping, opened: _Opened, profile: Profile | None
 ) -> None:
-    """Every rank's part of the write session just opened (rank 0's master, the leaders'
-    subfiles to come)."""
+    """Every rank's part of the write session just opened (rank 0's master, leaders' subfiles)."""
     plan = session.plan
     behind = plan.async_buffer_bytes if plan.async_writes else None
     session.stats.write_behind = behind is not None
     pool = FilePool(
         True, session.stats, plan.transfer_size, write_behind=behind, combine=plan.buffer_bytes
     )
+    pool.choose_ways(plan.async_zero_copy, plan.async_always)
     writing = Writing(grouping, opened.number, opened.session_id, pool)
     writing.checksums = plan.checksums
     if opened.master is not None:

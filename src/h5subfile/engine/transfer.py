@@ -87,14 +87,16 @@ def _put(session: Session, requests: Sequence[WriteRequest], entered: bool) -> N
     used = {transfer_for(session.node(r.path).layout, session.plan) for r in requests}
     if Transfer.CHUNKED in used and any(r.path in writing.learned for r in requests):
         prepared = plan_learned(session, prepared)  # chunk work, from every rank's boxes
-    _open_direct_files(session, prepared)
-    hashing = _start_hashing(session, prepared)  # runs while the bytes are written
-    note_learned(session, prepared, hashing)
-    for transfer in Transfer:
-        if transfer in used:
-            mine = [p for p in prepared if p.target.transfer is transfer]
-            error = TRANSFERS[transfer](session, mine, hashing) or error
-    integrity.finish_hashing(session, hashing, ok=error is None)
+    nbytes = sum(p.data.nbytes for p in prepared)
+    with writing.pool.call(nbytes, choose=used == {Transfer.DIRECT}):
+        _open_direct_files(session, prepared)
+        hashing = _start_hashing(session, prepared)  # runs while the bytes are written
+        note_learned(session, prepared, hashing)
+        for transfer in Transfer:
+            if transfer in used:
+                mine = [p for p in prepared if p.target.transfer is transfer]
+                error = TRANSFERS[transfer](session, mine, hashing) or error
+        integrity.finish_hashing(session, hashing, ok=error is None)
     if error is None:
         for write in prepared:
             record_written(session, write)
@@ -159,16 +161,17 @@ def put_independent(session: Session, request: WriteRequest) -> None:
         )
     writing = session.writing
     assert writing is not None  # prepare checked it
-    for write in writes:
-        writing.pool.writer(write.target.file)  # opened before the hashing starts
-    hashing = _start_hashing(session, writes)
-    note_learned(session, writes, hashing)
-    try:
-        _write_direct_pieces(session, writes, hashing)
-    except BaseException as exc:
-        learned_failed(session, writes, exc)
-        raise
-    integrity.finish_hashing(session, hashing, ok=True)
+    with writing.pool.call(sum(w.data.nbytes for w in writes)):
+        for write in writes:
+            writing.pool.writer(write.target.file)  # opened before the hashing starts
+        hashing = _start_hashing(session, writes)
+        note_learned(session, writes, hashing)
+        try:
+            _write_direct_pieces(session, writes, hashing)
+        except BaseException as exc:
+            learned_failed(session, writes, exc)
+            raise
+        integrity.finish_hashing(session, hashing, ok=True)
     for write in writes:
         record_written(session, write)
 
@@ -256,11 +259,14 @@ def _start_hashing(session: Session, writes: Sequence[PreparedWrite]) -> integri
     if not writing.checksums:
         return integrity.no_hashing(writes)
     # Writing behind with a copy, the queue's thread hashes its copy as it writes it (the
-    # caller only copies); without a copy, the caller's arrays are hashed at the call, so
-    # that one changed before it is written is caught.
+    # caller only copies); without a copy, it hashes whole blocks from the caller's arrays
+    # and compares a sample taken at the call, and the other pieces are hashed at the call,
+    # so that an array changed before it is written is caught.
     queued = not writing.pool.writes_in_caller
-    as_written = not queued or not session.plan.async_zero_copy
-    hashing = integrity.start_hashing(writes, as_written, writing.streams, queued)
+    as_written = not queued or not writing.pool.zero_copy
+    hashing = integrity.start_hashing(
+        writes, as_written, writing.streams, queued, from_arrays=writing.pool.zero_copy
+    )
     if hashing.broke:
         integrity.check_broken_streams(session, hashing)
     return hashing
@@ -312,7 +318,7 @@ def _write_direct_pieces(
     assert writing is not None
     # async_zero_copy: the caller keeps its arrays unchanged until flush/commit/close; those
     # hashed from the file at close are copied all the same (Hashing.copied)
-    owned = session.plan.async_zero_copy
+    owned = writing.pool.zero_copy
     if len(writes) == 1 and not hashing.fed:  # one independent write: dset[box] = x
         target = writes[0].target
         pieces = box_pieces(target.offset, target.extent, writes[0].box, writes[0].data)
@@ -324,11 +330,11 @@ def _write_direct_pieces(
         target = write.target
         pieces = box_pieces(target.offset, target.extent, write.box, write.data)
         fed = hashing.fed_by(write)
+        own = owned and id(write) not in hashing.copied
         if fed is None:
-            own = owned and id(write) not in hashing.copied
             by_file.setdefault((target.file, own), []).extend(pieces)
         else:
-            writing.pool.writer(target.file).write_hashed(pieces, fed)
+            writing.pool.writer(target.file).write_hashed(pieces, fed, owned=own)
     for (file, own), together in by_file.items():
         writing.pool.writer(file).write_pieces(together, owned=own)
 

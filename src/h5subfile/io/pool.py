@@ -4,12 +4,15 @@ one buffer) or, writing behind, the queue's :class:`~.writebehind.QueuedFile`.""
 
 from __future__ import annotations
 
-from collections.abc import Collection
+import contextlib
+import time
+from collections.abc import Collection, Iterator
 from typing import Any
 
 import numpy as np
 
 from .posix import WRITE_SLICE, IOStats, Piece, PieceWriter, RawFile
+from .ways import COPY, DIRECT, ZERO_COPY, Ways
 from .writebehind import Lost, QueuedFile, WriteBehind, kept_error
 
 #: Writes smaller than this that continue the one before them in the same file are combined in
@@ -25,7 +28,9 @@ class FilePool:
 
     ``write_behind`` (bytes; writable pools): the pool's writers hand their writes to a
     :class:`~.writebehind.WriteBehind` queue holding at most that many bytes; its thread opens
-    and writes the files, and :meth:`sync_all`, :meth:`close_all` wait for it first.
+    and writes the files, and :meth:`sync_all`, :meth:`close_all` wait for it first;
+    :meth:`choose_ways` lets each call (:meth:`call`) write behind or directly, whichever
+    costs the caller less (:class:`~.ways.Ways`; else every call writes behind).
     ``transfer_size``: the largest system call (None: writes of at most :data:`WRITE_SLICE`,
     reads up to :data:`MAX_TRANSFER`).
 
@@ -52,6 +57,9 @@ class FilePool:
         self._files: dict[str, RawFile] = {}
         #: the write-behind queue (None: writes are made by the caller)
         self.queue = WriteBehind(write_behind, self.get, stats) if write_behind else None
+        #: writing behind, how each call goes (None: every call behind)
+        self.ways: Ways | None = None
+        self.direct = False  # the call under way writes directly (:meth:`call`)
         self._queued: dict[str, QueuedFile] = {}
         self._combiners: dict[str, CombinedFile] = {}
         self.combine = 0 if write_behind or not combine else min(combine, WRITE_SLICE)
@@ -76,7 +84,7 @@ class FilePool:
         """What writes to ``path``: the file itself, a :class:`CombinedFile` combining small
         writes (``combine``), or with write-behind a :class:`~.writebehind.QueuedFile` whose
         writes go through the queue."""
-        if self.queue is None:
+        if self.queue is None or self.direct:
             if not self.combine:
                 return self.get(path)
             combined = self._combiners.get(path)
@@ -88,11 +96,55 @@ class FilePool:
             queued = self._queued[path] = QueuedFile(path, self.queue)
         return queued
 
+    def choose_ways(self, zero_copy: bool, always: bool) -> None:
+        """Writing behind, let each call choose its way (:class:`~.ways.Ways`): behind from
+        the caller's arrays (``zero_copy``) or from a copy (whose ring is faulted in now, in
+        the background), or directly; ``always``: every call behind."""
+        if self.queue is None:
+            return
+        self.ways = Ways(ZERO_COPY if zero_copy else COPY, always)
+        self.queue.on_written = self.ways.wrote
+        if not zero_copy:
+            self.queue.prepare()
+
+    @contextlib.contextmanager
+    def call(self, nbytes: int, choose: bool = True) -> Iterator[str]:
+        """One write call of ``nbytes`` (writing behind): its way, chosen by :attr:`ways`
+        (``choose``; else behind). Writing directly, the queue is drained first (its writes
+        come first, and no two threads write at once); the call's time is the caller's (counted in
+        ``async_wait_seconds``, and by :attr:`ways`). Writing behind, the queue's thread
+        writes nothing of the call until it has handed over all of it
+        (:meth:`~.writebehind.WriteBehind.holding`)."""
+        queue, ways = self.queue, self.ways
+        if queue is None or ways is None:
+            yield DIRECT
+            return
+        way = ways.choose(nbytes, queue.held, queue.ready) if choose else ways.behind
+        if way == DIRECT:
+            queue.wait()  # its error is kept, and raised at the next collective call
+        started, room = time.perf_counter(), queue.room_seconds
+        self.direct = way == DIRECT
+        try:
+            with queue.holding():
+                yield way
+        finally:
+            self.direct = False
+            seconds = time.perf_counter() - started
+            if way == DIRECT:
+                self.stats.async_wait_seconds += seconds
+            ways.called(way, nbytes, seconds - (queue.room_seconds - room))
+
     @property
     def writes_in_caller(self) -> bool:
-        """Whether writes are made by the caller (no write-behind queue): :meth:`get`'s files
-        are then the writers."""
-        return self.queue is None
+        """Whether writes are made by the caller (no write-behind queue, or this call writes
+        directly): :meth:`get`'s files are then the writers."""
+        return self.queue is None or self.direct
+
+    @property
+    def zero_copy(self) -> bool:
+        """Whether this call's writes go behind from the caller's arrays (``async_zero_copy``,
+        and writing behind)."""
+        return not self.writes_in_caller and self.ways is not None and self.ways.behind == ZERO_COPY
 
     def wait(self) -> BaseException | None:
         """Write the combined writes and wait for the queued ones (if any); the first error
@@ -183,7 +235,7 @@ class CombinedFile:
         self.flush()
         self.pool.get(self.path).write_pieces(pieces)
 
-    def write_hashed(self, pieces: list[Piece], hasher: Any) -> None:
+    def write_hashed(self, pieces: list[Piece], hasher: Any, owned: bool = False) -> None:
         self.flush()
         self.pool.get(self.path).write_hashed(pieces, hasher)
 

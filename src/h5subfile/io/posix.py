@@ -53,7 +53,7 @@ class PieceWriter(Protocol):
 
     def write_pieces(self, pieces: list[Piece], owned: bool = False) -> None: ...
 
-    def write_hashed(self, pieces: list[Piece], hasher: Any) -> None: ...
+    def write_hashed(self, pieces: list[Piece], hasher: Any, owned: bool = False) -> None: ...
 
 
 def coalesce(pieces: list[Piece], limit: int) -> list[tuple[int, list[memoryview]]]:
@@ -320,10 +320,11 @@ class RawFile:
         self.stats.bytes_written += nbytes
         self.stats.write_seconds += time.perf_counter() - started
 
-    def write_hashed(self, pieces: list[Piece], hasher: Any) -> None:
+    def write_hashed(self, pieces: list[Piece], hasher: Any, owned: bool = False) -> None:
         """Write every (offset, bytes) piece, in order, in slices (:func:`slice_ends`), each
         given to ``hasher.update`` just before it is written: the hash is of the bytes in the
-        pieces' order, and each slice is copied from the cache the hashing left it in.
+        pieces' order, and each slice is copied from the cache the hashing left it in
+        (``owned``: as for :meth:`write_pieces`).
         Ranks sharing a file take turns on its write lock; each hashes its next slice while
         another holds the lock."""
         started = time.perf_counter()

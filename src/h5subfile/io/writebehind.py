@@ -12,7 +12,11 @@ performs the session's writes in the order they were submitted, while the caller
 - **Hashing.** A write may come with a hasher (:meth:`WriteBehind.submit`): the background
   thread feeds it each slice of the copy just before writing that slice (as
   :meth:`~.posix.RawFile.write_hashed` does in the caller), so the caller's share is the copy
-  alone; the copy is the caller's bytes at the call, so the checksum is of them.
+  alone; the copy is the caller's bytes at the call, so the checksum is of them. Written
+  from the caller's arrays (``owned``, ``async_zero_copy``), the checksum is of the bytes as
+  written, and one byte in :data:`SAMPLE_STRIDE` is taken at the call and compared once
+  they are written: a difference (the caller changed an array too early) marks the hasher
+  (``changed_early``), so that the block is recorded as not holding what was passed.
 - **Bound.** The queue holds at most ``limit`` bytes (copied or handed over, not yet written):
   a submit waits while its bytes would go beyond it. A write larger than the whole buffer is
   cut into parts that each fit, queued one after the other.
@@ -36,10 +40,11 @@ overlaps them.
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
 from collections import deque
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -50,6 +55,11 @@ from .posix import IOStats, Piece, RawFile
 
 #: Seconds :meth:`WriteBehind.stop` waits for the job under way to end (it cannot be cut).
 STOP_WAIT = 30.0
+#: Writing behind from the caller's arrays with a hasher, one byte in this many is copied at
+#: the call and compared once the bytes are written (a prime: the bytes sampled walk through
+#: every byte of an element). Checking them costs a few milliseconds per 256 MiB, where
+#: hashing the arrays at the call cost 0.03-0.04 s (docs/BENCHMARKS.md, *Writing behind*).
+SAMPLE_STRIDE = 4093
 
 
 @dataclass(frozen=True)
@@ -163,6 +173,13 @@ class WriteBehind:
         self._ring: np.ndarray | None = None
         self._ring_at = 0
         self._ring_held = 0
+        #: the thread waits while the caller hands over one call's writes (:meth:`holding`)
+        self._holding = False
+        #: the caller's time waiting for room (in ``async_wait_seconds`` too)
+        self.room_seconds = 0.0
+        #: told each background write's bytes and seconds (:meth:`~.ways.Ways.wrote`)
+        self.on_written: Callable[[int, float], None] | None = None
+        self._preparing: threading.Thread | None = None
 
     # the caller's side ------------------------------------------------------------------------
     def submit(
@@ -188,10 +205,48 @@ class WriteBehind:
                 except BaseException:
                     self._release(nbytes, ring)
                     raise
-                write = _writer(self.opener, target, held, hasher)
+                sample = _sample(part) if owned and hasher is not None else None
+                write = _writer(self.opener, target, held, hasher, sample)
                 self._push(_Job(write, nbytes, (Lost(path, byte_ranges(held)),), path, ring))
         finally:
             self.stats.async_wait_seconds += time.perf_counter() - started
+
+    @contextlib.contextmanager
+    def holding(self) -> Iterator[None]:
+        """While the caller hands over one call's writes, the thread writes none of them (its
+        writes would take a core from the caller's copies); it starts when the call's last
+        write is queued, or when a submit must wait for room."""
+        with self._cond:
+            self._holding = True
+        try:
+            yield
+        finally:
+            with self._cond:
+                self._holding = False
+                self._cond.notify_all()
+
+    def prepare(self) -> None:
+        """Fault the ring in now, in a thread of its own, so that no copy pays for it (a
+        page fault costs more than the copy of its page: the first copy into a fresh ring
+        took 3-20x a later one, docs/BENCHMARKS.md, *Writing behind*)."""
+        if self._ring is not None or self._preparing is not None:
+            return
+        self._preparing = threading.Thread(
+            target=self._fault_in, name="h5subfile-write-behind-ring", daemon=True
+        )
+        self._preparing.start()
+
+    @property
+    def ready(self) -> bool:
+        """Whether the ring is faulted in (:meth:`prepare`), so that a copy costs a copy."""
+        return self._ring is not None and (
+            self._preparing is None or not self._preparing.is_alive()
+        )
+
+    def _fault_in(self) -> None:
+        ring = np.empty(self.limit, dtype=np.uint8)
+        ring.fill(0)  # numpy lets go of the GIL for this: the caller goes on
+        self._ring = ring
 
     def submit_call(
         self, work: Callable[[], None], nbytes: int, lost: tuple[Lost, ...], file: str
@@ -210,6 +265,8 @@ class WriteBehind:
         """Wait until every queued job is done; the kept error, if any (not raised)."""
         started = time.perf_counter()
         with self._cond:
+            self._holding = False  # the writes waited for must run
+            self._cond.notify_all()
             while self._jobs and self._alive():
                 self._cond.wait(0.5)
             self._drop_if_dead()
@@ -246,12 +303,17 @@ class WriteBehind:
         """Wait for room for ``nbytes`` more bytes (and, for a ``copy``, for a place in the
         ring); returns the place's offset in the ring and the ring bytes it takes (the copy,
         and the end of the ring skipped when the copy does not fit there)."""
+        waited = time.perf_counter()
         with self._cond:
             while self._error is None and not self._fits(nbytes, copy):
+                if self._holding:  # the thread must make room: no longer held
+                    self._holding = False
+                    self._cond.notify_all()
                 if not self._alive():
                     self._drop_if_dead()
                     break
                 self._cond.wait(0.5)
+            self.room_seconds += time.perf_counter() - waited
             if self._error is not None:
                 raise self._error
             if self._closing:
@@ -283,7 +345,10 @@ class WriteBehind:
         return at, nbytes
 
     def _ring_buffer(self) -> np.ndarray:
-        """The ring (one caller thread submits: allocated by it, on its first copy)."""
+        """The ring (one caller thread submits: allocated by it on its first copy, unless
+        :meth:`prepare` faults it in; a copy waits for that to end)."""
+        if self._preparing is not None:
+            self._preparing.join()
         if self._ring is None:
             self._ring = np.empty(self.limit, dtype=np.uint8)
         return self._ring
@@ -333,7 +398,7 @@ class WriteBehind:
         """The background thread: run the jobs in order; after an error, drop the rest."""
         while True:
             with self._cond:
-                while not self._jobs and not self._closing:
+                while (not self._jobs or self._holding) and not self._closing:
                     self._cond.wait()
                 if not self._jobs:
                     return
@@ -341,10 +406,13 @@ class WriteBehind:
                 skip = self._error is not None or self._dropping
             failure: BaseException | None = None
             if not skip:
+                started = time.perf_counter()
                 try:
                     job.run()
                 except BaseException as exc:  # noqa: BLE001 - kept, raised by the caller
                     failure = exc
+                if failure is None and self.on_written is not None:
+                    self.on_written(job.nbytes, time.perf_counter() - started)
             with self._cond:
                 self._jobs.popleft()
                 self._held -= job.nbytes
@@ -356,18 +424,34 @@ class WriteBehind:
                 self._cond.notify_all()
 
 
+def _sample(pieces: Sequence[Piece]) -> list[np.ndarray]:
+    """One byte in :data:`SAMPLE_STRIDE` of each piece, copied now."""
+    return [np.frombuffer(data, np.uint8)[::SAMPLE_STRIDE].copy() for _, data in pieces]
+
+
+def _unchanged(pieces: Sequence[Piece], sample: list[np.ndarray]) -> bool:
+    """Whether the pieces still hold the bytes :func:`_sample` took."""
+    return all(
+        np.array_equal(np.frombuffer(data, np.uint8)[::SAMPLE_STRIDE], taken)
+        for (_, data), taken in zip(pieces, sample)
+    )
+
+
 def _writer(
     opener: Callable[[str], RawFile],
     target: RawFile | str,
     pieces: list[Piece],
     hasher: Any = None,
+    sample: list[np.ndarray] | None = None,
 ) -> Callable[[], None]:
     def write() -> None:
         raw = opener(target) if isinstance(target, str) else target
         if hasher is None:
             raw.write_pieces(pieces)
-        else:
-            raw.write_hashed(pieces, hasher)
+            return
+        raw.write_hashed(pieces, hasher)
+        if sample is not None and not _unchanged(pieces, sample):
+            hasher.changed_early = True  # the caller changed its arrays too early
 
     return write
 
@@ -384,7 +468,7 @@ class QueuedFile:
         """Queue the pieces (copied unless ``owned``: see :meth:`WriteBehind.submit`)."""
         self.queue.submit(self.path, pieces, owned)
 
-    def write_hashed(self, pieces: list[Piece], hasher: Any) -> None:
-        """Queue a copy of the pieces, ``hasher`` fed them in the background as they are
-        written (:meth:`WriteBehind.submit`)."""
-        self.queue.submit(self.path, pieces, hasher=hasher)
+    def write_hashed(self, pieces: list[Piece], hasher: Any, owned: bool = False) -> None:
+        """Queue the pieces (a copy unless ``owned``), ``hasher`` fed them in the background
+        as they are written (:meth:`WriteBehind.submit`)."""
+        self.queue.submit(self.path, pieces, owned, hasher=hasher)

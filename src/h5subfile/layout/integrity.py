@@ -54,18 +54,30 @@ def new_hasher() -> Any:
 
 class FedHash:
     """A hasher the write of one block feeds as it writes (``update``), counting the bytes it
-    was given: a block is recorded with this checksum only if it was fed the whole block."""
+    was given: a block is recorded with this checksum only if it was fed the whole block.
+    ``changed_early``: written behind from the caller's arrays (``async_zero_copy``), the
+    sample taken at the call no longer matched once the bytes were written: the caller
+    changed them too early, and the block records :func:`disowned` of this checksum."""
 
-    __slots__ = ("hasher", "nbytes")
+    __slots__ = ("hasher", "nbytes", "changed_early")
 
     def __init__(self) -> None:
         self.hasher = new_hasher()
         self.nbytes = 0
+        self.changed_early = False
 
     def update(self, data: memoryview | np.ndarray) -> None:
         """Hash the next bytes (a memoryview, or a C-contiguous array's buffer)."""
         self.hasher.update(data)
         self.nbytes += data.nbytes
+
+
+def disowned(value: str) -> str:
+    """The checksum recorded for bytes the caller changed before they were written (zero
+    copy's contract broken): ``value`` (the checksum of the bytes stored) with every bit
+    flipped, which no reader's check of the stored bytes can match, so that ``verify`` and
+    checked reads report the block (docs/FORMAT.md, *Integrity*)."""
+    return format(int(value, 16) ^ ((1 << 4 * len(value)) - 1), f"0{len(value)}x")
 
 
 class BlockStream(FedHash):

@@ -88,6 +88,10 @@ PHASES = (
     "commit",
     "fsync",
     "wait",
+    # writing behind (async_writes): the caller's time in the write calls that went each way
+    "direct",
+    "copy",
+    "zero_copy",
 )
 
 READ, WRITE = "read", "write"
