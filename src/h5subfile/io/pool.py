@@ -18,9 +18,13 @@ from .writebehind import Lost, QueuedFile, WriteBehind, kept_error
 #: Writes smaller than this that continue the one before them in the same file are combined in
 #: a buffer of :data:`WRITE_SLICE` bytes (at most the plan's ``buffer_size``) and written in one
 #: call (:class:`FilePool`): fewer calls, each holding a shared file's write lock once
-#: (docs/BENCHMARKS.md, *Write patterns against their baselines, before and after*, the
-#: 64 KiB row).
+#: (docs/BENCHMARKS-HISTORY.md, *Write patterns against their baselines, before and after*,
+#: the 64 KiB row).
 COMBINE_BELOW = 256 << 10
+
+
+#: The context of a write call of a pool without a queue: written by the caller.
+_IN_CALLER = contextlib.nullcontext(DIRECT)
 
 
 class FilePool:
@@ -107,18 +111,20 @@ class FilePool:
         if not zero_copy:
             self.queue.prepare()
 
-    @contextlib.contextmanager
-    def call(self, nbytes: int, choose: bool = True) -> Iterator[str]:
+    def call(self, nbytes: int, choose: bool = True) -> contextlib.AbstractContextManager[str]:
         """One write call of ``nbytes`` (writing behind): its way, chosen by :attr:`ways`
         (``choose``; else behind). Writing directly, the queue is drained first (its writes
         come first, and no two threads write at once); the call's time is the caller's (counted in
         ``async_wait_seconds``, and by :attr:`ways`). Writing behind, the queue's thread
         writes nothing of the call until it has handed over all of it
-        (:meth:`~.writebehind.WriteBehind.holding`)."""
-        queue, ways = self.queue, self.ways
-        if queue is None or ways is None:
-            yield DIRECT
-            return
+        (:meth:`~.writebehind.WriteBehind.holding`). Without a queue, nothing (a shared
+        context: no cost per call)."""
+        if self.queue is None or self.ways is None:
+            return _IN_CALLER
+        return self._call(self.queue, self.ways, nbytes, choose)
+
+    @contextlib.contextmanager
+    def _call(self, queue: WriteBehind, ways: Ways, nbytes: int, choose: bool) -> Iterator[str]:
         way = ways.choose(nbytes, queue.held, queue.ready) if choose else ways.behind
         if way == DIRECT:
             queue.wait()  # its error is kept, and raised at the next collective call

@@ -5,10 +5,11 @@ performs the session's writes in the order they were submitted, while the caller
   owns before it returns, so the caller may reuse or change its buffers at once; buffers the
   library made for the write and never touches again are handed over without a copy
   (``owned=True``: two-phase windows, compressed chunks). The copies go into one ring buffer
-  of ``limit`` bytes, allocated on the first copy and reused for the session's life: its
-  pages are faulted in once, not on every step (a fresh buffer per write costs more in page
-  faults than the copy itself: docs/BENCHMARKS.md, *Write patterns against their baselines,
-  before and after*).
+  of ``limit`` bytes, reused for the session's life: its pages are faulted in once, not on
+  every step (a fresh buffer per write costs more in page faults than the copy itself:
+  docs/BENCHMARKS-HISTORY.md, *Write patterns against their baselines, before and after*),
+  by a thread of their own as the session opens (:meth:`WriteBehind.prepare`), or by the
+  first copy.
 - **Hashing.** A write may come with a hasher (:meth:`WriteBehind.submit`): the background
   thread feeds it each slice of the copy just before writing that slice (as
   :meth:`~.posix.RawFile.write_hashed` does in the caller), so the caller's share is the copy
