@@ -192,44 +192,6 @@ def test_the_ring_is_reused_and_wraps_without_overwriting_what_is_queued(tmp_pat
     assert Path(path).read_bytes() == expected.tobytes()
 
 
-def test_a_closed_sessions_ring_serves_the_next_session_of_its_size(tmp_path: Path) -> None:
-    """A program writing a file per checkpoint opens a session per file: the ring of one that
-    closed cleanly is the next one's (not faulted in again), of the same size only, and never
-    one a stopped session's thread may still be writing from; every byte lands either way."""
-    from h5subfile.io import writebehind
-
-    writebehind.release_spare_ring()
-    limit = 1 << 16
-    rings = []
-    for step, (size, prepare) in enumerate([(limit, True), (limit, False), (limit, True)]):
-        path = _file(tmp_path / f"c{step}.bin", 0)
-        queue, pool = _queue(size)
-        if prepare:
-            queue.prepare()
-            assert step == 0 or queue.ready  # a kept ring is ready at once
-        data = np.full(5000, step + 1, dtype=np.uint8)
-        queue.submit(path, [(0, _view(data))])
-        data[:] = 0
-        rings.append(queue._ring)
-        queue.close()
-        pool.close_all()
-        assert Path(path).read_bytes() == bytes([step + 1]) * 5000
-    assert rings[0] is rings[1] is rings[2]
-    other, pool = _queue(limit * 2)  # another size: a ring of its own
-    other.submit(_file(tmp_path / "d.bin", 0), [(0, _view(np.ones(10, np.uint8)))])
-    kept = other._ring
-    assert kept is not rings[0] and kept.nbytes == limit * 2
-    other.close()  # now the kept ring is this one
-    pool.close_all()
-    stopped, _ = _queue(limit * 2)
-    assert stopped._ring_buffer() is kept
-    stopped.submit_call(lambda: time.sleep(0.2), 1, (Lost("x"),), "x")
-    assert stopped.stop(timeout=0.0) is False  # its thread may still run: nothing kept
-    fresh, _ = _queue(limit * 2)
-    assert fresh._ring_buffer() is not kept
-    writebehind.release_spare_ring()
-
-
 def test_a_hasher_is_fed_the_copy_in_order_as_it_is_written(tmp_path: Path) -> None:
     import xxhash
 

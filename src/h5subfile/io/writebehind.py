@@ -59,35 +59,8 @@ STOP_WAIT = 30.0
 #: Writing behind from the caller's arrays with a hasher, one byte in this many is copied at
 #: the call and compared once the bytes are written (a prime: the bytes sampled walk through
 #: every byte of an element). Checking them costs a few milliseconds per 256 MiB, where
-#: hashing the arrays at the call costs the caller a hash of every byte (its row in
-#: docs/BENCHMARKS.md, *Writing behind, chosen call by call*: more than the sample's check).
+#: hashing the arrays at the call cost 0.03-0.04 s (docs/BENCHMARKS.md, *Writing behind*).
 SAMPLE_STRIDE = 4093
-
-#: The ring of the process's last write-behind session that ended cleanly, kept for its next
-#: session of the same ``limit`` (a program writing a file per checkpoint opens a session per
-#: file: faulting a fresh ring in each time costs more than its copies, docs/BENCHMARKS.md,
-#: *Writing behind, chosen call by call*). One ring at most is kept; the process holds it until
-#: it ends (:func:`release_spare_ring` lets it go).
-_spare: list[np.ndarray] = []
-_spare_lock = threading.Lock()
-
-
-def _take_spare_ring(limit: int) -> np.ndarray | None:
-    with _spare_lock:
-        if _spare and _spare[0].nbytes == limit:
-            return _spare.pop()
-    return None
-
-
-def _keep_spare_ring(ring: np.ndarray) -> None:
-    with _spare_lock:
-        _spare[:] = [ring]
-
-
-def release_spare_ring() -> None:
-    """Let go of the ring kept for the process's next write-behind session."""
-    with _spare_lock:
-        _spare.clear()
 
 
 @dataclass(frozen=True)
@@ -255,13 +228,9 @@ class WriteBehind:
 
     def prepare(self) -> None:
         """Fault the ring in now, in a thread of its own, so that no copy pays for it (a
-        page fault costs more than the copy of its page: the first copy into a fresh buffer
-        against a copy into a touched one, docs/BENCHMARKS.md, *Writing behind, chosen call
-        by call*)."""
+        page fault costs more than the copy of its page: the first copy into a fresh ring
+        took 3-20x a later one, docs/BENCHMARKS.md, *Writing behind*)."""
         if self._ring is not None or self._preparing is not None:
-            return
-        self._ring = _take_spare_ring(self.limit)
-        if self._ring is not None:
             return
         self._preparing = threading.Thread(
             target=self._fault_in, name="h5subfile-write-behind-ring", daemon=True
@@ -321,15 +290,9 @@ class WriteBehind:
         return self._held
 
     def close(self) -> None:
-        """Wait for the queued jobs, then end the thread (a later submit raises). The ring,
-        no job holding any of it, is kept for the process's next session."""
+        """Wait for the queued jobs, then end the thread (a later submit raises)."""
         self.wait()
         self._end(drop=False, timeout=None)
-        if self._preparing is not None:
-            self._preparing.join()
-        ring, self._ring = self._ring, None
-        if ring is not None:
-            _keep_spare_ring(ring)
 
     def stop(self, timeout: float = STOP_WAIT) -> bool:
         """Drop the queued jobs and end the thread (abandoning the session): waits at most
@@ -387,8 +350,6 @@ class WriteBehind:
         :meth:`prepare` faults it in; a copy waits for that to end)."""
         if self._preparing is not None:
             self._preparing.join()
-        if self._ring is None:
-            self._ring = _take_spare_ring(self.limit)
         if self._ring is None:
             self._ring = np.empty(self.limit, dtype=np.uint8)
         return self._ring
