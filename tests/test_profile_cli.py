@@ -54,6 +54,21 @@ def vpic(master: Path, *flags: str) -> subprocess.CompletedProcess[str]:
     return result
 
 
+@pytest.mark.parametrize("flags", [(), ("--async-writes",)], ids=["direct", "behind"])
+def test_with_fsync_each_file_is_fsynced_once(tmp_path: Path, flags: tuple[str, ...]) -> None:
+    """``fsync=True``: each subfile once (after HDF5 closes it, never also by the pool that wrote
+    its data), the master once, whether the data went directly or behind."""
+    master, folder = tmp_path / "run.h5", tmp_path / "prof"
+    vpic(master, "--fsync", "--profile", folder, *flags)
+    records = by_path(profile(folder / "run.h5.write.json"))
+    fsyncs = {
+        path: sum(r["counters"]["POSIX_FSYNCS"] for r in found if r["rank"] >= 0)
+        for path, found in records.items()
+    }
+    assert {path: fsyncs[path] for path in subfiles(master)} == dict.fromkeys(subfiles(master), 1)
+    assert fsyncs.get(f"{master}.partial", 0) + fsyncs.get(str(master), 0) == 1
+
+
 def test_vpic_and_bdcats_profile_what_they_moved(tmp_path: Path) -> None:
     master, folder = tmp_path / "run.h5", tmp_path / "prof"
     result = vpic(master, "--profile", folder, "--profile-trace", "100")
