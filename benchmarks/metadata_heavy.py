@@ -573,10 +573,11 @@ def render_run(label: str, run: dict) -> list[str]:
 TITLE = "Metadata-heavy files"
 
 
-def summary_rows(record: dict) -> list[tuple[str, str, str]]:
-    """The summary's rows, one per run: h5subfile / parallel HDF5 at each rank count, with the
-    base checkout's where it ran, and the null comparison."""
-    return [row for label, run in record.get("runs", {}).items() for row in _summary(label, run)]
+def summary_rows(record: dict, labels: list[str] | None = None) -> list[tuple[str, str, str]]:
+    """The summary's rows, one per run (or per run of ``labels``): h5subfile / parallel HDF5 at
+    each rank count, with the base checkout's where it ran, and the null comparison."""
+    runs = record.get("runs", {})
+    return [row for label in (labels or list(runs)) for row in _summary(label, runs[label])]
 
 
 def _summary(label: str, run: dict) -> list[tuple[str, str, str]]:
@@ -599,8 +600,18 @@ def _summary(label: str, run: dict) -> list[tuple[str, str, str]]:
     return [(question, "; ".join(parts), TITLE)]
 
 
-def render(record: dict, label: str | None = None) -> str:
-    chosen = {label: record["runs"][label]} if label else record["runs"]
+def latest_labels(record: dict) -> list[str]:
+    """The latest run at the usual size and the latest 10x larger one (the reference document's
+    runs; the others are in docs/BENCHMARKS-HISTORY.md)."""
+    labels = list(record.get("runs", {}))
+    larger = [x for x in labels if x.startswith("10x")]
+    usual = [x for x in labels if not x.startswith("10x")]
+    return [group[-1] for group in (usual, larger) if group]
+
+
+def render(record: dict, labels: list[str] | None = None) -> str:
+    """The section: every run, or only ``labels`` (then with a pointer to the others)."""
+    chosen = {x: record["runs"][x] for x in labels} if labels else record["runs"]
     lines = [
         f"## {TITLE}",
         "",
@@ -611,6 +622,12 @@ def render(record: dict, label: str | None = None) -> str:
         "adds start-up, imports and MPI set-up. Every way runs once per repetition in a shuffled "
         "order, a fresh folder and an untimed `sync` before each job.",
     ]
+    if labels:
+        lines += [
+            "",
+            "The latest runs follow; the earlier ones, each with its commit, are in "
+            "[BENCHMARKS-HISTORY.md](BENCHMARKS-HISTORY.md#metadata-heavy-files).",
+        ]
     for name, run in chosen.items():
         lines += ["", *render_run(name, run)]
     return "\n".join(lines)

@@ -339,7 +339,9 @@ def plot(record: dict, path: Path) -> None:
     plt.close(fig)
 
 
-def render(record: dict) -> str:
+def render(record: dict, latest_only: bool = False) -> str:
+    """The section: every run of ``record``, or (``latest_only``, for the reference document)
+    the latest with a pointer to the earlier ones in docs/BENCHMARKS-HISTORY.md."""
     latest = list(record["runs"])[-1]
     spread = max(
         max(samples) / min(samples)
@@ -402,7 +404,15 @@ def render(record: dict) -> str:
             "ranks is oversubscribed.",
         ),
     ]
-    for label, run in record["runs"].items():
+    shown = record["runs"]
+    if latest_only:
+        shown = {latest: record["runs"][latest]}
+        lines += [
+            "",
+            f"The latest run follows; the {len(record['runs']) - 1} earlier ones, each with its "
+            "commit, are in [BENCHMARKS-HISTORY.md](BENCHMARKS-HISTORY.md#metadata-at-scale).",
+        ]
+    for label, run in shown.items():
         m, v, s = run["machine"], run["versions"], run["settings"]
         lines += [
             "",

@@ -39,6 +39,7 @@ import repack_experiment  # noqa: E402
 import storage_experiment  # noqa: E402
 import undeclared  # noqa: E402
 import whole_write  # noqa: E402
+import write_behind  # noqa: E402
 import write_patterns  # noqa: E402
 import write_slices  # noqa: E402
 from docplot import MAKE_HDF5, MAKE_MPI, bars, caption, environment_warning  # noqa: E402
@@ -46,6 +47,7 @@ from docplot import MAKE_HDF5, MAKE_MPI, bars, caption, environment_warning  # n
 ROOT = Path(__file__).resolve().parents[1]
 DOCS = ROOT / "docs"
 MARKDOWN = DOCS / "BENCHMARKS.md"
+HISTORY_MARKDOWN = DOCS / "BENCHMARKS-HISTORY.md"
 FIGURES = DOCS / "figures"
 DATA = {
     "paper": "benchmarks-results.json",
@@ -83,6 +85,8 @@ DATA = {
     "patterns_merged": "write-patterns-merged.json",
     "reads": "read-patterns.json",
     "patterns_consolidated": "write-patterns-consolidated.json",
+    "behind": "write-behind.json",
+    "patterns_ways": "write-patterns-ways.json",
 }
 PAPER_TITLE = paper_experiment.TITLE
 SHORT = {PAPER_TITLE: "VPIC-IO / IOR"}
@@ -769,79 +773,26 @@ def profile_summary(data: dict) -> list[tuple[str, str, str]]:
     ]
 
 
-def async_summary(data: dict) -> list[tuple[str, str, str]]:
-    cells = [
-        f"compute {r['compute']:g} s: **{checksum_cost.cell(r['ratios']['async / sync'], 2)}**"
-        f", zero copy **{checksum_cost.cell(r['ratios'][async_overlap.ZERO], 2)}** "
-        f"(null {checksum_cost.cell(r['ratios'][async_overlap.NULL], 2)})"
-        for r in data["results"]
-    ]
-    return [
-        (
-            f"Writing behind at {data['ranks']} ranks: VPIC time per step with compute, "
-            "async_writes / default (below 1: faster)",
-            "; ".join(cells),
-            async_overlap.TITLE,
-        )
-    ]
-
-
-def regression_summary(section: dict) -> list[tuple[str, str, str]]:
-    """The rows of the regression checks after datasets without blocks (a recorded section):
-    its first table (that work against the commit before it), then the one after its review."""
-    tables = [b["table"] for b in section["blocks"] if "table" in b]
-    questions = [
-        "Declared paths at 2 ranks after datasets without blocks: this work / the commit "
-        "before (times: above 1 slower; bandwidths: below 1 slower)",
-        "The same after the review of datasets without blocks: e45d104 / bab5dda",
-    ]
-    return [
-        (
-            question,
-            "; ".join(f"{row[0]}: **{row[4]}** (null {row[6]})" for row in table["rows"]),
-            section["title"],
-        )
-        for question, table in zip(questions, tables)
-    ]
-
-
 def summary(data: dict[str, dict]) -> str:
     paper = data["paper"]
     m = paper["machine"]
+    heavy = metadata_heavy.latest_labels(data["heavy"])
     rows = (
         paper_summary(paper)
+        + write_patterns.latest_summary_rows(pattern_series(data))
+        + write_behind.summary_rows(data["behind"])
+        + profile_summary(data["profile"])
+        + checksum_summary(data["checksums"])
         + metadata_summary(data["metadata"])
         + whole_summary(data["whole"])
+        + metadata_heavy.summary_rows(data["heavy"], heavy)
+        + read_patterns.summary_rows(data["reads"])
         + storage_summary(data["storage"])
         + repack_summary(repack_runs(data))
         + master_summary(data["master"])
         + open_summary(data["open"])
-        + checksum_summary(data["checksums"])
-        + profile_summary(data["profile"])
-        + async_summary(data["async"])
         + undeclared.summary_rows(data["undeclared"])
-        + regression_summary(data["recorded"]["learned_regression"])
-        + write_patterns.summary_rows(data["patterns"])
-        + write_patterns.summary_rows(data["patterns_overlap"])
         + write_slices.summary_rows(data["slices"])
-        + write_patterns.summary_rows(data["patterns_trust"])
-        + write_patterns.summary_rows(data["patterns_trust_big"])
-        + write_patterns.summary_rows(data["patterns_quiet"])
-        + metadata_heavy.summary_rows(data["heavy"])
-        + write_patterns.summary_rows(data["patterns_metadata"])
-        + write_patterns.summary_rows(data["patterns_metadata_vpic"])
-        + write_patterns.summary_rows(data["patterns_scales"])
-        + write_patterns.summary_rows(data["patterns_scales_vpic"])
-        + write_patterns.summary_rows(data["patterns_one_round"])
-        + write_patterns.summary_rows(data["patterns_proven"])
-        + write_patterns.summary_rows(data["patterns_announced"])
-        + write_patterns.summary_rows(data["patterns_master_attrs"])
-        + write_patterns.summary_rows(data["patterns_creation_trim"])
-        + write_patterns.summary_rows(data["patterns_offsets"])
-        + read_patterns.summary_rows(data["reads_merged"])
-        + write_patterns.summary_rows(data["patterns_merged"])
-        + read_patterns.summary_rows(data["reads"])
-        + write_patterns.summary_rows(data["patterns_consolidated"])
     )
     other = sorted(
         {
@@ -882,69 +833,117 @@ def summary(data: dict[str, dict]) -> str:
     return "\n".join(lines)
 
 
-# The document -----------------------------------------------------------------------------------
-HEADER = """# Benchmarks
-
-Generated by `benchmarks/report.py` from the saved results in `docs/*.json`; do not edit by
-hand. Regenerate the document and its figures (no measurement, a few seconds):
+# The documents ----------------------------------------------------------------------------------
+_REGENERATE = """Generated by `benchmarks/report.py` from the saved results in `docs/*.json`; do not edit by
+hand. Regenerate {both} and the figures (no measurement, a few seconds):
 
 ```sh
 .venv/bin/python benchmarks/report.py
 ```
 
-`tests/unit/test_benchmarks_doc.py` checks that this file is exactly what the data gives. How
-each section was measured, with this repository's own tools (the scripts of the first two
-sections and of *Metadata at scale* save their JSON and then rebuild this document; after the
-others run `report.py`):
+`tests/unit/test_benchmarks_doc.py` checks that {this} exactly what the data gives."""
+
+HEADER = (
+    """# Benchmarks
+
+Today's numbers, one section per measure, each with its latest table and the command that
+measures it again; the summary on top. The series that measured past changes before and after
+(each with its two commits) are in [BENCHMARKS-HISTORY.md](BENCHMARKS-HISTORY.md).
+
+"""
+    + _REGENERATE.format(both="this document, the history", this="this file is")
+    + """ How
+each section was measured, with this repository's own tools (the scripts of the first section
+and of *Metadata at scale* save their JSON and then rebuild this document; after the others run
+`report.py`):
 
 | section | data file | measured with |
 |---|---|---|
 | [VPIC-IO, BD-CATS-IO and IOR patterns]({paper}) | `docs/benchmarks-results.json` | `make phdf5 && .venv-phdf5/bin/python benchmarks/paper_experiment.py --reps 5` |
-| [Storage strategies]({storage}) | `docs/storage-results.json` | `.venv/bin/python benchmarks/storage_experiment.py --reps 5` |
-| [Engine refactor]({engine}) | `docs/recorded-results.json` | by hand: two installations alternated, commands in the section |
-| [Cost of a collective call]({collective}) | `docs/recorded-results.json` | `benchmarks/collective_experiment.py`, `benchmarks/collective_cost.py` (in the section) |
-| [Integrity]({integrity}) | `docs/recorded-results.json` | by hand: `h5subfile vpic` runs of two checkouts alternated (in the section) |
-| [Cost of the checksums]({checksums}) | `docs/checksum-cost.json` | `.venv/bin/python benchmarks/checksum_cost.py --ranks 2 --rounds 15 --json docs/checksum-cost.json` |
+| [Write patterns against their baselines]({patterns_latest}) | `docs/write-patterns*.json` | `.venv/bin/python benchmarks/write_patterns.py --checkout BASE=/tmp/base/src --checkout NEW=src --reps 5 --json docs/write-patterns-NAME.json` (BASE: a worktree of the commit before) |
+| [Writing behind, chosen call by call]({behind}) | `docs/write-behind.json` | `.venv/bin/python benchmarks/write_behind.py --ranks 2 --rounds 5 --particles 4194304 8388608 --compute 0.2 0.5 --warm 4 --json docs/write-behind.json` |
 | [Cost of profiling]({profile}) | `docs/profile-cost.json` | `.venv/bin/python benchmarks/profile_cost.py --ranks 2 --rounds 40 --json docs/profile-cost.json` |
-| [Overlapping writes with compute]({async_}) | `docs/async-overlap.json` | `.venv/bin/python benchmarks/async_overlap.py --ranks 2 --rounds 5 --compute 0.5 0.2 --json docs/async-overlap.json` |
+| [Cost of the checksums]({checksums}) | `docs/checksum-cost.json` | `.venv/bin/python benchmarks/checksum_cost.py --ranks 2 --rounds 15 --json docs/checksum-cost.json` |
+| [Write system call sizes]({slices}) | `docs/write-slices.json` | `.venv/bin/python benchmarks/write_slices.py --reps 12 --json docs/write-slices.json` |
+| [Cost of a collective call]({collective}) | `docs/recorded-results.json` | `benchmarks/collective_experiment.py`, `benchmarks/collective_cost.py` (in the section) |
 | [Metadata at scale]({metadata}) | `docs/metadata-scaling.json` | `make phdf5 && .venv-phdf5/bin/python benchmarks/metadata_scaling.py --label LABEL` |
 | [Whole write at 2 ranks, in one job]({whole}) | `docs/whole-write.json` | `make phdf5 && .venv-phdf5/bin/python benchmarks/whole_write.py --rounds 15 --json docs/whole-write.json` |
+| [Metadata-heavy files]({heavy}) | `docs/metadata-heavy.json` | `make phdf5 && .venv-phdf5/bin/python benchmarks/metadata_heavy.py --base-src /tmp/base/src --reps 3 --label LABEL` (and `--ranks 2 --scale 10`; BASE: `git archive` of the commit before, its `src`) |
+| [Reading masters against conventional files]({reads}) | `docs/read-patterns.json` | `.venv/bin/python benchmarks/read_patterns.py --checkout NEW=src --checkout BASE=/tmp/base/src --ranks 4 16 64 --reps 5` |
+| [Storage strategies]({storage}) | `docs/storage-results.json` | `.venv/bin/python benchmarks/storage_experiment.py --reps 5` |
 | [Opening for reading at scale]({open}) | `docs/open-scaling.json` | `.venv/bin/python benchmarks/open_scaling.py --ranks 1 8 64 --writers 64 --json docs/open-scaling.json` |
 | [Master size]({master}) | `docs/master-size.json` | `.venv/bin/python benchmarks/master_size.py --repeats 5 --json docs/master-size.json` |
 | [Repack]({repack}) | `docs/repack-results-512mib.json`, `-1gib.json`, `-2gib.json` | `.venv/bin/python benchmarks/repack_experiment.py --reps 7 --particles 4Mi`, and with `--particles 8Mi`, `16Mi` |
 | [Datasets without declared blocks]({undeclared}) | `docs/undeclared.json` | `.venv/bin/python benchmarks/undeclared.py --ranks 2 --rounds 15 --json docs/undeclared.json` |
-| [Declared paths after datasets without blocks]({regression}) | `docs/recorded-results.json` | by hand: two checkouts alternated run by run (commands in the section) |
-| [Write patterns against their baselines, before and after]({patterns}) | `docs/write-patterns.json` | `.venv/bin/python benchmarks/write_patterns.py --checkout BASE=/tmp/base/src --checkout NEW=src --reps 5 --json docs/write-patterns.json` (BASE: a worktree of the commit before) |
-| [Writing behind at its benchmark's configuration, before and after]({patterns_overlap}) | `docs/write-patterns-overlap.json` | the same script with `--only own0.5_default own0.5_async own0.5_zero_copy own0.2_default own0.2_async own0.2_zero_copy --title "Writing behind at its benchmark's configuration, before and after"` |
-| [Write system call sizes]({slices}) | `docs/write-slices.json` | `.venv/bin/python benchmarks/write_slices.py --reps 12 --json docs/write-slices.json` |
-| [Write patterns after the trust and structure work]({patterns_trust}) | `docs/write-patterns-trust.json` | the first script's default series, `--title "Write patterns after the trust and structure work, against the commit before"` (BASE: a worktree of the commit before the work) |
-| [Large VPIC writes after the trust and structure work, a second series]({patterns_trust_big}) | `docs/write-patterns-trust-big.json` | the same script with `--reps 9 --only big_plain big_profiled vpic_2 --title "Large VPIC writes after the trust and structure work, a second series"` |
-| [Write patterns on a quiet machine, seven repetitions]({patterns_quiet}) | `docs/write-patterns-quiet.json` | the same script with `--reps 7 --title "Write patterns on a quiet machine, seven repetitions"`, nothing else running (BASE: a worktree of the commit before) |
-| [Metadata-heavy files]({heavy}) | `docs/metadata-heavy.json` | `make phdf5 && .venv-phdf5/bin/python benchmarks/metadata_heavy.py --base-src /tmp/base/src --reps 3 --label LABEL` (and `--ranks 2 --scale 10`; BASE: `git archive` of the commit before, its `src`) |
-| [Write patterns after metadata calls without rounds]({patterns_metadata}) | `docs/write-patterns-metadata.json` | the write-patterns script with `--only vpic_2 vpic_h5py_2 t64k_one_file t64k_posix_shared t16m_subfiles2 t16m_posix_fpp --title "Write patterns after metadata calls without rounds"` (BASE: the commit before) |
-| [VPIC writes after metadata calls without rounds, a second series]({patterns_metadata_vpic}) | `docs/write-patterns-metadata-vpic.json` | the same script with `--reps 7 --only vpic_2 vpic_h5py_2 --title "VPIC writes after metadata calls without rounds, a second series"` |
-| [Write patterns after dimension scales, appends and copies]({patterns_scales}) | `docs/write-patterns-scales.json` | the same script with `--reps 9 --only vpic_2 vpic_h5py_2 t64k_one_file t64k_posix_shared --title "Write patterns after dimension scales, appends and copies"` (BASE: the commit before this work) |
-| [Write patterns after the master's attribute work]({patterns_master_attrs}) | `docs/write-patterns-master-attributes.json` | the same script with `--reps 7 --only vpic_2 vpic_h5py_2 t64k_one_file t64k_posix_shared --title "Write patterns after the master's attribute work"` (BASE: the commit before this work) |
-| [VPIC writes after trimming the creation and attribute calls]({patterns_creation_trim}) | `docs/write-patterns-creation-trim.json` | the same script with `--reps 5 --only vpic_2 vpic_h5py_2 --title "VPIC writes after trimming the creation and attribute calls"` (BASE: the commit before this work) |
-| [Write patterns after offsets-only announcements and compact mappings]({patterns_offsets}) | `docs/write-patterns-offsets.json` | the same script with `--reps 5 --only vpic_2 vpic_h5py_2 t64k_one_file t64k_posix_shared --title "Write patterns after offsets-only announcements and compact mappings"` (BASE: 3c0802b, the commit before this work) |
-| [Reading masters after merged mappings]({reads_merged}) | `docs/read-patterns-merged.json` | `.venv/bin/python benchmarks/read_patterns.py --checkout NEW=src --checkout BASE=/tmp/base/src --ranks 4 16 64 --reps 5` (BASE: e9c0b8d, the commit before merged mappings; the series before consolidation) |
-| [Write patterns after merged mappings]({patterns_merged}) | `docs/write-patterns-merged.json` | the write-patterns script with `--reps 5 --only vpic_2 vpic_h5py_2 t64k_one_file t64k_posix_shared --title "Write patterns after merged mappings"` (BASE: e9c0b8d, the commit before this work) |
-| [Reading masters against conventional files]({reads}) | `docs/read-patterns.json` | the same script, `--checkout NEW=src --checkout BASE=/tmp/base/src --ranks 4 16 64 --reps 5` (BASE: a4c8829, the commit before consolidation) |
-| [Write patterns after consolidation at close]({patterns_consolidated}) | `docs/write-patterns-consolidated.json` | the write-patterns script with `--reps 5 --only vpic_2 vpic_h5py_2 t64k_one_file t64k_posix_shared rows_h5py_2 --title "Write patterns after consolidation at close"` (BASE: a4c8829, the commit before this work) |
-| [VPIC writes after dimension scales, appends and copies, a second series]({patterns_scales_vpic}) | `docs/write-patterns-scales-vpic.json` | the same script with `--reps 11 --only vpic_2 vpic_h5py_2 --title "VPIC writes after dimension scales, appends and copies, a second series"` |
-| [VPIC writes after one-round creation where rank 0 leads every source]({patterns_one_round}) | `docs/write-patterns-one-round.json` | the same script with `--reps 9 --only vpic_2 vpic_h5py_2 --title "VPIC writes after one-round creation where rank 0 leads every source"` (BASE: the commit before) |
-| [VPIC writes after copies proven by the bytes passed]({patterns_proven}) | `docs/write-patterns-proven-copies.json` | the same script with `--reps 7 --only vpic_2 vpic_h5py_2 --title "VPIC writes after copies proven by the bytes passed"` (BASE: the commit before) |
-| [Write patterns after datasets created without a round]({patterns_announced}) | `docs/write-patterns-announced.json` | the same script with `--reps 7 --only vpic_2 vpic_h5py_2 t64k_one_file t64k_posix_shared --title "Write patterns after datasets created without a round"` (BASE: the commit before this work) |
 
 Every figure shows the median over repetitions with the minimum and maximum as whiskers or
 error bars."""
+)
+
+HISTORY_HEADER = (
+    """# Benchmarks: history
+
+The measurements of past changes, each before and after in one series with its commits, and
+the earlier runs of measures whose latest run is in [BENCHMARKS.md](BENCHMARKS.md) (the
+reference: today's numbers). Oldest first within each kind.
+
+"""
+    + _REGENERATE.format(both="this file, docs/BENCHMARKS.md", this="this file is")
+    + """ How
+each section was measured (BASE: a worktree of the commit before the change; every
+write-pattern series runs `benchmarks/write_patterns.py`, whose exact arguments each section
+shows):
+
+| section | data file | measured with |
+|---|---|---|
+| [Engine refactor]({engine}) | `docs/recorded-results.json` | by hand: two installations alternated, commands in the section |
+| [Integrity]({integrity}) | `docs/recorded-results.json` | by hand: `h5subfile vpic` runs of two checkouts alternated (in the section) |
+| [Overlapping writes with compute]({async_}) | `docs/async-overlap.json` | `.venv/bin/python benchmarks/async_overlap.py --ranks 2 --rounds 5 --compute 0.5 0.2 --json docs/async-overlap.json` |
+| [Declared paths after datasets without blocks]({regression}) | `docs/recorded-results.json` | by hand: two checkouts alternated run by run (commands in the section) |
+| [Metadata at scale]({metadata}) | `docs/metadata-scaling.json` | every run: `make phdf5 && .venv-phdf5/bin/python benchmarks/metadata_scaling.py --label LABEL` |
+| [Metadata-heavy files]({heavy}) | `docs/metadata-heavy.json` | every run: `make phdf5 && .venv-phdf5/bin/python benchmarks/metadata_heavy.py --base-src /tmp/base/src --reps 3 --label LABEL` |
+| [Reading masters after merged mappings]({reads_merged}) | `docs/read-patterns-merged.json` | `.venv/bin/python benchmarks/read_patterns.py --checkout NEW=src --checkout BASE=/tmp/base/src --ranks 4 16 64 --reps 5` (BASE: e9c0b8d) |
+{series}"""
+)
+
+#: The write-pattern series (docs/write-patterns*.json), each one change before and after.
+PATTERN_SERIES = (
+    "patterns",
+    "patterns_overlap",
+    "patterns_trust",
+    "patterns_trust_big",
+    "patterns_quiet",
+    "patterns_metadata",
+    "patterns_metadata_vpic",
+    "patterns_scales",
+    "patterns_scales_vpic",
+    "patterns_one_round",
+    "patterns_proven",
+    "patterns_announced",
+    "patterns_master_attrs",
+    "patterns_creation_trim",
+    "patterns_offsets",
+    "patterns_merged",
+    "patterns_consolidated",
+    "patterns_ways",
+)
 
 
-def build(data: dict[str, dict]) -> str:
-    """The whole of docs/BENCHMARKS.md, from the loaded JSON files."""
+def pattern_series(data: dict[str, dict]) -> list[dict]:
+    return [data[key] for key in PATTERN_SERIES]
+
+
+def in_history(title: str) -> str:
+    """A link from the reference document to a section of the history."""
+    return f"[{title}]({HISTORY_MARKDOWN.name}{anchor(title)})"
+
+
+def anchors(data: dict[str, dict]) -> dict[str, str]:
     rec = data["recorded"]
-    anchors = {
+    return {
         "paper": anchor(PAPER_TITLE),
+        "patterns_latest": anchor(write_patterns.LATEST_TITLE),
+        "behind": anchor(write_behind.TITLE),
         "storage": anchor("Storage strategies"),
         "engine": anchor(rec["engine"]["title"]),
         "collective": anchor(rec["collective"]["title"]),
@@ -959,67 +958,64 @@ def build(data: dict[str, dict]) -> str:
         "repack": anchor(REPACK_TITLE),
         "undeclared": anchor(undeclared.TITLE),
         "regression": anchor(rec["learned_regression"]["title"]),
-        "patterns": anchor(write_patterns.TITLE),
-        "patterns_overlap": anchor(data["patterns_overlap"]["title"]),
         "slices": anchor(write_slices.TITLE),
-        "patterns_trust": anchor(data["patterns_trust"]["title"]),
-        "patterns_trust_big": anchor(data["patterns_trust_big"]["title"]),
-        "patterns_quiet": anchor(data["patterns_quiet"]["title"]),
         "heavy": anchor(metadata_heavy.TITLE),
-        "patterns_metadata": anchor(data["patterns_metadata"]["title"]),
-        "patterns_metadata_vpic": anchor(data["patterns_metadata_vpic"]["title"]),
-        "patterns_scales": anchor(data["patterns_scales"]["title"]),
-        "patterns_scales_vpic": anchor(data["patterns_scales_vpic"]["title"]),
-        "patterns_one_round": anchor(data["patterns_one_round"]["title"]),
-        "patterns_proven": anchor(data["patterns_proven"]["title"]),
-        "patterns_announced": anchor(data["patterns_announced"]["title"]),
-        "patterns_master_attrs": anchor(data["patterns_master_attrs"]["title"]),
-        "patterns_creation_trim": anchor(data["patterns_creation_trim"]["title"]),
-        "patterns_offsets": anchor(data["patterns_offsets"]["title"]),
         "reads_merged": anchor(data["reads_merged"]["title"]),
-        "patterns_merged": anchor(data["patterns_merged"]["title"]),
         "reads": anchor(read_patterns.TITLE),
-        "patterns_consolidated": anchor(data["patterns_consolidated"]["title"]),
     }
+
+
+def build(data: dict[str, dict]) -> str:
+    """The whole of docs/BENCHMARKS.md, the reference, from the loaded JSON files."""
+    rec = data["recorded"]
     parts = [
-        HEADER.format(**anchors),
+        HEADER.format(**anchors(data)),
         summary(data),
         paper_experiment.render(data["paper"]),
-        storage_experiment.render(data["storage"]),
-        "<!-- engine:begin -->\n" + recorded(rec["engine"]) + "\n<!-- engine:end -->",
-        recorded(rec["collective"]),
-        recorded(rec["integrity"]),
-        checksum_cost.render(data["checksums"]),
+        write_patterns.render_latest(
+            pattern_series(data),
+            lambda series: in_history(series.get("title", write_patterns.TITLE)),
+        ),
+        write_behind.render(data["behind"]),
         profile_cost.render(data["profile"]),
-        async_overlap.render(data["async"]),
-        metadata_scaling.render(data["metadata"]),
+        checksum_cost.render(data["checksums"]),
+        write_slices.render(data["slices"]),
+        recorded(rec["collective"]),
+        metadata_scaling.render(data["metadata"], latest_only=True),
         whole_write.render(data["whole"]),
+        metadata_heavy.render(data["heavy"], metadata_heavy.latest_labels(data["heavy"])),
+        read_patterns.render(data["reads"]),
+        storage_experiment.render(data["storage"]),
         open_scaling.render(data["open"]),
         master(data["master"]),
         repack(repack_runs(data)),
         undeclared.render(data["undeclared"]),
+    ]
+    return "\n\n".join(parts) + "\n"
+
+
+def build_history(data: dict[str, dict]) -> str:
+    """The whole of docs/BENCHMARKS-HISTORY.md, from the same files."""
+    rec = data["recorded"]
+    series = sorted(pattern_series(data), key=lambda d: d["facts"]["started"])
+    rows = "\n".join(
+        f"| [{d.get('title', write_patterns.TITLE)}]({anchor(d.get('title', write_patterns.TITLE))}) "
+        f"| `docs/{DATA[key]}` | `write_patterns.py`, commits {d['commits'].get(d['order'][0]) or '-'} "
+        f"and {d['commits'].get(d['order'][-2], '?')} |"
+        for key, d in sorted(
+            ((k, data[k]) for k in PATTERN_SERIES), key=lambda kd: kd[1]["facts"]["started"]
+        )
+    )
+    parts = [
+        HISTORY_HEADER.format(series=rows, **anchors(data)),
+        "<!-- engine:begin -->\n" + recorded(rec["engine"]) + "\n<!-- engine:end -->",
+        recorded(rec["integrity"]),
+        async_overlap.render(data["async"]),
         recorded(rec["learned_regression"]),
-        write_patterns.render(data["patterns"]),
-        write_patterns.render(data["patterns_overlap"]),
-        write_slices.render(data["slices"]),
-        write_patterns.render(data["patterns_trust"]),
-        write_patterns.render(data["patterns_trust_big"]),
-        write_patterns.render(data["patterns_quiet"]),
+        metadata_scaling.render(data["metadata"]),
         metadata_heavy.render(data["heavy"]),
-        write_patterns.render(data["patterns_metadata"]),
-        write_patterns.render(data["patterns_metadata_vpic"]),
-        write_patterns.render(data["patterns_scales"]),
-        write_patterns.render(data["patterns_scales_vpic"]),
-        write_patterns.render(data["patterns_one_round"]),
-        write_patterns.render(data["patterns_proven"]),
-        write_patterns.render(data["patterns_announced"]),
-        write_patterns.render(data["patterns_master_attrs"]),
-        write_patterns.render(data["patterns_creation_trim"]),
-        write_patterns.render(data["patterns_offsets"]),
         read_patterns.render(data["reads_merged"]),
-        write_patterns.render(data["patterns_merged"]),
-        read_patterns.render(data["reads"]),
-        write_patterns.render(data["patterns_consolidated"]),
+        *(write_patterns.render(d) for d in series),
     ]
     return "\n\n".join(parts) + "\n"
 
@@ -1046,16 +1042,20 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--no-figures", action="store_true", help="only the Markdown")
     args = parser.parse_args(argv)
     data = load()
-    text = build(data)
+    documents = {MARKDOWN: build(data), HISTORY_MARKDOWN: build_history(data)}
     if args.check:
-        stale = MARKDOWN.read_text() != text
-        if stale:
-            print(f"{MARKDOWN} is out of date: run benchmarks/report.py", file=sys.stderr)
-        return int(stale)
-    MARKDOWN.write_text(text)
+        stale = [path for path, text in documents.items() if path.read_text() != text]
+        for path in stale:
+            print(f"{path} is out of date: run benchmarks/report.py", file=sys.stderr)
+        return int(bool(stale))
+    for path, text in documents.items():
+        path.write_text(text)
     if not args.no_figures:
         draw(data)
-    print(f"wrote {MARKDOWN}" + ("" if args.no_figures else f" and {FIGURES}"), file=sys.stderr)
+    print(
+        f"wrote {MARKDOWN}, {HISTORY_MARKDOWN}" + ("" if args.no_figures else f" and {FIGURES}"),
+        file=sys.stderr,
+    )
     return 0
 
 

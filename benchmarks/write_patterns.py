@@ -28,6 +28,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -205,6 +206,9 @@ RATIOS: list[tuple[str, str, str, str, str]] = [
         )
     ),
 ]
+#: the label's suffix of a bandwidth ratio taken from each run's best iteration (IOR's reading
+#: of ``-i N``) instead of the median of its iterations
+BEST = ", best iteration of each run"
 #: Compared between checkouts directly (NEW / BASE): the VPIC write must not get slower.
 DIRECT = ["vpic_2", "vpic_4", "vpic_h5py_2", "rows_h5py_2"]
 
@@ -217,16 +221,51 @@ VERSIONS = (
 )
 
 
-def metric(output: str, name: str) -> float:
-    """The metric of a command's JSON output: the bench's median write bandwidth, or a
-    field of the VPIC metrics."""
+def metric(output: str, name: str) -> dict[str, float]:
+    """The metric of a command's JSON output: ``value``, the bench's median write bandwidth
+    over its iterations (and ``best``, its best iteration's), or a field of the VPIC metrics."""
     data = json.loads(output)
     if name == "write_mib":
-        return float(data["summary"]["write"]["median_mib"])
-    return float(data[name])
+        write = data["summary"]["write"]
+        iterations = [i for i in data["iterations"] if i["access"] == "write"]
+        best = max(iterations, key=lambda i: i["bw_mib_s"])
+        return {
+            "value": float(write["median_mib"]),
+            "best": float(write["max_mib"]),
+            "phases": {k: statistics.median(i[k] for i in iterations) for k in PHASES},
+            "best_phases": {k: best[k] for k in PHASES},
+        }
+    return {"value": float(data[name])}
 
 
-def run(src: str, name: str, folder: Path) -> float:
+#: The phases of a bench iteration (seconds): the file's open (h5subfile: the session's open,
+#: creating the subfile), the transfers, the close (h5subfile: the commit of the master).
+PHASES = ("open_s", "xfer_s", "close_s")
+
+
+def phase_rows(data: dict) -> list[list[str]]:
+    """Per bandwidth command, the newer checkout's phases in ms: the median over runs of each
+    run's median iteration, and of each run's best iteration."""
+    new = data["order"][-2]
+    rows = []
+    for name in data["commands"]:
+        found = [
+            s
+            for s in data["samples"]
+            if s["command"] == name and s["checkout"] == new and "phases" in s
+        ]
+        if not found:
+            continue
+        cells = [
+            f"{1000 * statistics.median(s[kind][k] for s in found):.1f}"
+            for k in PHASES
+            for kind in ("phases", "best_phases")
+        ]
+        rows.append([COMMANDS[name][3], *cells])
+    return rows
+
+
+def run(src: str, name: str, folder: Path) -> dict[str, float]:
     ranks, arguments, what, _ = COMMANDS[name]
     run_dir = Path(tempfile.mkdtemp(dir=folder))
     try:
@@ -290,10 +329,8 @@ def main() -> None:
             rotated = order[rep % len(order) :] + order[: rep % len(order)]
             for name in commands:
                 for checkout in rotated:
-                    value = run(sources[checkout], name, folder)
-                    samples.append(
-                        {"rep": rep, "command": name, "checkout": checkout, "value": value}
-                    )
+                    measured = run(sources[checkout], name, folder)
+                    samples.append({"rep": rep, "command": name, "checkout": checkout, **measured})
             done = time.time() - started
             print(
                 f"repetition {rep + 1}/{args.reps} done ({done:.0f} s); load before it "
@@ -320,11 +357,13 @@ def main() -> None:
 
 
 # The section -----------------------------------------------------------------------------------
-def values(data: dict, command: str, checkout: str) -> dict[int, float]:
+def values(data: dict, command: str, checkout: str, field: str = "value") -> dict[int, float]:
+    """A command's ``field`` for one checkout, by repetition (``best``: the best iteration's
+    bandwidth, kept since the runs of #51)."""
     return {
-        s["rep"]: s["value"]
+        s["rep"]: s[field]
         for s in data["samples"]
-        if s["command"] == command and s["checkout"] == checkout
+        if s["command"] == command and s["checkout"] == checkout and field in s
     }
 
 
@@ -338,9 +377,9 @@ def _size(value: float) -> int:
     return 3 if value < 10 else 0
 
 
-def ratios(data: dict, top: str, bottom: str, checkout: str) -> list[float]:
+def ratios(data: dict, top: str, bottom: str, checkout: str, field: str = "value") -> list[float]:
     """``top`` / ``bottom`` of one checkout, repetition by repetition."""
-    a, b = values(data, top, checkout), values(data, bottom, checkout)
+    a, b = values(data, top, checkout, field), values(data, bottom, checkout, field)
     return [a[r] / b[r] for r in sorted(a) if r in b and b[r]]
 
 
@@ -386,11 +425,24 @@ def ratio_rows(data: dict) -> list[list[str]]:
     for label, top, bottom, target, _ in RATIOS:
         if top not in data["commands"] or bottom not in data["commands"]:
             continue
-        by = {c: ratios(data, top, bottom, c) for c in order}
-        change = [n / b for n, b in zip(by[new], by[base])]
-        noise = [n2 / n for n2, n in zip(by[null], by[new])]
-        best = cell(best_overlap(data, bottom, new))
-        rows.append([label, target, cell(by[base]), cell(by[new]), cell(change), cell(noise), best])
+        for field, suffix in (("value", ""), ("best", BEST)):
+            by = {c: ratios(data, top, bottom, c, field) for c in order}
+            if not by[new]:
+                continue
+            change = [n / b for n, b in zip(by[new], by[base])]
+            noise = [n2 / n for n2, n in zip(by[null], by[new])]
+            best = cell(best_overlap(data, bottom, new))
+            rows.append(
+                [
+                    label + suffix,
+                    target,
+                    cell(by[base]),
+                    cell(by[new]),
+                    cell(change),
+                    cell(noise),
+                    best,
+                ]
+            )
     return rows
 
 
@@ -467,6 +519,15 @@ def render(data: dict) -> str:
             ratio_rows(data),
         ),
         "",
+        *(
+            [
+                "*Best iteration of each run*: the same bandwidths taken from each run's best "
+                "of its iterations (IOR's maximum) instead of their median.",
+                "",
+            ]
+            if any(row[0].endswith(BEST) for row in ratio_rows(data))
+            else []
+        ),
         "*Best possible*, for writing behind: the time per step it would take if every write "
         "but the last step's were hidden behind the compute (nothing follows the last step), "
         "from the default's own time in the same repetition, `(C + (T - C) / steps) / T` with "
@@ -487,6 +548,27 @@ def render(data: dict) -> str:
             command_rows(data),
         ),
     ]
+    phases = phase_rows(data)
+    if phases:
+        lines += [
+            "",
+            f"Where a bench iteration's time goes ({new}, ms): the median over the runs of each "
+            "run's median iteration, and of its best iteration (*best*). An iteration's "
+            "bandwidth is its bytes over open + transfers + close.",
+            "",
+            *_table(
+                [
+                    "command",
+                    "open",
+                    "open, best",
+                    "transfers",
+                    "transfers, best",
+                    "close",
+                    "close, best",
+                ],
+                phases,
+            ),  # fmt: skip
+        ]
     if data.get("notes"):  # what the tables say, and why (written once the run was read)
         lines += ["", *(f"- {note}" for note in data["notes"])]
     return "\n".join(lines)
@@ -556,6 +638,112 @@ def summary_rows(data: dict) -> list[tuple[str, str, str]]:
             )
         )
     return rows
+
+
+# The latest value of each measure, over every series -------------------------------------------
+LATEST_TITLE = "Write patterns against their baselines"
+
+
+def latest(series: list[dict]) -> list[dict]:
+    """For each ratio of :data:`RATIOS` (and each best-iteration form) and each command of
+    :data:`DIRECT`, the newest series that measured it: ``measure``, ``target``, ``value``
+    (NEW's ratio, or NEW / BASE for a direct command), ``null``, and ``series`` (the record)."""
+    newest_first = sorted(series, key=lambda d: d["facts"]["started"], reverse=True)
+    found: dict[str, dict] = {}
+    for data in newest_first:
+        for row in ratio_rows(data):
+            found.setdefault(
+                row[0],
+                {
+                    "measure": row[0],
+                    "target": row[1],
+                    "value": row[3],
+                    "null": row[5],
+                    "series": data,
+                },
+            )
+        order = data["order"]
+        base, new, null = order[0], order[-2], order[-1]
+        for name in DIRECT:
+            if name in data["commands"] and data["commits"].get(base):
+                found.setdefault(
+                    COMMANDS[name][3],
+                    {
+                        "measure": f"{COMMANDS[name][3]}: {new} / {base}",
+                        "target": "<= 1 (beyond the null)",
+                        "value": cell(between(data, name, new, base)),
+                        "null": cell(between(data, name, null, new)),
+                        "series": data,
+                    },
+                )
+    measures = [label for label, *_ in RATIOS] + [COMMANDS[n][3] for n in DIRECT]
+    order = {m: i for i, m in enumerate(measures)}
+    return [found[key] for key in sorted(found, key=lambda k: (order[k.removesuffix(BEST)], k))]
+
+
+def render_latest(series: list[dict], where: Callable[[dict], str]) -> str:
+    """The reference section: each measure's latest ratio, and the series it comes from
+    (``where(record)``: a Markdown link to that series' section)."""
+    rows = [
+        [
+            r["measure"],
+            r["target"],
+            f"**{r['value']}**",
+            r["null"],
+            f"{where(r['series'])}, {r['series']['commits'].get(r['series']['order'][-2], '?')}, "
+            + time.strftime("%Y-%m-%d", time.gmtime(r["series"]["facts"]["started"])),
+        ]
+        for r in latest(series)
+    ]
+    lines = [
+        f"## {LATEST_TITLE}",
+        "",
+        "Generated by `benchmarks/write_patterns.py` from the latest series of each measure "
+        "(docs/write-patterns*.json): for each ratio, the newest series that measured it, its "
+        "newer checkout's value, median (min-max) over the repetitions, ratios taken per "
+        "repetition between two commands of the same checkout (bandwidths: above 1 faster "
+        "than the baseline; times: below 1 faster), and the null comparison of the same series "
+        "(the same checkout run twice). *Best iteration of each run*: IOR's way of reading "
+        "`-i 3`, the best of a run's three iterations, where the other rows take their "
+        "median. The VPIC rows below the ratios compare the two checkouts of their series "
+        "directly (observed seconds; above 1 slower). 2 ranks on 2 cores but the 4-rank "
+        "write (oversubscribed); writes land in the page cache. Every series, with its "
+        "commands and each command's own times, is in "
+        "[BENCHMARKS-HISTORY.md](BENCHMARKS-HISTORY.md). Measure again (BASE: a worktree of "
+        "the commit before a change):",
+        "",
+        "```sh",
+        "git worktree add /tmp/base <commit before>",
+        ".venv/bin/python benchmarks/write_patterns.py --checkout BASE=/tmp/base/src "
+        "--checkout NEW=src --reps 5 --json docs/write-patterns-NAME.json",
+        "```",
+        "",
+        *_table(["measure", "target", "latest", "null", "series"], rows),
+        "",
+        "A row whose null comparison is far from 1 cannot tell its value from its target: "
+        "its series' notes say what measures it better (writing behind: *Writing behind, "
+        "chosen call by call*; profiling: *Cost of profiling*, both below).",
+    ]
+    return "\n".join(lines)
+
+
+def latest_summary_rows(series: list[dict]) -> list[tuple[str, str, str]]:
+    """The summary's rows of the reference section: the per-call and per-file ratios."""
+    keep = ("64 KiB", "`-t 16m -e`", "profiled", "VPIC write, 2 ranks")
+    answer = "; ".join(
+        f"{r['measure']}: **{r['value'].split()[0]}** (target {r['target']}; null "
+        f"{r['null'].split()[0]})"
+        for r in latest(series)
+        if any(k in r["measure"] for k in keep)
+    )
+    return [
+        (
+            "Write patterns at 2 ranks, the latest series of each (bandwidth ratios: above 1 "
+            "faster; time ratios: below 1 faster)",
+            answer,
+            LATEST_TITLE,
+        )
+    ]
 
 
 if __name__ == "__main__":

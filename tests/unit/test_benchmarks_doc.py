@@ -1,6 +1,8 @@
-"""docs/BENCHMARKS.md is what its data gives: regenerating it from docs/*.json reproduces the
-committed file exactly, every number of its summary appears in a table row below it, and the
-summary follows docs/metadata-scaling.json when that file is measured again.
+"""docs/BENCHMARKS.md (the reference) and docs/BENCHMARKS-HISTORY.md are what their data gives:
+regenerating them from docs/*.json reproduces the committed files exactly, every number of the
+summary appears in a table row below it, the summary follows docs/metadata-scaling.json when that
+file is measured again, every link between the two leads to a heading, and every section that
+the code or the docs name in either file is a heading of that file.
 
 No MPI, no matplotlib, no measurement: only ``benchmarks/report.py``'s rendering.
 """
@@ -9,6 +11,7 @@ from __future__ import annotations
 
 import copy
 import re
+import subprocess
 import sys
 from pathlib import Path
 
@@ -58,6 +61,69 @@ def test_regenerating_reproduces_the_committed_document(data: dict[str, dict]) -
         "docs/BENCHMARKS.md differs from what docs/*.json give: run "
         ".venv/bin/python benchmarks/report.py"
     )
+
+
+def test_regenerating_reproduces_the_committed_history(data: dict[str, dict]) -> None:
+    assert report.HISTORY_MARKDOWN.read_text() == report.build_history(data), (
+        "docs/BENCHMARKS-HISTORY.md differs from what docs/*.json give: run "
+        ".venv/bin/python benchmarks/report.py"
+    )
+
+
+def headings(path: Path) -> list[str]:
+    """The anchors of a Markdown file's headings, as report.anchor makes GitHub's."""
+    return [
+        report.anchor(line.lstrip("#").strip())
+        for line in path.read_text().splitlines()
+        if line.startswith("#")
+    ]
+
+
+def test_every_link_between_the_two_documents_leads_to_a_heading() -> None:
+    documents = (report.MARKDOWN, report.HISTORY_MARKDOWN)
+    broken = []
+    for path in documents:
+        for target, fragment in re.findall(
+            r"\]\(((?:BENCHMARKS[-A-Z]*\.md)?)(#[^)]+)\)", path.read_text()
+        ):
+            other = path if not target else report.DOCS / target
+            if fragment not in headings(other):
+                broken.append(f"{path.name}: {target}{fragment}")
+    assert broken == []
+
+
+#: "docs/BENCHMARKS.md, *Section*" or "docs/BENCHMARKS-HISTORY.md, *Section*" (then perhaps
+#: ", run *Subsection*" or ", *Subsection*"), across line breaks
+NAMED = re.compile(
+    r"docs/(BENCHMARKS(?:-HISTORY)?\.md),?\s+\*([^*]+)\*(?:,\s+(?:run\s+)?\*([^*]+)\*)?"
+)
+
+
+def test_every_section_named_elsewhere_is_a_heading_of_the_file_named() -> None:
+    """Code comments, docstrings and docs cite a measurement as "docs/BENCHMARKS.md, *Title*":
+    the title must be the start of a heading of that file (the reference or the history)."""
+    tracked = subprocess.run(
+        ["git", "ls-files", "src", "docs", "README.md", "benchmarks"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.split()
+    titles = {
+        name: [line.lstrip("#").strip() for line in (report.DOCS / name).read_text().splitlines()
+               if line.startswith("#")]
+        for name in (report.MARKDOWN.name, report.HISTORY_MARKDOWN.name)
+    }  # fmt: skip
+    missing = []
+    for file in tracked:
+        if not file.endswith((".py", ".md")) or file.startswith("docs/BENCHMARKS"):
+            continue
+        text = re.sub(r"\n\s*(?:#:?|>)?\s*", " ", (ROOT / file).read_text())
+        for name, *named in NAMED.findall(text):
+            for title in filter(None, named):
+                if not any(t.startswith(title.strip()) for t in titles[name]):
+                    missing.append(f"{file}: {name}, *{title}*")
+    assert missing == []
 
 
 def test_every_summary_number_appears_in_a_table_row(data: dict[str, dict]) -> None:
@@ -193,3 +259,47 @@ def test_the_best_possible_overlap_hides_every_write_but_the_last_steps() -> Non
     bounds = write_patterns.best_overlap(data, "steps_default", "NEW")
     assert bounds == pytest.approx([1.625 / 2.0, (1.5 + 0.1 / 4) / 1.6])
     assert write_patterns.best_overlap(data, "t16m_subfiles2", "NEW") == []
+
+
+def test_the_best_write_behind_hides_every_write_but_the_last_steps() -> None:
+    """The issue's figures: a direct step of 0.25 s with 0.2 s of compute after 3 of 4 steps
+    (C = 0.15 s per step) leaves 0.175 s at best; a write longer than the compute shows."""
+    import write_behind
+
+    assert write_behind.best(0.25, 0.2, 4) == pytest.approx(0.175)
+    assert write_behind.best(0.55, 0.2, 4) == pytest.approx(0.4)  # W = 0.4 > C: all but C
+    samples = [[0, i, 4 * t, 0, 0] for i, t in enumerate([0.25, 0.2, 0.175, 0.25, 0.1, 0.3, 0.18])]
+    summary = write_behind.summarise(samples, 1, 0.2, 4)
+    assert summary["hidden"]["copy"]["median"] == pytest.approx(0.05 / 0.075)
+    assert summary["hidden"]["zero copy"]["median"] == pytest.approx(1.0)
+    assert summary["hidden"]["copy always"]["median"] == pytest.approx(-0.05 / 0.075)
+    assert summary["write_share"]["median"] == pytest.approx(0.4)
+
+
+def test_the_latest_value_of_a_measure_comes_from_the_newest_series_that_took_it() -> None:
+    import write_patterns
+
+    def series(started: float, ratio: float, commands: list[str]) -> dict:
+        samples = [
+            {"rep": 0, "command": c, "checkout": k, "value": v, "best": 2 * v}
+            for c in commands
+            for k in ("BASE", "NEW", "NEW'")
+            for v in [ratio if c == "t64k_one_file" else 1.0]
+        ]
+        return {
+            "facts": {"started": started},
+            "order": ["BASE", "NEW", "NEW'"],
+            "commits": {"BASE": "a", "NEW": "b"},
+            "commands": commands,
+            "samples": samples,
+        }
+
+    old = series(1.0, 0.5, ["t64k_one_file", "t64k_posix_shared", "vpic_2"])
+    new = series(2.0, 0.9, ["t64k_one_file", "t64k_posix_shared"])
+    rows = {r["measure"]: r for r in write_patterns.latest([new, old])}
+    label = "64 KiB transfers, one file / POSIX shared file"
+    assert rows[label]["series"] is new and rows[label]["value"].startswith("0.90")
+    assert rows[label + write_patterns.BEST]["value"].startswith("0.90")  # 2x over 2x
+    vpic = next(r for m, r in rows.items() if m.startswith("VPIC write, 2 ranks"))
+    assert vpic["series"] is old
+    assert list(rows).index(label) < list(rows).index(label + write_patterns.BEST)

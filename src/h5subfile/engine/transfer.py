@@ -131,7 +131,7 @@ def _writes_in_place(session: Session, requests: Sequence[WriteRequest]) -> bool
 def _open_direct_files(session: Session, writes: Sequence[PreparedWrite]) -> None:
     """Open the files this rank writes directly before the hashing thread starts: with as
     many busy threads as cores, an open made after it waits for a core behind the hashing
-    (docs/BENCHMARKS.md, *Metadata at scale*, run *after shared coalescing and early opens*).
+    (docs/BENCHMARKS-HISTORY.md, *Metadata at scale*, run *after shared coalescing and early opens*).
     Writing behind, this only makes the queue's handles (its thread opens the files). Errors
     are left for the write itself to meet (and agree)."""
     writing = session.writing

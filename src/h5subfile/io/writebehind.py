@@ -59,7 +59,8 @@ STOP_WAIT = 30.0
 #: Writing behind from the caller's arrays with a hasher, one byte in this many is copied at
 #: the call and compared once the bytes are written (a prime: the bytes sampled walk through
 #: every byte of an element). Checking them costs a few milliseconds per 256 MiB, where
-#: hashing the arrays at the call cost 0.03-0.04 s (docs/BENCHMARKS.md, *Writing behind*).
+#: hashing the arrays at the call costs the caller a hash of every byte (its row in
+#: docs/BENCHMARKS.md, *Writing behind, chosen call by call*: more than the sample's check).
 SAMPLE_STRIDE = 4093
 
 
@@ -228,8 +229,9 @@ class WriteBehind:
 
     def prepare(self) -> None:
         """Fault the ring in now, in a thread of its own, so that no copy pays for it (a
-        page fault costs more than the copy of its page: the first copy into a fresh ring
-        took 3-20x a later one, docs/BENCHMARKS.md, *Writing behind*)."""
+        page fault costs more than the copy of its page: the first copy into a fresh buffer
+        against a copy into a touched one, docs/BENCHMARKS.md, *Writing behind, chosen call
+        by call*)."""
         if self._ring is not None or self._preparing is not None:
             return
         self._preparing = threading.Thread(

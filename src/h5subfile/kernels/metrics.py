@@ -159,7 +159,7 @@ def reduce_metrics(
     Polled rounds (:func:`~h5subfile.mpi.collective.allreduce`): with more ranks than cores
     MPI's blocking collectives spin, so ranks that have finished would spin here while the last
     ranks are still closing, taking the cores those need to end their timed work
-    (docs/BENCHMARKS.md, *Metadata at scale*, run *polled kernel metrics*)."""
+    (docs/BENCHMARKS-HISTORY.md, *Metadata at scale*, run *polled kernel metrics*)."""
     total = int(allreduce(comm, np.array([local_bytes], dtype=np.int64), MPI.SUM)[0])
     local = [
         raw_seconds,

@@ -320,7 +320,7 @@ def barrier(comm: MPI.Comm) -> None:
     """Collective, polled: return once every rank has arrived (CollectiveTimeoutError after the
     timeout). Where ranks must start timed work together: with more ranks than cores, MPI's
     blocking barrier spins, and ranks leave it far apart, a spread the first timed round would
-    count as its own (docs/BENCHMARKS.md, *Metadata at scale*, run *after polled kernel
+    count as its own (docs/BENCHMARKS-HISTORY.md, *Metadata at scale*, run *after polled kernel
     barriers*)."""
     rounds.barrier(comm)
 

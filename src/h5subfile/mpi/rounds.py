@@ -46,7 +46,7 @@ YIELD_FOR = 2e-3  # then yield the CPU between tests (sched_yield) until this, t
 YIELD_FOR_UNDERSUBSCRIBED = 50e-3
 #: ... or not at all when the node has more ranks than cores: a yielding rank stays runnable,
 #: so every waiting rank takes a share of the cores from the ranks it waits for
-#: (docs/BENCHMARKS.md, *Metadata at scale*, run *after sleeping at once when oversubscribed*).
+#: (docs/BENCHMARKS-HISTORY.md, *Metadata at scale*, run *after sleeping at once when oversubscribed*).
 YIELD_FOR_OVERSUBSCRIBED = 0.0
 #: What MPI launchers say of the ranks on this node (MPICH's Hydra, Open MPI, Slurm).
 LOCAL_SIZE_VARIABLES = ("MPI_LOCALNRANKS", "OMPI_COMM_WORLD_LOCAL_SIZE", "SLURM_NTASKS_PER_NODE")
@@ -74,7 +74,7 @@ PATIENT_FIRST_SLEEP = 1e-3
 #: (:mod:`.doorbell`): a ring wakes them, so the pauses of a rung round are a fallback only. A
 #: rank whose own messages of the round have all gone waits for the ring of the one it receives
 #: and sleeps LONGEST_SLEEP at once: pauses doubling from 1 ms wake each waiting rank several
-#: times a round for nothing, and take the CPU from the ranks at work (docs/BENCHMARKS.md,
+#: times a round for nothing, and take the CPU from the ranks at work (docs/BENCHMARKS-HISTORY.md,
 #: *Metadata at scale*, run *sleeping until rung*). A rank with a message still queued (the
 #: centre's answers, when MPI could not send them at once) needs MPI's progress to send it,
 #: which no ring brings: its pauses double from RUNG_FIRST_SLEEP.

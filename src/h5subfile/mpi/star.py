@@ -4,7 +4,7 @@ of every rank it has answered (docs/DESIGN-NOTES.md, "Star rounds and doorbells"
 
 MPI's non-blocking collectives pass messages through intermediate ranks (binomial trees,
 recursive doubling), so a waiting rank must wake often to relay them, and with more ranks than
-cores those wake-ups take most of the CPU from the ranks being waited for (docs/BENCHMARKS.md,
+cores those wake-ups take most of the CPU from the ranks being waited for (docs/BENCHMARKS-HISTORY.md,
 *Metadata at scale*, run *star rounds and doorbells*). Here no rank relays anything: a rank
 that only sends is done once its message is out, a rank that waits for an answer waits for
 one message and sleeps on its bell until it comes, and the centre is woken by the ring of each
