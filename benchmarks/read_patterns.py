@@ -331,6 +331,8 @@ def render(data: dict) -> str:
                 f"| {PATTERNS[case['pattern']]} | {case['ranks']} | {name} | "
                 f"{case['mappings'][name]} | " + " | ".join(cells) + f" | {own} |"
             )
+    if data.get("notes"):  # what the table says (written once the run was read)
+        lines += ["", *(f"- {note}" for note in data["notes"])]
     return "\n".join(lines)
 
 

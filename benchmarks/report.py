@@ -87,6 +87,7 @@ DATA = {
     "patterns_consolidated": "write-patterns-consolidated.json",
     "behind": "write-behind.json",
     "patterns_ways": "write-patterns-ways.json",
+    "reads_ways": "read-patterns-ways.json",
 }
 PAPER_TITLE = paper_experiment.TITLE
 SHORT = {PAPER_TITLE: "VPIC-IO / IOR"}
@@ -903,6 +904,7 @@ shows):
 | [Metadata at scale]({metadata}) | `docs/metadata-scaling.json` | every run: `make phdf5 && .venv-phdf5/bin/python benchmarks/metadata_scaling.py --label LABEL` |
 | [Metadata-heavy files]({heavy}) | `docs/metadata-heavy.json` | every run: `make phdf5 && .venv-phdf5/bin/python benchmarks/metadata_heavy.py --base-src /tmp/base/src --reps 3 --label LABEL` |
 | [Reading masters after merged mappings]({reads_merged}) | `docs/read-patterns-merged.json` | `.venv/bin/python benchmarks/read_patterns.py --checkout NEW=src --checkout BASE=/tmp/base/src --ranks 4 16 64 --reps 5` (BASE: e9c0b8d) |
+| [Reading masters after each call chose its way of writing]({reads_ways}) | `docs/read-patterns-ways.json` | `.venv/bin/python benchmarks/read_patterns.py --checkout NEW=src --checkout BASE=/tmp/base/src --ranks 4 16 --reps 5` (BASE: 971a10f) |
 {series}"""
 )
 
@@ -961,6 +963,7 @@ def anchors(data: dict[str, dict]) -> dict[str, str]:
         "slices": anchor(write_slices.TITLE),
         "heavy": anchor(metadata_heavy.TITLE),
         "reads_merged": anchor(data["reads_merged"]["title"]),
+        "reads_ways": anchor(data["reads_ways"]["title"]),
         "reads": anchor(read_patterns.TITLE),
     }
 
@@ -1015,6 +1018,7 @@ def build_history(data: dict[str, dict]) -> str:
         metadata_scaling.render(data["metadata"]),
         metadata_heavy.render(data["heavy"]),
         read_patterns.render(data["reads_merged"]),
+        read_patterns.render(data["reads_ways"]),
         *(write_patterns.render(d) for d in series),
     ]
     return "\n\n".join(parts) + "\n"
