@@ -697,7 +697,7 @@ def main() -> int:
     run.update(load_after=list(os.getloadavg()))
     save()
     print()
-    print(render(record, label))
+    print(render(record, [label]))
     print(f"\nkept in {args.results} under {label!r}", file=sys.stderr)
     wrong = [c for c in run["checks"] if c["problems"]]
     return 1 if wrong or any("error" in j for j in run["jobs"]) else 0
