@@ -72,6 +72,13 @@ def choose(session: Session, gathered: list[learned.Closing]) -> Chosen:
         for g in range(grouping.ngroups)
     }
     for path in sorted(gathered[0]):
+        info = session.catalog.nodes[path]
+        layout = info.layout
+        if layout is None or info.dtype is None or not info.shape:
+            continue
+        segments = _segments(layout.extents[learned.kept(session, path) :], group_of)
+        if not segments:
+            continue  # held in the master, or not all in this session's subfiles: as written
         parts = [part[path] for part in gathered]
         if any(why for _, why, _ in parts):
             continue
@@ -82,35 +89,43 @@ def choose(session: Session, gathered: list[learned.Closing]) -> Chosen:
         except OverlapError:
             continue  # published as such
         found, copies = book.listed(path)
-        info = session.catalog.nodes[path]
-        layout = info.layout
-        if copies or layout is None or info.dtype is None or not info.shape:
+        if copies:
             continue
         by_source: dict[tuple[str, str], list[Slab]] = {}
         for _, file, dataset, piece in found:
             by_source.setdefault((file, dataset), []).append(piece.slab)
         whole = Block((0,) * len(info.shape), info.shape)
-        segments: dict[tuple[tuple[int, ...], tuple[int, ...]], list[Any]] = {}
-        for extent in layout.extents[learned.kept(session, path) :]:
-            if extent.offset < 0 or extent.chunks:
-                break
-            segments.setdefault((extent.start, extent.shape), []).append(extent)
-        else:
-            for (start, shape), extents in segments.items():
-                box = Block(start, shape)
-                groups = [group_of.get(extent.file, -1) for extent in extents]
-                if min(groups) < 0:
-                    continue  # not every source is a subfile of this session
-                order = tuple(r for g in groups for r in grouping.members_of(g))
-                sources = [by_source.get((e.file, e.dataset), []) for e in extents]
-                if (
-                    whole.contains(box)
-                    and sorted(order) == list(range(size))
-                    and sum(slab.size for slabs in sources for slab in slabs) == box.size
-                    and worth_consolidating(sources, box, info.dtype.itemsize, size)
-                ):
-                    chosen.setdefault(path, []).append((start, shape, order))
+        for (start, shape), extents in segments.items():
+            box = Block(start, shape)
+            groups = [group_of[extent.file] for extent in extents]
+            order = tuple(r for g in groups for r in grouping.members_of(g))
+            sources = [by_source.get((e.file, e.dataset), []) for e in extents]
+            if (
+                whole.contains(box)
+                and sorted(order) == list(range(size))
+                and sum(slab.size for slabs in sources for slab in slabs) == box.size
+                and worth_consolidating(sources, box, info.dtype.itemsize, size)
+            ):
+                chosen.setdefault(path, []).append((start, shape, order))
     return chosen
+
+
+def _segments(
+    extents: Any, group_of: dict[str, int]
+) -> dict[tuple[tuple[int, ...], tuple[int, ...]], list[Any]]:
+    """This session's extents of a dataset by the box they hold, where every extent is a
+    whole, unchunked source in one of its subfiles; empty where any is not (then nothing of
+    the dataset is rewritten)."""
+    segments: dict[tuple[tuple[int, ...], tuple[int, ...]], list[Any]] = {}
+    for extent in extents:
+        if extent.offset < 0 or extent.chunks:
+            return {}
+        segments.setdefault((extent.start, extent.shape), []).append(extent)
+    return {
+        box: found
+        for box, found in segments.items()
+        if all(extent.file in group_of for extent in found)
+    }
 
 
 def consolidate(session: Session, chosen: Chosen, report: learned.Closing) -> Done:

@@ -146,19 +146,21 @@ def listed_apart(slabs: Sequence[Slab]) -> bool:
     hold, in C order of their common bounds, and finding no two that overlap: one sort,
     whatever their shapes (thousands of small pieces of a rank's index-list writes compare
     in milliseconds). False when some overlap, or when listing would take more than
-    :data:`LISTED_RUNS` runs: the caller then compares them pairwise."""
+    :data:`LISTED_RUNS` runs: the caller then compares them pairwise.
+
+    Slabs of one run each (every rank's slab of a dataset, most often) are listed without
+    numpy: a model's close checks a thousand datasets of two pieces each."""
     found = [slab for slab in slabs if slab.size]
     if len(found) < 2:
         return True
-    if not found[0].ndim:
+    ndim = found[0].ndim
+    if not ndim:
         return False
     bounds = [slab.bounds for slab in found]
-    lows = np.min([b.start for b in bounds], axis=0)
-    highs = np.max([b.stop for b in bounds], axis=0)
-    outer = Block(tuple(lows.tolist()), tuple((highs - lows).tolist()))
-    steps = np.asarray(_strides(outer.count), dtype=np.int64)
-    single_first: list[int] = []
-    single_length: list[int] = []
+    lows = tuple(min(b.start[axis] for b in bounds) for axis in range(ndim))
+    highs = tuple(max(b.stop[axis] for b in bounds) for axis in range(ndim))
+    outer = Block(lows, tuple(h - lo for h, lo in zip(highs, lows)))
+    single: list[tuple[int, int]] = []  # (first element, end) of the slabs of one run
     firsts: list[np.ndarray] = []
     lengths: list[np.ndarray] = []
     budget = LISTED_RUNS
@@ -171,18 +173,22 @@ def listed_apart(slabs: Sequence[Slab]) -> bool:
         length = math.prod(slab.block[j:])
         at = [s - o for s, o in zip(slab.start, outer.start)]
         if runs == 1:
-            single_first.append(_linear(outer.count, at))
-            single_length.append(length)
+            offset = _linear(outer.count, at)
+            single.append((offset, offset + length))
             continue
         grid = np.indices(slab.count, dtype=np.int64).reshape(slab.ndim, -1).T
+        steps = np.asarray(_strides(outer.count), dtype=np.int64)
         corners = (grid * np.asarray(slab.stride, dtype=np.int64) + np.asarray(at)) @ steps
         inner = _offsets(outer.count, (0,) * slab.ndim, slab.block, j)
         every = (corners[:, None] + inner[None, :]).ravel()
         firsts.append(every)
         lengths.append(np.full(len(every), length, dtype=np.int64))
-    firsts.append(np.asarray(single_first, dtype=np.int64))
-    lengths.append(np.asarray(single_length, dtype=np.int64))
-    first = np.concatenate(firsts)
-    end = first + np.concatenate(lengths)
-    order = np.argsort(first, kind="stable")
-    return bool(np.all(first[order][1:] >= end[order][:-1]))
+    if not firsts:
+        single.sort()
+        return all(end <= start for (_, end), (start, _) in zip(single, single[1:]))
+    firsts.append(np.asarray([start for start, _ in single], dtype=np.int64))
+    lengths.append(np.asarray([end - start for start, end in single], dtype=np.int64))
+    starts = np.concatenate(firsts)
+    ends = starts + np.concatenate(lengths)
+    order = np.argsort(starts, kind="stable")
+    return bool(np.all(starts[order][1:] >= ends[order][:-1]))
