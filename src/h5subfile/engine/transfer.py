@@ -161,6 +161,8 @@ def put_independent(session: Session, request: WriteRequest) -> None:
         )
     writing = session.writing
     assert writing is not None  # prepare checked it
+    if len(writes) == 1 and _put_next_piece(session, writes[0]):
+        return
     with writing.pool.call(sum(w.data.nbytes for w in writes)):
         for write in writes:
             writing.pool.writer(write.target.file)  # opened before the hashing starts
@@ -174,6 +176,42 @@ def put_independent(session: Session, request: WriteRequest) -> None:
         integrity.finish_hashing(session, hashing, ok=True)
     for write in writes:
         record_written(session, write)
+
+
+def _put_next_piece(session: Session, write: PreparedWrite) -> bool:
+    """The commonest independent write, made at the cost of the write itself: the next piece
+    of this rank's declared block (IOR's transfers, a time series' rows), smaller than a hash
+    slice, written directly by the caller, continuing its block's checksum stream (or without
+    checksums). What :func:`put_independent`'s general way does for it, without its
+    per-call bookkeeping: the stream hashes the piece now (``integrity.start_hashing``), the
+    piece is written, the block's earlier whole-block checksum is dropped
+    (``integrity.finish_hashing``) and the piece taken from what is left to write. False,
+    doing nothing, for any other write."""
+    writing = session.writing
+    assert writing is not None
+    target, data = write.target, write.data
+    if (
+        target.learned
+        or target.transfer is not Transfer.DIRECT
+        or writing.pool.queue is not None
+        or write.box == target.block
+        or data.nbytes >= HASH_SLICE
+    ):
+        return False
+    stream = None
+    if writing.checksums:
+        stream = writing.streams.get(write.path)
+        if stream is None or not stream.continues(target.block, write.box, data.itemsize):
+            return False
+    writer = writing.pool.writer(target.file)  # opened before the hashing starts
+    if stream is not None:
+        stream.claimed += data.nbytes
+        stream.update(data)
+    writer.write_pieces(box_pieces(target.offset, target.extent, write.box, data))
+    if stream is not None:
+        writing.sums.get(write.path, {}).pop(target.block.start, None)
+    record_written(session, write)
+    return True
 
 
 def note_learned(
