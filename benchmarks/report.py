@@ -88,6 +88,8 @@ DATA = {
     "behind": "write-behind.json",
     "patterns_ways": "write-patterns-ways.json",
     "reads_ways": "read-patterns-ways.json",
+    "patterns_next_piece": "write-patterns-next-piece.json",
+    "patterns_next_piece_vpic": "write-patterns-next-piece-vpic.json",
 }
 PAPER_TITLE = paper_experiment.TITLE
 SHORT = {PAPER_TITLE: "VPIC-IO / IOR"}
@@ -928,6 +930,8 @@ PATTERN_SERIES = (
     "patterns_merged",
     "patterns_consolidated",
     "patterns_ways",
+    "patterns_next_piece",
+    "patterns_next_piece_vpic",
 )
 
 
