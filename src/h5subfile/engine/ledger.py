@@ -19,8 +19,7 @@ import hashlib
 import os
 import sys
 import warnings
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from mpi4py import MPI
 
@@ -30,11 +29,12 @@ from ..mpi.calls import digest_int
 from ..mpi.collective import bcast, gather
 
 
-@dataclass(frozen=True)
-class Entry:
+class Entry(NamedTuple):
     """One metadata call: ``described`` is its structure (hashed, and shown in messages); an
     attribute set also has the object's ``path``, the attribute's ``name``, the ``value`` as
-    HDF5 stored it and that value's ``signature`` (hashed apart)."""
+    HDF5 stored it and that value's ``signature`` (hashed apart). A tuple: a model's file
+    records thousands, one per attribute set, and a frozen dataclass took 2.5 times as long to
+    make (0.65 us against 0.25)."""
 
     described: str
     path: str = ""
