@@ -1,5 +1,6 @@
 """Every write pattern against its baseline, for two checkouts in one series
-(docs/BENCHMARKS.md, "Write patterns against their baselines, before and after").
+(docs/BENCHMARKS.md, "Write patterns against their baselines, before and after"), and the
+reads of h5subfile's own reader against raw POSIX reads of the same bytes (``bench -r -C``).
 
 Each repetition runs every command of :data:`COMMANDS` once per checkout, the checkouts in an
 order that rotates from one repetition to the next; the last checkout runs twice (NEW and
@@ -47,6 +48,13 @@ _BIG = ["--particles", "16Mi", "--steps", "1", "--subfiles", "2"]
 #: async_overlap.py's own configuration: 256 MiB per rank per step, 4 steps, default plan
 _OWN = ["--particles", "8Mi", "--steps", "4"]
 _ZERO = ["--async-writes", "--async-zero-copy"]
+#: The reads of h5subfile's own reader and their baselines: (name, arguments, what it reads)
+_READERS = [
+    ("subfiles2", ["-a", "subfile", "--subfiles", "2"], "2 subfiles"),
+    ("posix_fpp", ["-a", "posix", "-F"], "POSIX file per process"),
+    ("one_file", ["-a", "subfile", "--subfiles", "1"], "one file"),
+    ("posix_shared", ["-a", "posix"], "POSIX shared file"),
+]
 #: name -> (ranks, h5subfile arguments ({dir}: the run's folder), metric, what it is)
 COMMANDS: dict[str, tuple[int, list[str], str, str]] = {
     "t16m_subfiles2": (
@@ -85,6 +93,16 @@ COMMANDS: dict[str, tuple[int, list[str], str, str]] = {
         "write_mib",
         "`bench -t 64k`, POSIX shared file (write MiB/s)",
     ),
+    **{
+        f"r{size}_{name}": (
+            2,
+            [*_BENCH, "-r", "-C", "-t", size, *arguments],
+            "read_mib",
+            f"`bench -t {size} -C`, {label} (read MiB/s)",
+        )
+        for size in ("1m", "16m")
+        for name, arguments, label in _READERS
+    },
     "steps_default": (
         2,
         ["vpic", "{dir}/run.h5", *_STEPS, "--json"],
@@ -188,6 +206,20 @@ RATIOS: list[tuple[str, str, str, str, str]] = [
         ">= 0.8",
         "bandwidth",
     ),
+    *(
+        (
+            f"reads, {label} / {base_label}, `-t {size} -C`",
+            f"r{size}_{name}",
+            f"r{size}_{base}",
+            ">= 0.95",
+            "bandwidth",
+        )
+        for size in ("1m", "16m")
+        for name, label, base, base_label in (
+            ("subfiles2", "2 subfiles", "posix_fpp", "POSIX file per process"),
+            ("one_file", "one file", "posix_shared", "POSIX shared file"),
+        )
+    ),
     ("writing behind / default, time per step", "steps_async", "steps_default", "<= 0.90", "time"),
     ("zero copy / default, time per step", "steps_zero_copy", "steps_default", "<= 0.80", "time"),
     ("profiled / not profiled, 512 MiB per rank", "big_profiled", "big_plain", "<= 1.02", "time"),
@@ -225,13 +257,14 @@ def metric(output: str, name: str) -> dict[str, float]:
     """The metric of a command's JSON output: ``value``, the bench's median write bandwidth
     over its iterations (and ``best``, its best iteration's), or a field of the VPIC metrics."""
     data = json.loads(output)
-    if name == "write_mib":
-        write = data["summary"]["write"]
-        iterations = [i for i in data["iterations"] if i["access"] == "write"]
+    if name in ("write_mib", "read_mib"):
+        access = name.removesuffix("_mib")
+        summary = data["summary"][access]
+        iterations = [i for i in data["iterations"] if i["access"] == access]
         best = max(iterations, key=lambda i: i["bw_mib_s"])
         return {
-            "value": float(write["median_mib"]),
-            "best": float(write["max_mib"]),
+            "value": float(summary["median_mib"]),
+            "best": float(summary["max_mib"]),
             "phases": {k: statistics.median(i[k] for i in iterations) for k in PHASES},
             "best_phases": {k: best[k] for k in PHASES},
         }
