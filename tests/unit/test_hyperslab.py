@@ -105,6 +105,25 @@ def test_first_shared_finds_an_overlap_among_translates_of_one_slab(
     _check_first_shared(found, [data.draw(st.integers(0, 3)) for _ in found])
 
 
+@settings(max_examples=400)
+@given(st.lists(box_in((9, 7)), min_size=0, max_size=10), st.data())
+def test_first_shared_finds_an_overlap_among_boxes(found: list[Block], data: st.DataObject) -> None:
+    """Boxes only (ranks' tiles and slabs: ``first_shared`` compares them as plain numbers)."""
+    boxes = [Slab.of_box(box) for box in found]
+    _check_first_shared(boxes, [data.draw(st.integers(0, 2)) for _ in boxes])
+
+
+@settings(max_examples=400)
+@given(st.one_of(slabs(2), box_in((13, 13)).map(Slab.of_box)), slabs(2))
+def test_holds_is_inclusion_of_elements(outer: Slab, inner: Slab) -> None:
+    """``holds`` against the sets of elements, for slabs and for boxes (which it answers from
+    their bounds)."""
+    shape = (20, 20)
+    mine = _mask(shape, list(outer.blocks())) > 0
+    theirs = _mask(shape, list(inner.blocks())) > 0
+    assert outer.holds(inner) == bool(np.all(mine[theirs]))
+
+
 def _check_first_shared(found: list[Slab], owners: list[int]) -> None:
     """``first_shared`` of ``found`` (owned by ``owners``) is one of the pairs of different
     owners that meet, compared one by one, or None when there is none."""

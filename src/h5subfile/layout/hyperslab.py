@@ -141,6 +141,8 @@ class Slab:
         """Whether every element of ``other`` is one of this slab's."""
         if other.ndim != self.ndim or not self.bounds.contains(other.bounds):
             return False
+        if self.is_box:
+            return True  # a box holds all that lies within its bounds
         axes: list[range | np.ndarray] = []
         for s, t, c, b in zip(other.start, other.stride, other.count, other.block):
             if c == 1 or t == b:
@@ -238,6 +240,10 @@ def first_shared(slabs: Sequence[tuple[int, Slab]]) -> tuple[int, int] | None:
     if len(ranked) < 2:
         return None
     ndim = ranked[0][2].ndim
+    if ndim and all(entry[2].is_box for entry in ranked):
+        return _first_shared_boxes(
+            [(k, owner, bounds.start, bounds.stop) for k, owner, _, bounds in ranked]
+        )
     apart = _phases_apart([(entry[0], entry[2]) for entry in ranked])
     axis = max(range(ndim), key=lambda a: len({r[3].start[a] for r in ranked}), default=0)
     ranked.sort(key=lambda r: r[3].start[axis] if ndim else 0)
@@ -256,6 +262,28 @@ def first_shared(slabs: Sequence[tuple[int, Slab]]) -> tuple[int, int] | None:
                 first, second = sorted((k, other))
                 return first, second
         active.append(entry)
+    return None
+
+
+def _first_shared_boxes(
+    boxes: list[tuple[int, int, Shape, Shape]],
+) -> tuple[int, int] | None:
+    """:func:`first_shared` of boxes (``(index, owner, start, stop)``, none empty), compared as
+    plain numbers in the same order: the pieces of ranks' tiles and slabs (a master of 64
+    tiles per dataset is checked at every open)."""
+    ndim = len(boxes[0][2])
+    axis = max(range(ndim), key=lambda a: len({box[2][a] for box in boxes}))
+    boxes.sort(key=lambda box: box[2][axis])
+    active: list[tuple[int, int, Shape, Shape]] = []
+    for k, owner, start, stop in boxes:
+        active = [box for box in active if box[3][axis] > start[axis]]
+        for other, other_owner, seen_start, seen_stop in active:
+            if other_owner != owner and all(
+                a < d and c < b for a, b, c, d in zip(start, stop, seen_start, seen_stop)
+            ):
+                first, second = sorted((k, other))
+                return first, second
+        active.append((k, owner, start, stop))
     return None
 
 
