@@ -90,6 +90,7 @@ DATA = {
     "reads_ways": "read-patterns-ways.json",
     "patterns_next_piece": "write-patterns-next-piece.json",
     "patterns_next_piece_vpic": "write-patterns-next-piece-vpic.json",
+    "patterns_reads": "write-patterns-reads.json",
 }
 PAPER_TITLE = paper_experiment.TITLE
 SHORT = {PAPER_TITLE: "VPIC-IO / IOR"}
@@ -932,6 +933,7 @@ PATTERN_SERIES = (
     "patterns_ways",
     "patterns_next_piece",
     "patterns_next_piece_vpic",
+    "patterns_reads",
 )
 
 
