@@ -57,7 +57,8 @@ def vpic(master: Path, *flags: str) -> subprocess.CompletedProcess[str]:
 @pytest.mark.parametrize("flags", [(), ("--async-writes",)], ids=["direct", "behind"])
 def test_with_fsync_each_file_is_fsynced_once(tmp_path: Path, flags: tuple[str, ...]) -> None:
     """``fsync=True``: each subfile once (after HDF5 closes it, never also by the pool that wrote
-    its data), the master once, whether the data went directly or behind."""
+    its data), their folder once (their names, before the master names them), the master once
+    and its folder once (the rename), whether the data went directly or behind."""
     master, folder = tmp_path / "run.h5", tmp_path / "prof"
     vpic(master, "--fsync", "--profile", folder, *flags)
     records = by_path(profile(folder / "run.h5.write.json"))
@@ -67,6 +68,8 @@ def test_with_fsync_each_file_is_fsynced_once(tmp_path: Path, flags: tuple[str, 
     }
     assert {path: fsyncs[path] for path in subfiles(master)} == dict.fromkeys(subfiles(master), 1)
     assert fsyncs.get(f"{master}.partial", 0) + fsyncs.get(str(master), 0) == 1
+    assert fsyncs.get(str(master.with_suffix(".subfiles"))) == 1
+    assert fsyncs.get(str(master.parent)) == 1
 
 
 def test_vpic_and_bdcats_profile_what_they_moved(tmp_path: Path) -> None:

@@ -509,6 +509,9 @@ class MasterWriter(SourceFile):
         self._keep_creation_order()
         self._drop_names()
         self._write_record()
+        if fsync:  # the subfiles' names in their folder, durable before the master names them
+            for folder in sorted({os.path.dirname(name) for name in subfiles}):
+                fsync_path(os.path.join(os.path.dirname(self.path), folder), self.profile)
         close_hdf5(self.h5, self.path)
         # A killed job cannot break the rename (the page cache survives it); fsync (the plan's
         # option) adds durability against power loss: data before the rename, rename after.
