@@ -91,6 +91,7 @@ DATA = {
     "patterns_next_piece": "write-patterns-next-piece.json",
     "patterns_next_piece_vpic": "write-patterns-next-piece-vpic.json",
     "patterns_reads": "write-patterns-reads.json",
+    "patterns_folder_fsync": "write-patterns-folder-fsync.json",
 }
 PAPER_TITLE = paper_experiment.TITLE
 SHORT = {PAPER_TITLE: "VPIC-IO / IOR"}
@@ -934,6 +935,7 @@ PATTERN_SERIES = (
     "patterns_next_piece",
     "patterns_next_piece_vpic",
     "patterns_reads",
+    "patterns_folder_fsync",
 )
 
 
