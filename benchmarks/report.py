@@ -92,6 +92,7 @@ DATA = {
     "patterns_next_piece_vpic": "write-patterns-next-piece-vpic.json",
     "patterns_reads": "write-patterns-reads.json",
     "patterns_folder_fsync": "write-patterns-folder-fsync.json",
+    "reads_boxes": "read-patterns-boxes.json",
 }
 PAPER_TITLE = paper_experiment.TITLE
 SHORT = {PAPER_TITLE: "VPIC-IO / IOR"}
@@ -909,6 +910,7 @@ shows):
 | [Metadata-heavy files]({heavy}) | `docs/metadata-heavy.json` | every run: `make phdf5 && .venv-phdf5/bin/python benchmarks/metadata_heavy.py --base-src /tmp/base/src --reps 3 --label LABEL` |
 | [Reading masters after merged mappings]({reads_merged}) | `docs/read-patterns-merged.json` | `.venv/bin/python benchmarks/read_patterns.py --checkout NEW=src --checkout BASE=/tmp/base/src --ranks 4 16 64 --reps 5` (BASE: e9c0b8d) |
 | [Reading masters after each call chose its way of writing]({reads_ways}) | `docs/read-patterns-ways.json` | `.venv/bin/python benchmarks/read_patterns.py --checkout NEW=src --checkout BASE=/tmp/base/src --ranks 4 16 --reps 5` (BASE: 971a10f) |
+| [Reading masters after boxes were checked as plain numbers at open]({reads_boxes}) | `docs/read-patterns-boxes.json` | `.venv/bin/python benchmarks/read_patterns.py --checkout NEW=src --checkout BASE=/tmp/base/src --ranks 4 16 64 --reps 5` (BASE: de7fdce) |
 {series}"""
 )
 
@@ -972,6 +974,7 @@ def anchors(data: dict[str, dict]) -> dict[str, str]:
         "heavy": anchor(metadata_heavy.TITLE),
         "reads_merged": anchor(data["reads_merged"]["title"]),
         "reads_ways": anchor(data["reads_ways"]["title"]),
+        "reads_boxes": anchor(data["reads_boxes"]["title"]),
         "reads": anchor(read_patterns.TITLE),
     }
 
@@ -1027,6 +1030,7 @@ def build_history(data: dict[str, dict]) -> str:
         metadata_heavy.render(data["heavy"]),
         read_patterns.render(data["reads_merged"]),
         read_patterns.render(data["reads_ways"]),
+        read_patterns.render(data["reads_boxes"]),
         *(write_patterns.render(d) for d in series),
     ]
     return "\n\n".join(parts) + "\n"
