@@ -170,6 +170,12 @@ def start_hashing(
     return Hashing(writes, fed, rest, continued, copied, broke)
 
 
+def piece_written(writing: Writing, write: PreparedWrite) -> None:
+    """A piece of a block written (with checksums): the block's earlier whole-block checksum
+    no longer holds, and its stream decides at close."""
+    writing.sums.get(write.path, {}).pop(write.target.block.start, None)
+
+
 def check_broken_streams(session: Session, hashing: Hashing) -> None:
     """Writing behind without a copy, for each stream this call broke: once this rank's
     queued writes are done, compare the bytes the file holds before the break with their
@@ -227,7 +233,7 @@ def finish_hashing(session: Session, hashing: Hashing, ok: bool) -> None:
             continue
         key = target.block.start
         if write.box != target.block:
-            writing.sums.get(write.path, {}).pop(key, None)  # the block's stream decides
+            piece_written(writing, write)
             continue
         writing.streams.pop(write.path, None)
         fed = hashing.fed_by(write)

@@ -185,8 +185,8 @@ def _put_next_piece(session: Session, write: PreparedWrite) -> bool:
     checksums). What :func:`put_independent`'s general way does for it, without its
     per-call bookkeeping: the stream hashes the piece now (``integrity.start_hashing``), the
     piece is written, the block's earlier whole-block checksum is dropped
-    (``integrity.finish_hashing``) and the piece taken from what is left to write. False,
-    doing nothing, for any other write."""
+    (``integrity.piece_written``, as ``finish_hashing`` does) and the piece is taken from
+    what is left to write. False, doing nothing, for any other write."""
     writing = session.writing
     assert writing is not None
     target, data = write.target, write.data
@@ -209,7 +209,7 @@ def _put_next_piece(session: Session, write: PreparedWrite) -> bool:
         stream.update(data)
     writer.write_pieces(box_pieces(target.offset, target.extent, write.box, data))
     if stream is not None:
-        writing.sums.get(write.path, {}).pop(target.block.start, None)
+        integrity.piece_written(writing, write)
     record_written(session, write)
     return True
 
